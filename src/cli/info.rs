@@ -1,0 +1,34 @@
+//! `nsys-lens info REPORT...`
+
+use super::Outcome;
+use super::inputs::{FormatArg, Inputs};
+use nsys_lens::report::{self, Format, InfoOutput};
+use std::io::Write;
+
+/// Options of `info`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    inputs: Inputs,
+
+    /// Output format (table or json; info has no CSV form).
+    #[arg(long, value_enum, default_value_t)]
+    format: FormatArg,
+}
+
+/// Loads the reports and prints what they hold.
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let format = Format::from(args.format);
+    if format == Format::Csv {
+        anyhow::bail!("info has no CSV form (its output is nested): use --format json");
+    }
+    let timeline = args.inputs.load()?;
+    let output = InfoOutput::new(&timeline);
+    let mut stdout = std::io::stdout().lock();
+    match format {
+        Format::Json => report::write_json(&output, &mut stdout)?,
+        _ => stdout.write_all(output.to_table().as_bytes())?,
+    }
+    stdout.flush()?;
+    Ok(Outcome::Done)
+}

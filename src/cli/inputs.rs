@@ -1,0 +1,56 @@
+//! Options shared by every command that reads reports.
+
+use anyhow::Context as _;
+use nsys_lens::model::Timeline;
+use nsys_lens::nsys;
+use std::path::PathBuf;
+
+/// The reports to read.
+#[derive(Debug, clap::Args)]
+pub struct Inputs {
+    /// nsys SQLite exports (one per node), or .nsys-rep reports when nsys is on PATH.
+    #[arg(required = true, value_name = "REPORT")]
+    pub reports: Vec<PathBuf>,
+
+    /// Where .nsys-rep inputs are exported to (default: beside each report).
+    #[arg(long, value_name = "DIR")]
+    pub export_dir: Option<PathBuf>,
+
+    /// Print nothing but errors (and the requested output).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+impl Inputs {
+    /// Exports `.nsys-rep` inputs when needed, then loads every report into one timeline.
+    pub fn load(&self) -> anyhow::Result<Timeline> {
+        let paths = self
+            .reports
+            .iter()
+            .map(|p| nsys::resolve_input(p, self.export_dir.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Timeline::load(&paths).context("cannot load the reports")
+    }
+}
+
+/// The output format flag of analysis commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Aligned text for people.
+    #[default]
+    Table,
+    /// JSON for scripts.
+    Json,
+    /// CSV for spreadsheets.
+    Csv,
+}
+
+impl From<FormatArg> for nsys_lens::report::Format {
+    fn from(arg: FormatArg) -> Self {
+        match arg {
+            FormatArg::Table => Self::Table,
+            FormatArg::Json => Self::Json,
+            FormatArg::Csv => Self::Csv,
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! nsys-lens reads Nsight Systems SQLite exports (`nsys export --type=sqlite`), one or many (one per
+//! node), merges them into one multi-rank timeline on one clock, and answers the questions people
+//! ask of distributed GPU training profiles.
+//!
+//! The data flow reads top to bottom:
+//!
+//! * [`nsys`]: the reader (schema probe, string ids, global ids, streaming row readers);
+//! * [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events);
+//! * [`report`]: tables and JSON for people and scripts.
+//!
+//! ```
+//! use nsys_lens::model::Timeline;
+//!
+//! let timeline = Timeline::load(&["fixtures/pithtrain_pp2_ep2/node0.sqlite"])?;
+//! assert!(!timeline.kernels.is_empty());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+mod hash;
+pub mod model;
+pub mod nsys;
+pub mod report;

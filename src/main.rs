@@ -1,0 +1,28 @@
+//! The `nsys-lens` binary: parses arguments, runs one subcommand, and turns the outcome into the
+//! exit code (0 success, 1 nothing found to report, 2 bad input or usage) in this one place.
+
+mod cli;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = <cli::Cli as clap::Parser>::parse();
+    match cli::run(args) {
+        Ok(cli::Outcome::Done) => ExitCode::SUCCESS,
+        Ok(cli::Outcome::NothingFound) => ExitCode::from(1),
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("nsys-lens: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A closed pipe (`nsys-lens info x | head`) is not an error.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,408 @@
+//! Building a [`Timeline`] from reports: clock mapping, identity keys, names, one sort at the end.
+
+use super::Timeline;
+use super::clock::{self, ClockMapping};
+use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
+use super::events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, SyncEvent};
+use super::{GpuId, HostId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable, ThreadId};
+use crate::hash::{FxHashMap, FxHashSet};
+use crate::nsys::{
+    Clock, Error, ExportMeta, GlobalId, GpuOpRow, Report, Result, StringResolver, Warning, Warnings,
+};
+use std::cmp::Reverse;
+use std::path::Path;
+
+/// Stream id that synchronization rows use for "no stream" (event and context syncs).
+const NO_STREAM: u32 = u32::MAX;
+
+impl Timeline {
+    /// Opens the given SQLite exports and merges them into one timeline (DESIGN.md, Clock and
+    /// Identity). Fails on the first unreadable input, naming it.
+    pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<Timeline> {
+        let reports = paths
+            .iter()
+            .map(|p| Report::open(p.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        Timeline::from_reports(&reports)
+    }
+
+    /// Merges already opened reports into one timeline.
+    pub fn from_reports(reports: &[Report]) -> Result<Timeline> {
+        let metas: Vec<&ExportMeta> = reports.iter().map(Report::meta).collect();
+        let mut strings = StringTable::default();
+        let mut builder = Builder::default();
+        for (report, mapping) in reports.iter().zip(clock::plan(&metas)) {
+            builder.add_report(report, mapping, &mut strings)?;
+        }
+        Ok(builder.finish(strings))
+    }
+}
+
+/// Accumulates entities and events; the maps give each identity key one id.
+#[derive(Default)]
+struct Builder {
+    timeline: Timeline,
+    hosts: FxHashMap<String, HostId>,
+    processes: FxHashMap<(ReportId, u32), ProcessId>,
+    threads: FxHashMap<(ProcessId, u32), ThreadId>,
+    gpus: FxHashMap<(ProcessId, u32), GpuId>,
+    streams: FxHashMap<(ProcessId, u32, u32), StreamId>,
+    /// (process, stream id) to the first stream with that id, for rows whose device is unreliable.
+    streams_by_number: FxHashMap<(ProcessId, u32), StreamId>,
+    /// The host of each report added so far.
+    report_hosts: Vec<HostId>,
+}
+
+/// First start and last end seen.
+#[derive(Default)]
+struct Span(Option<(Ns, Ns)>);
+
+impl Span {
+    fn add(&mut self, start: Ns, end: Ns) {
+        self.0 = Some(match self.0 {
+            None => (start, end),
+            Some((s, e)) => (s.min(start), e.max(end)),
+        });
+    }
+}
+
+impl Builder {
+    fn add_report(
+        &mut self,
+        report: &Report,
+        mapping: ClockMapping,
+        strings: &mut StringTable,
+    ) -> Result<()> {
+        let id = ReportId(self.timeline.reports.len() as u32);
+        let meta = report.meta();
+        let host = self.host(&meta.hostname, id);
+        self.report_hosts.push(host);
+        let clock = Clock {
+            offset: mapping.offset,
+        };
+        let mut warnings = report.warnings().clone();
+        let mut span = Span::default();
+        let non_utf8_before = strings.non_utf8_count();
+        let mut resolver = report.strings(strings)?;
+        let counts =
+            self.read_events(report, id, clock, &mut resolver, &mut warnings, &mut span)?;
+        if counts.is_empty() {
+            return Err(Error::NoEvents {
+                path: report.path().to_path_buf(),
+            });
+        }
+        self.name_entities(report, id, &mut resolver)?;
+        drop(resolver);
+        warnings.add_n(
+            Warning::NonUtf8Text,
+            strings.non_utf8_count() - non_utf8_before,
+        );
+        self.timeline.reports.push(ReportInfo {
+            path: report.path().to_path_buf(),
+            host,
+            meta: meta.clone(),
+            clock: mapping,
+            counts,
+            span: span.0,
+            warnings,
+        });
+        self.check_unique_processes(id)
+    }
+
+    fn read_events(
+        &mut self,
+        report: &Report,
+        id: ReportId,
+        clock: Clock,
+        strings: &mut StringResolver,
+        warnings: &mut Warnings,
+        span: &mut Span,
+    ) -> Result<RowCounts> {
+        let kernels = report.read_kernels(strings, warnings, clock, |k| {
+            span.add(k.op.start, k.op.end);
+            let stream = self.stream(id, &k.op);
+            self.timeline.kernels.push(Kernel {
+                start: k.op.start,
+                end: k.op.end,
+                stream,
+                short_name: k.short_name,
+                name: k.name,
+                correlation: k.op.correlation,
+                grid: k.grid,
+                block: k.block,
+                registers: k.registers,
+                static_shared: k.static_shared,
+                dynamic_shared: k.dynamic_shared,
+            });
+        })?;
+        let memcpy = report.read_memcpys(warnings, clock, |m| {
+            span.add(m.op.start, m.op.end);
+            let stream = self.stream(id, &m.op);
+            self.timeline.memcpys.push(Memcpy {
+                start: m.op.start,
+                end: m.op.end,
+                stream,
+                correlation: m.op.correlation,
+                bytes: m.bytes,
+                copy_kind: m.copy_kind,
+            });
+        })?;
+        let memset = report.read_memsets(warnings, clock, |m| {
+            span.add(m.op.start, m.op.end);
+            let stream = self.stream(id, &m.op);
+            self.timeline.memsets.push(Memset {
+                start: m.op.start,
+                end: m.op.end,
+                stream,
+                correlation: m.op.correlation,
+                bytes: m.bytes,
+                value: m.value,
+            });
+        })?;
+        let sync = report.read_syncs(warnings, clock, |s| {
+            span.add(s.op.start, s.op.end);
+            let process = self.process(id, s.op.pid);
+            // Synchronization rows carry deviceId 0 whatever the device (observed in 2026.2
+            // exports), so they name a stream by number only, and only a stream that ran work.
+            let stream = (s.op.stream != NO_STREAM)
+                .then(|| self.streams_by_number.get(&(process, s.op.stream)).copied())
+                .flatten();
+            self.timeline.syncs.push(SyncEvent {
+                start: s.op.start,
+                end: s.op.end,
+                process,
+                stream,
+                correlation: s.op.correlation,
+                sync_type: s.sync_type,
+            });
+        })?;
+        let cuda_api = report.read_api_calls(strings, clock, |a| {
+            span.add(a.start, a.end);
+            let thread = self.thread(id, a.thread);
+            self.timeline.api_calls.push(ApiCall {
+                start: a.start,
+                end: a.end,
+                thread,
+                name: a.name,
+                correlation: a.correlation,
+                class: a.class,
+            });
+        })?;
+        let nvtx = report.read_nvtx(strings, warnings, clock, |n| {
+            span.add(n.start, n.end.unwrap_or(n.start));
+            let thread = self.thread(id, n.thread);
+            let end_thread = n.end_thread.map(|t| self.thread(id, t));
+            self.timeline.nvtx.push(NvtxEvent {
+                start: n.start,
+                end: n.end,
+                kind: n.kind,
+                thread,
+                end_thread,
+                domain: n.domain,
+                text: n.text,
+            });
+        })?;
+        Ok(RowCounts {
+            kernels,
+            memcpy,
+            memset,
+            cuda_api,
+            sync,
+            nvtx,
+        })
+    }
+
+    fn host(&mut self, name: &str, report: ReportId) -> HostId {
+        let next = HostId(self.hosts.len() as u32);
+        let id = *self.hosts.entry(name.to_string()).or_insert(next);
+        if id == next {
+            self.timeline.hosts.push(Host {
+                name: name.to_string(),
+                reports: Vec::new(),
+            });
+        }
+        self.timeline.hosts[id.index()].reports.push(report);
+        id
+    }
+
+    fn process(&mut self, report: ReportId, pid: u32) -> ProcessId {
+        let processes = &mut self.timeline.processes;
+        let host = self.report_hosts[report.index()];
+        *self.processes.entry((report, pid)).or_insert_with(|| {
+            processes.push(Process {
+                report,
+                host,
+                pid,
+                name: StringId::EMPTY,
+            });
+            ProcessId(processes.len() as u32 - 1)
+        })
+    }
+
+    fn thread(&mut self, report: ReportId, id: GlobalId) -> ThreadId {
+        let process = self.process(report, id.pid);
+        let threads = &mut self.timeline.threads;
+        *self.threads.entry((process, id.tid)).or_insert_with(|| {
+            threads.push(Thread {
+                process,
+                tid: id.tid,
+                name: StringId::EMPTY,
+            });
+            ThreadId(threads.len() as u32 - 1)
+        })
+    }
+
+    fn gpu(&mut self, process: ProcessId, device: u32) -> GpuId {
+        let gpus = &mut self.timeline.gpus;
+        *self.gpus.entry((process, device)).or_insert_with(|| {
+            gpus.push(Gpu {
+                process,
+                device,
+                host_gpu: None,
+                name: StringId::EMPTY,
+            });
+            GpuId(gpus.len() as u32 - 1)
+        })
+    }
+
+    fn stream(&mut self, report: ReportId, op: &GpuOpRow) -> StreamId {
+        let process = self.process(report, op.pid);
+        if let Some(&id) = self.streams.get(&(process, op.device, op.stream)) {
+            return id;
+        }
+        let gpu = self.gpu(process, op.device);
+        let id = StreamId(self.timeline.streams.len() as u32);
+        self.timeline.streams.push(Stream {
+            process,
+            gpu,
+            context: op.context,
+            stream: op.stream,
+            priority: None,
+        });
+        self.streams.insert((process, op.device, op.stream), id);
+        self.streams_by_number
+            .entry((process, op.stream))
+            .or_insert(id);
+        id
+    }
+
+    /// Names the processes, threads and GPUs of one report and attaches stream priorities.
+    fn name_entities(
+        &mut self,
+        report: &Report,
+        id: ReportId,
+        strings: &mut StringResolver,
+    ) -> Result<()> {
+        let process_names = report.process_names()?;
+        let wanted: FxHashSet<GlobalId> = self
+            .timeline
+            .threads
+            .iter()
+            .filter_map(|t| {
+                let p = &self.timeline.processes[t.process.index()];
+                (p.report == id).then_some(GlobalId {
+                    pid: p.pid,
+                    tid: t.tid,
+                })
+            })
+            .collect();
+        let mut thread_names = report.thread_names(strings, &wanted)?;
+        thread_names.extend(report.nvtx_thread_names(strings)?);
+        let cuda_devices = report.cuda_devices()?;
+        let stream_infos = report.stream_infos()?;
+        let host_gpus = &report.meta().gpus;
+        let Timeline {
+            processes,
+            threads,
+            gpus,
+            streams,
+            ..
+        } = &mut self.timeline;
+        for process in processes.iter_mut().filter(|p| p.report == id) {
+            if let Some(name) = process_names.get(&process.pid) {
+                process.name = strings.intern(name);
+            }
+        }
+        for thread in threads.iter_mut() {
+            let process = &processes[thread.process.index()];
+            if process.report != id {
+                continue;
+            }
+            let global = GlobalId {
+                pid: process.pid,
+                tid: thread.tid,
+            };
+            if let Some(&name) = thread_names.get(&global) {
+                thread.name = name;
+            }
+        }
+        for gpu in gpus.iter_mut() {
+            let pid = processes[gpu.process.index()].pid;
+            if processes[gpu.process.index()].report != id {
+                continue;
+            }
+            let host_gpu = cuda_devices
+                .get(&(pid, gpu.device))
+                .copied()
+                .unwrap_or(i64::from(gpu.device));
+            if let Some(found) = host_gpus.iter().find(|g| g.id == host_gpu) {
+                gpu.host_gpu = Some(found.id);
+                gpu.name = strings.intern(&found.name);
+            }
+        }
+        for stream in streams.iter_mut() {
+            let process = &processes[stream.process.index()];
+            if process.report != id {
+                continue;
+            }
+            stream.priority = stream_infos
+                .iter()
+                .find(|s| {
+                    s.pid == process.pid && s.stream == stream.stream && s.context == stream.context
+                })
+                .map(|s| s.priority);
+        }
+        Ok(())
+    }
+
+    /// Two reports must not hold the same process (same host and pid).
+    fn check_unique_processes(&self, id: ReportId) -> Result<()> {
+        let host = self.timeline.reports[id.index()].host;
+        let mine = self.timeline.processes.iter().filter(|p| p.report == id);
+        for process in mine {
+            let other = self
+                .timeline
+                .processes
+                .iter()
+                .find(|p| p.report != id && p.host == host && p.pid == process.pid);
+            if let Some(other) = other {
+                return Err(Error::DuplicateProcess {
+                    first: self.timeline.reports[other.report.index()].path.clone(),
+                    second: self.timeline.reports[id.index()].path.clone(),
+                    host: self.timeline.hosts[host.index()].name.clone(),
+                    pid: process.pid,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, strings: StringTable) -> Timeline {
+        let t = &mut self.timeline;
+        t.strings = strings;
+        t.kernels
+            .sort_unstable_by_key(|k| (k.start, k.end, k.stream, k.correlation));
+        t.memcpys
+            .sort_unstable_by_key(|m| (m.start, m.end, m.stream, m.correlation));
+        t.memsets
+            .sort_unstable_by_key(|m| (m.start, m.end, m.stream, m.correlation));
+        t.syncs
+            .sort_unstable_by_key(|s| (s.start, s.end, s.process, s.correlation));
+        t.api_calls
+            .sort_unstable_by_key(|a| (a.start, a.end, a.thread, a.correlation));
+        // Enclosing ranges first on equal starts; an open range encloses everything after it.
+        t.nvtx
+            .sort_by_key(|n| (n.start, Reverse(n.end.map_or(i64::MAX, |e| e.0)), n.thread));
+        self.timeline
+    }
+}

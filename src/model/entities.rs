@@ -1,0 +1,109 @@
+//! Who ran what: reports, hosts, processes, threads, GPUs and CUDA streams.
+
+use super::{ClockMapping, GpuId, HostId, Ns, ProcessId, ReportId, StringId};
+use crate::nsys::{ExportMeta, Warnings};
+use std::path::PathBuf;
+
+/// One input report and what was read from it.
+#[derive(Debug, Clone)]
+pub struct ReportInfo {
+    /// The SQLite file read (for a `.nsys-rep`, its export).
+    pub path: PathBuf,
+    /// The host it profiled.
+    pub host: HostId,
+    /// Versions, session start, host GPUs.
+    pub meta: ExportMeta,
+    /// How its times were mapped onto the merged clock.
+    pub clock: ClockMapping,
+    /// Rows read per event table (each equals the table's `count(*)`).
+    pub counts: RowCounts,
+    /// First start and last end of its events on the merged clock; None when it has none.
+    pub span: Option<(Ns, Ns)>,
+    /// Harmless oddities found while reading it.
+    pub warnings: Warnings,
+}
+
+/// Rows read per event table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RowCounts {
+    /// `CUPTI_ACTIVITY_KIND_KERNEL`.
+    pub kernels: u64,
+    /// `CUPTI_ACTIVITY_KIND_MEMCPY`.
+    pub memcpy: u64,
+    /// `CUPTI_ACTIVITY_KIND_MEMSET`.
+    pub memset: u64,
+    /// `CUPTI_ACTIVITY_KIND_RUNTIME` (runtime and driver API calls).
+    pub cuda_api: u64,
+    /// `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.
+    pub sync: u64,
+    /// `NVTX_EVENTS` (all event types).
+    pub nvtx: u64,
+}
+
+impl RowCounts {
+    /// Whether the report holds no events at all.
+    pub fn is_empty(&self) -> bool {
+        *self == RowCounts::default()
+    }
+}
+
+/// One host (node).
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// `Hostname` of its reports (else the first report's file stem).
+    pub name: String,
+    /// Its reports.
+    pub reports: Vec<ReportId>,
+}
+
+/// One process: (report, pid).
+#[derive(Debug, Clone)]
+pub struct Process {
+    /// The report it came from.
+    pub report: ReportId,
+    /// Its host.
+    pub host: HostId,
+    /// Operating-system pid (unique only within a host).
+    pub pid: u32,
+    /// Executable name from `PROCESSES` (empty when unknown).
+    pub name: StringId,
+}
+
+/// One CPU thread.
+#[derive(Debug, Clone)]
+pub struct Thread {
+    /// Its process.
+    pub process: ProcessId,
+    /// Operating-system tid (equals the pid for the main thread).
+    pub tid: u32,
+    /// Name from NVTX (`nvtxNameOsThread`) or `ThreadNames` (empty when unknown).
+    pub name: StringId,
+}
+
+/// A GPU as one process sees it.
+#[derive(Debug, Clone)]
+pub struct Gpu {
+    /// The process.
+    pub process: ProcessId,
+    /// CUDA device ordinal in that process (what activity rows call `deviceId`).
+    pub device: u32,
+    /// The host's GPU index (`TARGET_INFO_GPU.id`) when known.
+    pub host_gpu: Option<i64>,
+    /// Product name (empty when unknown).
+    pub name: StringId,
+}
+
+/// One CUDA stream.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    /// The process.
+    pub process: ProcessId,
+    /// The GPU.
+    pub gpu: GpuId,
+    /// CUDA context.
+    pub context: u32,
+    /// Stream id (small, per context; repeats across processes).
+    pub stream: u32,
+    /// Priority when `TARGET_INFO_CUDA_STREAM` lists the stream.
+    pub priority: Option<i32>,
+}

@@ -1,0 +1,128 @@
+//! The events of a timeline: compact `Copy` records, times on the merged clock, text interned.
+
+use super::{Ns, ProcessId, StreamId, StringId, ThreadId};
+
+/// One kernel execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kernel {
+    /// Start.
+    pub start: Ns,
+    /// End.
+    pub end: Ns,
+    /// The stream (and so process and GPU) it ran on.
+    pub stream: StreamId,
+    /// Base name (`shortName`, e.g. `ncclDevKernel_SendRecv`).
+    pub short_name: StringId,
+    /// Full demangled signature.
+    pub name: StringId,
+    /// Correlation id of the launching API call in the same process (0 when none).
+    pub correlation: u32,
+    /// Grid dimensions.
+    pub grid: [u32; 3],
+    /// Block dimensions.
+    pub block: [u32; 3],
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory, bytes.
+    pub static_shared: u32,
+    /// Dynamic shared memory, bytes.
+    pub dynamic_shared: u32,
+}
+
+/// One memory copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memcpy {
+    /// Start.
+    pub start: Ns,
+    /// End.
+    pub end: Ns,
+    /// The stream.
+    pub stream: StreamId,
+    /// Correlation id of the API call.
+    pub correlation: u32,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// `ENUM_CUDA_MEMCPY_OPER` id (1 host-to-device, 2 device-to-host, 8 device-to-device, 10 peer).
+    pub copy_kind: u8,
+}
+
+/// One memory set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memset {
+    /// Start.
+    pub start: Ns,
+    /// End.
+    pub end: Ns,
+    /// The stream.
+    pub stream: StreamId,
+    /// Correlation id of the API call.
+    pub correlation: u32,
+    /// Bytes set.
+    pub bytes: u64,
+    /// Value written.
+    pub value: u32,
+}
+
+/// One CUDA runtime or driver API call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiCall {
+    /// Start.
+    pub start: Ns,
+    /// End.
+    pub end: Ns,
+    /// Calling thread.
+    pub thread: ThreadId,
+    /// Name with its version suffix (`cudaLaunchKernel_v7000`, `cuLaunchKernelEx`).
+    pub name: StringId,
+    /// Correlation id (unique per process only).
+    pub correlation: u32,
+    /// 0 runtime API, 1 driver API (`ENUM_NSYS_EVENT_CLASS`).
+    pub class: u8,
+}
+
+/// One synchronization event (a host wait, or a stream waiting on an event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncEvent {
+    /// Start.
+    pub start: Ns,
+    /// End.
+    pub end: Ns,
+    /// The process.
+    pub process: ProcessId,
+    /// The stream concerned, when one is (stream sync, stream wait).
+    pub stream: Option<StreamId>,
+    /// Correlation id of the API call.
+    pub correlation: u32,
+    /// `ENUM_CUPTI_SYNC_TYPE`: 1 event, 2 stream wait, 3 stream, 4 context.
+    pub sync_type: u8,
+}
+
+/// What an NVTX event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NvtxKind {
+    /// An instant (`nvtxMark`).
+    Mark,
+    /// A push/pop range: nests strictly per thread.
+    PushPop,
+    /// A start/end range: may overlap others and end on another thread.
+    StartEnd,
+}
+
+/// One NVTX range or mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NvtxEvent {
+    /// Start (the mark's time for a mark); negative when opened before the capture.
+    pub start: Ns,
+    /// End; None for marks and for ranges that never close.
+    pub end: Option<Ns>,
+    /// Range or mark.
+    pub kind: NvtxKind,
+    /// Thread that opened it.
+    pub thread: ThreadId,
+    /// Thread that closed it, when another one.
+    pub end_thread: Option<ThreadId>,
+    /// Domain name ([`StringId::EMPTY`] for the default domain).
+    pub domain: StringId,
+    /// Text.
+    pub text: StringId,
+}

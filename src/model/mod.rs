@@ -1,0 +1,138 @@
+//! The merged multi-rank timeline: every report on one clock, with hosts > processes > GPUs >
+//! CUDA streams, CPU threads, and the events (kernels, memory operations, API calls,
+//! synchronization, NVTX ranges and marks).
+//!
+//! Second step of the data flow: [`crate::nsys`] reads rows, [`Timeline::load`] keys and stores
+//! them here, and `classify`, `analysis` and the exporters read this model only. Entities are
+//! addressed by typed ids (indices into the timeline's vectors); events are compact `Copy` records
+//! (integers and interned [`StringId`]s), each vector sorted once by start time.
+
+mod build;
+mod clock;
+mod entities;
+mod events;
+mod strings;
+
+pub use clock::{ClockMapping, TimeBase};
+pub use entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
+pub use events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, SyncEvent};
+pub use strings::{StringId, StringTable};
+
+use crate::nsys::Warnings;
+
+/// A time in nanoseconds on the merged clock (signed: NVTX ranges can open before the capture).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Ns(pub i64);
+
+macro_rules! typed_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub(crate) u32);
+
+        impl $name {
+            /// The index into the timeline's vector of this entity.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+typed_id!(
+    /// One input report, in the order given. Created by [`Timeline::load`].
+    ReportId
+);
+typed_id!(
+    /// One host (node), named by the report's `Hostname`; reports of one host share its clock.
+    HostId
+);
+typed_id!(
+    /// One process: (report, pid). Two ranks with the same pid on different hosts are two processes.
+    ProcessId
+);
+typed_id!(
+    /// One CPU thread: (process, tid).
+    ThreadId
+);
+typed_id!(
+    /// One GPU as a process sees it: (process, CUDA device ordinal).
+    GpuId
+);
+typed_id!(
+    /// One CUDA stream: (process, device, stream id). Equal stream ids on two devices never merge.
+    StreamId
+);
+
+/// Every report merged onto one clock. Built by [`Timeline::load`]; read-only afterwards.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    /// All text of the timeline.
+    pub strings: StringTable,
+    /// Inputs, indexed by [`ReportId`].
+    pub reports: Vec<ReportInfo>,
+    /// Hosts, indexed by [`HostId`], in order of first appearance.
+    pub hosts: Vec<Host>,
+    /// Processes, indexed by [`ProcessId`], ordered by (report, pid).
+    pub processes: Vec<Process>,
+    /// CPU threads that made CUDA calls or NVTX events, indexed by [`ThreadId`].
+    pub threads: Vec<Thread>,
+    /// GPUs per process, indexed by [`GpuId`].
+    pub gpus: Vec<Gpu>,
+    /// CUDA streams, indexed by [`StreamId`].
+    pub streams: Vec<Stream>,
+    /// Kernels, sorted by start.
+    pub kernels: Vec<Kernel>,
+    /// Memory copies, sorted by start.
+    pub memcpys: Vec<Memcpy>,
+    /// Memory sets, sorted by start.
+    pub memsets: Vec<Memset>,
+    /// CUDA runtime and driver API calls, sorted by start.
+    pub api_calls: Vec<ApiCall>,
+    /// Synchronization events, sorted by start.
+    pub syncs: Vec<SyncEvent>,
+    /// NVTX ranges and marks, sorted by start, enclosing ranges first on equal starts.
+    pub nvtx: Vec<NvtxEvent>,
+}
+
+impl Timeline {
+    /// The report.
+    pub fn report(&self, id: ReportId) -> &ReportInfo {
+        &self.reports[id.index()]
+    }
+
+    /// The process.
+    pub fn process(&self, id: ProcessId) -> &Process {
+        &self.processes[id.index()]
+    }
+
+    /// The thread.
+    pub fn thread(&self, id: ThreadId) -> &Thread {
+        &self.threads[id.index()]
+    }
+
+    /// The GPU.
+    pub fn gpu(&self, id: GpuId) -> &Gpu {
+        &self.gpus[id.index()]
+    }
+
+    /// The stream.
+    pub fn stream(&self, id: StreamId) -> &Stream {
+        &self.streams[id.index()]
+    }
+
+    /// The host.
+    pub fn host(&self, id: HostId) -> &Host {
+        &self.hosts[id.index()]
+    }
+
+    /// The text of an interned string.
+    pub fn text(&self, id: StringId) -> &str {
+        self.strings.get(id)
+    }
+
+    /// Every warning raised while loading, per report.
+    pub fn warnings(&self) -> impl Iterator<Item = (&ReportInfo, &Warnings)> {
+        self.reports.iter().map(|r| (r, &r.warnings))
+    }
+}

@@ -1,0 +1,157 @@
+//! Errors of the reader. Every variant names the file, and where it helps the table, row and column,
+//! so that the one line a user sees says what was wrong and where.
+
+use std::path::PathBuf;
+
+/// Something in an input made it unreadable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The path does not exist or cannot be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        /// The input.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// The path is a directory, not a file.
+    #[error("{path}: is a directory, not an nsys SQLite export")]
+    IsDirectory {
+        /// The input.
+        path: PathBuf,
+    },
+    /// The file is empty.
+    #[error("{path}: the file is empty, not an nsys SQLite export")]
+    Empty {
+        /// The input.
+        path: PathBuf,
+    },
+    /// The file is not a SQLite database at all.
+    #[error("{path}: not a SQLite database (is it the .nsys-rep instead of the exported .sqlite?)")]
+    NotSqlite {
+        /// The input.
+        path: PathBuf,
+    },
+    /// A SQLite database that holds none of the tables of an nsys export.
+    #[error("{path}: a SQLite database but not an nsys export ({reason})")]
+    NotAnExport {
+        /// The input.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+    /// An export that holds no CUDA or NVTX events at all.
+    #[error(
+        "{path}: the export holds no CUDA kernels, memory operations, API calls or NVTX events (was the capture empty, or run without --trace=cuda,nvtx?)"
+    )]
+    NoEvents {
+        /// The input.
+        path: PathBuf,
+    },
+    /// SQLite failed while reading (truncated or corrupted file, I/O error).
+    #[error("{path}: reading {table} failed: {source} (is the file truncated or corrupted?)")]
+    Sqlite {
+        /// The input.
+        path: PathBuf,
+        /// The table being read, or what was being done.
+        table: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// A column this reader needs is missing from a table that is present.
+    #[error("{path}: table {table} has no column {column}")]
+    MissingColumn {
+        /// The input.
+        path: PathBuf,
+        /// The table.
+        table: &'static str,
+        /// The column.
+        column: &'static str,
+    },
+    /// A value has the wrong type or is NULL where a value is required.
+    #[error("{path}: {table} row {row}: column {column} {problem}")]
+    BadValue {
+        /// The input.
+        path: PathBuf,
+        /// The table.
+        table: &'static str,
+        /// The SQLite rowid.
+        row: i64,
+        /// The column.
+        column: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// An interval ends before it starts.
+    #[error("{path}: {table} row {row}: end {end} is before start {start}")]
+    ReversedInterval {
+        /// The input.
+        path: PathBuf,
+        /// The table.
+        table: &'static str,
+        /// The SQLite rowid.
+        row: i64,
+        /// Start, ns.
+        start: i64,
+        /// End, ns.
+        end: i64,
+    },
+    /// A row refers to a StringIds id that does not exist.
+    #[error(
+        "{path}: {table} row {row}: column {column} refers to string id {id}, which StringIds lacks"
+    )]
+    MissingString {
+        /// The input.
+        path: PathBuf,
+        /// The table.
+        table: &'static str,
+        /// The SQLite rowid.
+        row: i64,
+        /// The column.
+        column: &'static str,
+        /// The missing id.
+        id: i64,
+    },
+    /// A time does not fit the merged clock (it overflows 64 bits once the offset is applied).
+    #[error(
+        "{path}: {table} row {row}: time {time} overflows when shifted by {offset} ns onto the merged clock"
+    )]
+    TimeOverflow {
+        /// The input.
+        path: PathBuf,
+        /// The table.
+        table: &'static str,
+        /// The SQLite rowid.
+        row: i64,
+        /// The time in the file.
+        time: i64,
+        /// The clock offset.
+        offset: i64,
+    },
+    /// Two inputs hold the same process (same host and pid).
+    #[error(
+        "{second}: holds host {host} pid {pid}, which {first} holds too (the same report given twice?)"
+    )]
+    DuplicateProcess {
+        /// The earlier input.
+        first: PathBuf,
+        /// The later input.
+        second: PathBuf,
+        /// The host name.
+        host: String,
+        /// The pid.
+        pid: u32,
+    },
+    /// A `.nsys-rep` could not be exported to SQLite.
+    #[error("{path}: {message}")]
+    Export {
+        /// The `.nsys-rep`.
+        path: PathBuf,
+        /// What went wrong, with the command to run by hand.
+        message: String,
+    },
+}
+
+/// The reader's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

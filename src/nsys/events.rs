@@ -1,0 +1,348 @@
+//! Streaming readers for the CUDA activity tables: kernels, memcpy, memset, synchronization and
+//! runtime/driver API calls (nsys-sqlite.md §8.1 to §8.5).
+//!
+//! Each reader runs one `SELECT`, converts every row into a small `Copy` record (names as
+//! [`StringId`]s, times on the merged clock) and hands it to a sink: nothing per row is allocated.
+
+use super::error::{Error, Result};
+use super::ids::GlobalId;
+use super::report::Report;
+use super::schema::{Column, Fields, opt, req};
+use super::strings::{StringRef, StringResolver};
+use super::warnings::{Warning, Warnings};
+use crate::model::{Ns, StringId};
+
+/// How a report's times map onto the merged clock: `t -> t + offset`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Clock {
+    /// Added to every time of the report.
+    pub offset: i64,
+}
+
+impl Clock {
+    /// Maps one time of row `f` onto the merged clock.
+    pub(crate) fn map(self, time: i64, f: &Fields) -> Result<Ns> {
+        let (path, table) = f.location();
+        time.checked_add(self.offset)
+            .map(Ns)
+            .ok_or_else(|| Error::TimeOverflow {
+                path: path.to_path_buf(),
+                table,
+                row: f.rowid,
+                time,
+                offset: self.offset,
+            })
+    }
+
+    /// Reads `start, end` (the next two columns), checks `end >= start` and maps both.
+    fn interval(self, f: &mut Fields) -> Result<(Ns, Ns)> {
+        let start = f.int()?;
+        let end = f.int()?;
+        if end < start {
+            let (path, table) = f.location();
+            return Err(Error::ReversedInterval {
+                path: path.to_path_buf(),
+                table,
+                row: f.rowid,
+                start,
+                end,
+            });
+        }
+        Ok((self.map(start, f)?, self.map(end, f)?))
+    }
+}
+
+/// Where a GPU operation ran: the fields every GPU activity table shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuOpRow {
+    /// Start on the merged clock.
+    pub start: Ns,
+    /// End on the merged clock.
+    pub end: Ns,
+    /// Owning process.
+    pub pid: u32,
+    /// CUDA device ordinal of the process.
+    pub device: u32,
+    /// CUDA context.
+    pub context: u32,
+    /// Stream id.
+    pub stream: u32,
+    /// Correlation id of the launching API call (0 when none).
+    pub correlation: u32,
+}
+
+/// One `CUPTI_ACTIVITY_KIND_KERNEL` row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelRow {
+    /// Where and when it ran.
+    pub op: GpuOpRow,
+    /// Base name (`shortName`).
+    pub short_name: StringId,
+    /// Full signature (`demangledName`).
+    pub name: StringId,
+    /// Grid dimensions.
+    pub grid: [u32; 3],
+    /// Block dimensions.
+    pub block: [u32; 3],
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory, bytes.
+    pub static_shared: u32,
+    /// Dynamic shared memory, bytes.
+    pub dynamic_shared: u32,
+}
+
+/// One `CUPTI_ACTIVITY_KIND_MEMCPY` row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemcpyRow {
+    /// Where and when it ran.
+    pub op: GpuOpRow,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// `ENUM_CUDA_MEMCPY_OPER` id.
+    pub copy_kind: u8,
+}
+
+/// One `CUPTI_ACTIVITY_KIND_MEMSET` row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemsetRow {
+    /// Where and when it ran.
+    pub op: GpuOpRow,
+    /// Bytes set.
+    pub bytes: u64,
+    /// The value written.
+    pub value: u32,
+}
+
+/// One `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION` row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncRow {
+    /// Where and when (the host thread's wait, or the stream wait).
+    pub op: GpuOpRow,
+    /// `ENUM_CUPTI_SYNC_TYPE` id.
+    pub sync_type: u8,
+}
+
+/// One `CUPTI_ACTIVITY_KIND_RUNTIME` row (runtime or driver API call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiRow {
+    /// Start on the merged clock.
+    pub start: Ns,
+    /// End on the merged clock.
+    pub end: Ns,
+    /// Calling thread.
+    pub thread: GlobalId,
+    /// Function name with its version suffix (`cudaLaunchKernel_v7000`).
+    pub name: StringId,
+    /// Correlation id (unique per process only).
+    pub correlation: u32,
+    /// `ENUM_NSYS_EVENT_CLASS`: 0 runtime, 1 driver.
+    pub class: u8,
+}
+
+const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
+const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
+const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
+const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
+const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+
+/// The GPU-op columns, first in every activity `SELECT`, read by [`gpu_op`].
+macro_rules! gpu_op_columns {
+    ($($rest:expr),* $(,)?) => {
+        &[
+            req("start"), req("end"), req("deviceId"), opt("contextId"), req("streamId"),
+            opt("correlationId"), opt("globalPid"), $($rest),*
+        ]
+    };
+}
+
+/// Reads the columns listed by `gpu_op_columns!`.
+fn gpu_op(f: &mut Fields, clock: Clock, main_pid: u32, missing_pid: &mut u64) -> Result<GpuOpRow> {
+    let (start, end) = clock.interval(f)?;
+    let device = f.u32_or(0)?;
+    let context = f.u32_or(0)?;
+    let stream = f.u32_or(0)?;
+    let correlation = correlation(f)?;
+    let pid = match f.opt_int()? {
+        Some(g) => GlobalId::decode(g).pid,
+        None => {
+            *missing_pid += 1;
+            main_pid
+        }
+    };
+    Ok(GpuOpRow {
+        start,
+        end,
+        pid,
+        device,
+        context,
+        stream,
+        correlation,
+    })
+}
+
+/// CUPTI correlation ids are 32-bit; NULL means none (0).
+fn correlation(f: &mut Fields) -> Result<u32> {
+    f.u32_or(0)
+}
+
+fn string(f: &mut Fields, strings: &mut StringResolver, table: &'static str) -> Result<StringId> {
+    let id = f.int()?;
+    strings.resolve(
+        id,
+        StringRef {
+            table,
+            row: f.rowid,
+            column: f.last_column(),
+        },
+    )
+}
+
+fn dims(f: &mut Fields) -> Result<[u32; 3]> {
+    Ok([f.u32_or(0)?, f.u32_or(0)?, f.u32_or(0)?])
+}
+
+impl Report {
+    /// Runs a GPU activity reader, counting rows without `globalPid` as a warning.
+    fn gpu_table<R>(
+        &self,
+        warnings: &mut Warnings,
+        table: &'static str,
+        columns: &'static [Column],
+        clock: Clock,
+        mut read: impl FnMut(&mut Fields, GpuOpRow) -> Result<R>,
+        mut sink: impl FnMut(R),
+    ) -> Result<u64> {
+        let main_pid = self.main_pid()?;
+        let mut missing_pid = 0;
+        let rows = self.for_each_row(table, columns, "", |f| {
+            let op = gpu_op(f, clock, main_pid, &mut missing_pid)?;
+            sink(read(f, op)?);
+            Ok(())
+        })?;
+        warnings.add_n(Warning::MissingGlobalPid(table), missing_pid);
+        Ok(rows)
+    }
+
+    /// Streams `CUPTI_ACTIVITY_KIND_KERNEL`; returns the number of rows.
+    pub fn read_kernels(
+        &self,
+        strings: &mut StringResolver,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(KernelRow),
+    ) -> Result<u64> {
+        const COLUMNS: &[Column] = gpu_op_columns![
+            req("shortName"),
+            req("demangledName"),
+            opt("gridX"),
+            opt("gridY"),
+            opt("gridZ"),
+            opt("blockX"),
+            opt("blockY"),
+            opt("blockZ"),
+            opt("registersPerThread"),
+            opt("staticSharedMemory"),
+            opt("dynamicSharedMemory"),
+        ];
+        let read = |f: &mut Fields, op| {
+            Ok(KernelRow {
+                op,
+                short_name: string(f, strings, KERNEL)?,
+                name: string(f, strings, KERNEL)?,
+                grid: dims(f)?,
+                block: dims(f)?,
+                registers: f.u32_or(0)?,
+                static_shared: f.u32_or(0)?,
+                dynamic_shared: f.u32_or(0)?,
+            })
+        };
+        self.gpu_table(warnings, KERNEL, COLUMNS, clock, read, sink)
+    }
+
+    /// Streams `CUPTI_ACTIVITY_KIND_MEMCPY`.
+    pub fn read_memcpys(
+        &self,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(MemcpyRow),
+    ) -> Result<u64> {
+        const COLUMNS: &[Column] = gpu_op_columns![req("bytes"), opt("copyKind")];
+        let read = |f: &mut Fields, op| {
+            Ok(MemcpyRow {
+                op,
+                bytes: f.int()?.max(0) as u64,
+                copy_kind: f.u32_or(0)?.min(255) as u8,
+            })
+        };
+        self.gpu_table(warnings, MEMCPY, COLUMNS, clock, read, sink)
+    }
+
+    /// Streams `CUPTI_ACTIVITY_KIND_MEMSET`.
+    pub fn read_memsets(
+        &self,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(MemsetRow),
+    ) -> Result<u64> {
+        const COLUMNS: &[Column] = gpu_op_columns![req("bytes"), opt("value")];
+        let read = |f: &mut Fields, op| {
+            Ok(MemsetRow {
+                op,
+                bytes: f.int()?.max(0) as u64,
+                value: f.opt_int()?.unwrap_or(0) as u32,
+            })
+        };
+        self.gpu_table(warnings, MEMSET, COLUMNS, clock, read, sink)
+    }
+
+    /// Streams `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.
+    pub fn read_syncs(
+        &self,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(SyncRow),
+    ) -> Result<u64> {
+        const COLUMNS: &[Column] = gpu_op_columns![opt("syncType")];
+        let read = |f: &mut Fields, op| {
+            Ok(SyncRow {
+                op,
+                sync_type: f.u32_or(0)?.min(255) as u8,
+            })
+        };
+        self.gpu_table(warnings, SYNC, COLUMNS, clock, read, sink)
+    }
+
+    /// Streams `CUPTI_ACTIVITY_KIND_RUNTIME` (CUDA runtime and driver API calls).
+    pub fn read_api_calls(
+        &self,
+        strings: &mut StringResolver,
+        clock: Clock,
+        mut sink: impl FnMut(ApiRow),
+    ) -> Result<u64> {
+        const COLUMNS: &[Column] = &[
+            req("start"),
+            req("end"),
+            opt("eventClass"),
+            req("globalTid"),
+            opt("correlationId"),
+            req("nameId"),
+        ];
+        self.for_each_row(RUNTIME, COLUMNS, "", |f| {
+            let (start, end) = clock.interval(f)?;
+            let class = f.u32_or(0)?.min(255) as u8;
+            let thread = GlobalId::decode(f.int()?);
+            let correlation = correlation(f)?;
+            let name = string(f, strings, RUNTIME)?;
+            sink(ApiRow {
+                start,
+                end,
+                thread,
+                name,
+                correlation,
+                class,
+            });
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,26 @@
+//! The SQLite reader: opens `nsys export --type=sqlite` files of every version (pre-2022 to 2026.2),
+//! probes their schema, resolves `StringIds`, decodes global ids and streams rows.
+//!
+//! First step of the data flow (read -> model -> classify -> analyse -> export). Nothing here keeps
+//! events: readers hand compact `Copy` rows to a sink, and [`crate::model`] stores them.
+//! Facts relied on are in `reference/nsys-sqlite.md` (shared with the project).
+
+mod error;
+mod events;
+mod ids;
+mod nvtx;
+mod rep;
+mod report;
+mod schema;
+mod strings;
+mod warnings;
+
+pub use error::{Error, Result};
+pub use events::{ApiRow, Clock, GpuOpRow, KernelRow, MemcpyRow, MemsetRow, SyncRow};
+pub use ids::GlobalId;
+pub use nvtx::NvtxRow;
+pub use rep::{is_nsys_rep, resolve_input};
+pub use report::{ExportMeta, HostGpu, Report, StreamInfo};
+pub use schema::Schema;
+pub use strings::StringResolver;
+pub use warnings::{Warning, Warnings};

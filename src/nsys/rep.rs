@@ -1,0 +1,120 @@
+//! `.nsys-rep` inputs: exported once to SQLite with `nsys export`, then cached.
+//!
+//! The cache is `<stem>.sqlite` beside the report (or in `--export-dir`) and is reused while it is
+//! newer than the report. Without `nsys` on `PATH` the error shows the exact command to run by hand.
+
+use super::error::{Error, Result};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Whether `path` names an Nsight Systems report rather than its SQLite export.
+pub fn is_nsys_rep(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("nsys-rep") || e.eq_ignore_ascii_case("qdrep"))
+}
+
+/// Returns the SQLite file to read for an input: the input itself, or for a `.nsys-rep` its cached
+/// export, running `nsys export --type=sqlite` when the cache is missing or older than the report.
+pub fn resolve_input(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> {
+    if !is_nsys_rep(path) {
+        return Ok(path.to_path_buf());
+    }
+    let fail = |message: String| Error::Export {
+        path: path.to_path_buf(),
+        message,
+    };
+    let rep_time = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let cache = cache_path(path, export_dir);
+    let fresh = std::fs::metadata(&cache)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t >= rep_time);
+    if fresh {
+        return Ok(cache);
+    }
+    let command = format!(
+        "nsys export --type=sqlite --force-overwrite=true --output={} {}",
+        cache.display(),
+        path.display()
+    );
+    let Some(nsys) = find_on_path("nsys") else {
+        return Err(fail(format!(
+            "nsys is not on PATH, so the report cannot be exported here; export it where nsys is installed with:\n    {command}\nthen pass the .sqlite file"
+        )));
+    };
+    // nsys writes where it is told; export to a temporary name and rename, so that an interrupted
+    // export never leaves a cache that looks complete.
+    let partial = cache.with_extension("nsys-lens-partial.sqlite");
+    let status = Command::new(nsys)
+        .arg("export")
+        .arg("--type=sqlite")
+        .arg("--force-overwrite=true")
+        .arg(flag("--output=", &partial))
+        .arg(path)
+        .status()
+        .map_err(|e| {
+            fail(format!(
+                "running nsys failed: {e}; run by hand:\n    {command}"
+            ))
+        })?;
+    if !status.success() || !partial.is_file() {
+        let _ = std::fs::remove_file(&partial);
+        return Err(fail(format!(
+            "`nsys export` failed ({status}); run by hand to see why:\n    {command}"
+        )));
+    }
+    std::fs::rename(&partial, &cache).map_err(|source| Error::Io {
+        path: cache.clone(),
+        source,
+    })?;
+    Ok(cache)
+}
+
+/// `<dir>/<stem>.sqlite` where `<dir>` is `export_dir` or the report's own directory.
+fn cache_path(path: &Path, export_dir: Option<&Path>) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default();
+    let dir = export_dir
+        .map(Path::to_path_buf)
+        .or_else(|| path.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let mut name = stem.to_os_string();
+    name.push(".sqlite");
+    dir.join(name)
+}
+
+fn flag(prefix: &str, path: &Path) -> OsString {
+    let mut arg = OsString::from(prefix);
+    arg.push(path);
+    arg
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_sits_beside_the_report_or_in_the_export_dir() {
+        assert_eq!(
+            cache_path(Path::new("runs/node0.nsys-rep"), None),
+            PathBuf::from("runs/node0.sqlite")
+        );
+        assert_eq!(
+            cache_path(Path::new("runs/node0.nsys-rep"), Some(Path::new("/tmp/x"))),
+            PathBuf::from("/tmp/x/node0.sqlite")
+        );
+        assert!(is_nsys_rep(Path::new("a.NSYS-REP")));
+        assert!(!is_nsys_rep(Path::new("a.sqlite")));
+    }
+}

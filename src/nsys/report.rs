@@ -1,0 +1,463 @@
+//! Opening one export: checks that it is an nsys SQLite export, probes its schema and reads what it
+//! says about itself (versions, host, session start, GPUs, streams, process and thread names).
+
+use super::error::{Error, Result};
+use super::ids::GlobalId;
+use super::schema::{Column, Fields, Schema, opt, req};
+use super::strings::{StringRef, StringResolver};
+use super::warnings::{Warning, Warnings};
+use crate::hash::{FxHashMap, FxHashSet};
+use crate::model::{StringId, StringTable};
+use rusqlite::{Connection, OpenFlags};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The highest export schema minor version this build was written against (2026.4 doc: 3.28.1).
+const KNOWN_SCHEMA: (u32, u32) = (3, 28);
+
+/// `TARGET_INFO_SYSTEM_ENV.nameEnum` of the `Hostname` row (every version 2022.4 to 2026.2).
+const HOSTNAME_ENUM: i64 = 619;
+
+/// Tables whose presence marks an nsys export.
+const EXPORT_TABLES: &[&str] = &[
+    "StringIds",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+    "TARGET_INFO_GPU",
+];
+
+/// One open export, read-only.
+pub struct Report {
+    path: PathBuf,
+    pub(crate) conn: Connection,
+    pub(crate) schema: Schema,
+    meta: ExportMeta,
+    pub(crate) warnings: Warnings,
+}
+
+/// What an export says about itself.
+#[derive(Debug, Clone, Default)]
+pub struct ExportMeta {
+    /// `EXPORT_PRODUCT_VERSION` (e.g. `2026.2.1.210`); None before 2022.4.
+    pub product_version: Option<String>,
+    /// `EXPORT_SCHEMA_VERSION` (e.g. `3.25.0`); None before 2022.4.
+    pub schema_version: Option<String>,
+    /// Whether event times are UTC epoch ns (`--ts-normalize=true`).
+    pub time_normalized: bool,
+    /// The profiled host (`Hostname`), else the file stem.
+    pub hostname: String,
+    /// `TARGET_INFO_SESSION_START_TIME.utcEpochNs`.
+    pub session_start_utc_ns: Option<i64>,
+    /// `TARGET_INFO_SESSION_START_TIME.utcTime` (ISO, UTC, no zone).
+    pub session_start_text: Option<String>,
+    /// Every GPU of the host (`TARGET_INFO_GPU`).
+    pub gpus: Vec<HostGpu>,
+}
+
+/// One GPU of a host, from `TARGET_INFO_GPU`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostGpu {
+    /// The host's GPU index (`id`, or `deviceId` in the oldest layout).
+    pub id: i64,
+    /// Product name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// PCI bus location, when recorded.
+    pub bus_location: Option<String>,
+}
+
+/// A CUDA stream as `TARGET_INFO_CUDA_STREAM` lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Owning process.
+    pub pid: u32,
+    /// CUDA context.
+    pub context: u32,
+    /// Stream id within the context.
+    pub stream: u32,
+    /// Priority (stored unsigned 32-bit; cast back to i32).
+    pub priority: i32,
+    /// `ENUM_CUPTI_STREAM_TYPE`: 1 default, 2 non-blocking, 3 null.
+    pub flag: u8,
+}
+
+impl Report {
+    /// Opens an export read-only and reads its metadata. Fails with a message naming the file when
+    /// it is missing, a directory, empty, not SQLite, or a SQLite database that is not an nsys export.
+    pub fn open(path: &Path) -> Result<Report> {
+        check_file(path)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|source| Error::Sqlite {
+            path: path.to_path_buf(),
+            table: "the database header".into(),
+            source,
+        })?;
+        let schema = Schema::probe(&conn, path)?;
+        if !EXPORT_TABLES.iter().any(|t| schema.has_table(t)) {
+            let reason = if schema.table_count() == 0 {
+                "it has no tables".to_string()
+            } else {
+                format!("none of the tables {}", EXPORT_TABLES.join(", "))
+            };
+            return Err(Error::NotAnExport {
+                path: path.to_path_buf(),
+                reason,
+            });
+        }
+        let mut report = Report {
+            path: path.to_path_buf(),
+            conn,
+            schema,
+            meta: ExportMeta::default(),
+            warnings: Warnings::default(),
+        };
+        report.meta = report.read_meta()?;
+        Ok(report)
+    }
+
+    /// The file this report was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What the export says about itself.
+    pub fn meta(&self) -> &ExportMeta {
+        &self.meta
+    }
+
+    /// The schema probe.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Warnings raised while reading this report so far.
+    pub fn warnings(&self) -> &Warnings {
+        &self.warnings
+    }
+
+    /// Counts the rows of a table (0 when it is absent).
+    pub fn row_count(&self, table: &'static str) -> Result<u64> {
+        if !self.schema.has_table(table) {
+            return Ok(0);
+        }
+        self.conn
+            .query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n as u64)
+            .map_err(|source| self.sqlite_error(table, source))
+    }
+
+    /// A resolver from this report's `StringIds` into `strings`.
+    pub fn strings<'r>(&'r self, strings: &'r mut StringTable) -> Result<StringResolver<'r>> {
+        StringResolver::new(
+            &self.conn,
+            self.schema.has_table("StringIds"),
+            strings,
+            &self.path,
+        )
+    }
+
+    pub(crate) fn sqlite_error(&self, table: &str, source: rusqlite::Error) -> Error {
+        Error::Sqlite {
+            path: self.path.clone(),
+            table: table.to_string(),
+            source,
+        }
+    }
+
+    /// Runs `SELECT <columns> FROM <table> <tail>` and hands each row to `each`. Does nothing when
+    /// the table is absent (nsys creates tables lazily). Returns the number of rows.
+    pub(crate) fn for_each_row(
+        &self,
+        table: &'static str,
+        columns: &'static [Column],
+        tail: &str,
+        mut each: impl FnMut(&mut Fields) -> Result<()>,
+    ) -> Result<u64> {
+        if !self.schema.has_table(table) {
+            return Ok(0);
+        }
+        let sql = self.schema.select(&self.path, table, columns, tail)?;
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| self.sqlite_error(table, e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.sqlite_error(table, e))?;
+        let mut count = 0;
+        while let Some(row) = rows.next().map_err(|e| self.sqlite_error(table, e))? {
+            each(&mut Fields::new(row, columns, &self.path, table))?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    fn key_values(&self, table: &'static str) -> Result<FxHashMap<String, String>> {
+        const COLUMNS: &[Column] = &[req("name"), opt("value")];
+        let mut map = FxHashMap::default();
+        self.for_each_row(table, COLUMNS, "", |f| {
+            let name = lossy(f.opt_bytes()?);
+            let value = lossy(f.opt_bytes()?);
+            map.entry(name).or_insert(value);
+            Ok(())
+        })?;
+        Ok(map)
+    }
+
+    fn read_meta(&mut self) -> Result<ExportMeta> {
+        let table = if self.schema.has_table("META_DATA_EXPORT") {
+            "META_DATA_EXPORT"
+        } else {
+            "EXPORT_META_DATA"
+        };
+        let kv = self.key_values(table)?;
+        let schema_version = kv.get("EXPORT_SCHEMA_VERSION").cloned();
+        if let Some(version) = &schema_version
+            && is_newer_schema(version)
+        {
+            self.warnings.add(Warning::NewerSchema(version.clone()));
+        }
+        let mut time_normalized = kv
+            .get("EXPORT_PARAM_TIME_NORMALIZE")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        if !time_normalized && self.first_time_is_epoch()? {
+            self.warnings.add(Warning::EpochTimesWithoutMetadata);
+            time_normalized = true;
+        }
+        let (session_start_utc_ns, session_start_text) = self.session_start()?;
+        if session_start_utc_ns.is_none() {
+            self.warnings.add(Warning::NoSessionStart);
+        }
+        let hostname = match self.hostname()? {
+            Some(host) => host,
+            None => {
+                self.warnings.add(Warning::NoHostname);
+                self.path
+                    .file_stem()
+                    .map_or_else(|| "unknown".into(), |s| s.to_string_lossy().into_owned())
+            }
+        };
+        Ok(ExportMeta {
+            product_version: kv.get("EXPORT_PRODUCT_VERSION").cloned(),
+            schema_version,
+            time_normalized,
+            hostname,
+            session_start_utc_ns,
+            session_start_text,
+            gpus: self.host_gpus()?,
+        })
+    }
+
+    /// Whether the first event time is a UTC epoch time (> 1e17 ns, i.e. after 1973) rather than
+    /// session-relative: the fallback when the metadata does not record `--ts-normalize`.
+    fn first_time_is_epoch(&self) -> Result<bool> {
+        const COLUMNS: &[Column] = &[req("start")];
+        for table in [
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            "NVTX_EVENTS",
+        ] {
+            let mut first = None;
+            self.for_each_row(table, COLUMNS, "LIMIT 1", |f| {
+                first = f.opt_int()?;
+                Ok(())
+            })?;
+            if let Some(t) = first {
+                return Ok(t > 100_000_000_000_000_000);
+            }
+        }
+        Ok(false)
+    }
+
+    fn session_start(&self) -> Result<(Option<i64>, Option<String>)> {
+        const COLUMNS: &[Column] = &[req("utcEpochNs"), opt("utcTime")];
+        let mut found = (None, None);
+        self.for_each_row("TARGET_INFO_SESSION_START_TIME", COLUMNS, "LIMIT 1", |f| {
+            found = (f.opt_int()?, f.opt_bytes()?.map(|b| lossy(Some(b))));
+            Ok(())
+        })?;
+        Ok(found)
+    }
+
+    fn hostname(&self) -> Result<Option<String>> {
+        const COLUMNS: &[Column] = &[req("name"), opt("nameEnum"), req("value")];
+        let mut host = None;
+        self.for_each_row("TARGET_INFO_SYSTEM_ENV", COLUMNS, "", |f| {
+            let name = f.opt_bytes()?;
+            let name_enum = f.opt_int()?;
+            let value = f.opt_bytes()?;
+            if host.is_none() && (name == Some(b"Hostname") || name_enum == Some(HOSTNAME_ENUM)) {
+                host = Some(lossy(value)).filter(|h| !h.is_empty());
+            }
+            Ok(())
+        })?;
+        Ok(host)
+    }
+
+    fn host_gpus(&self) -> Result<Vec<HostGpu>> {
+        const COLUMNS: &[Column] = &[req("id|deviceId"), opt("name"), opt("busLocation")];
+        let mut gpus = Vec::new();
+        self.for_each_row("TARGET_INFO_GPU", COLUMNS, "", |f| {
+            gpus.push(HostGpu {
+                id: f.int()?,
+                name: lossy(f.opt_bytes()?),
+                bus_location: f.opt_bytes()?.map(|b| lossy(Some(b))),
+            });
+            Ok(())
+        })?;
+        gpus.sort_by_key(|g| g.id);
+        gpus.dedup_by_key(|g| g.id);
+        Ok(gpus)
+    }
+
+    /// `TARGET_INFO_CUDA_DEVICE` (2025.1+): (pid, CUDA ordinal) to the host GPU index.
+    pub fn cuda_devices(&self) -> Result<FxHashMap<(u32, u32), i64>> {
+        const COLUMNS: &[Column] = &[opt("gpuId"), req("cudaId"), req("pid")];
+        let mut map = FxHashMap::default();
+        self.for_each_row("TARGET_INFO_CUDA_DEVICE", COLUMNS, "", |f| {
+            let gpu = f.opt_int()?;
+            let cuda = f.u32_or(0)?;
+            let pid = f.u32_or(0)?;
+            if let Some(gpu) = gpu {
+                map.insert((pid, cuda), gpu);
+            }
+            Ok(())
+        })?;
+        Ok(map)
+    }
+
+    /// `TARGET_INFO_CUDA_STREAM`: the streams the export lists (not always every stream used).
+    pub fn stream_infos(&self) -> Result<Vec<StreamInfo>> {
+        const COLUMNS: &[Column] = &[
+            req("processId"),
+            opt("contextId"),
+            req("streamId"),
+            opt("priority"),
+            opt("flag"),
+        ];
+        let mut streams = Vec::new();
+        self.for_each_row("TARGET_INFO_CUDA_STREAM", COLUMNS, "", |f| {
+            streams.push(StreamInfo {
+                pid: f.u32_or(0)?,
+                context: f.u32_or(0)?,
+                stream: f.u32_or(0)?,
+                priority: f.opt_int()?.unwrap_or(0) as u32 as i32,
+                flag: f.opt_int()?.unwrap_or(0).clamp(0, 255) as u8,
+            });
+            Ok(())
+        })?;
+        Ok(streams)
+    }
+
+    /// `PROCESSES`: executable name per pid (every process of the machine; absent before 2022.4).
+    pub fn process_names(&self) -> Result<FxHashMap<u32, String>> {
+        const COLUMNS: &[Column] = &[opt("globalPid"), opt("pid"), opt("name")];
+        let mut names = FxHashMap::default();
+        self.for_each_row("PROCESSES", COLUMNS, "", |f| {
+            let global = f.opt_int()?.map(|g| GlobalId::decode(g).pid);
+            let pid = f.opt_int()?.map(|p| p as u32).or(global);
+            let name = lossy(f.opt_bytes()?);
+            if let Some(pid) = pid {
+                names.insert(pid, name);
+            }
+            Ok(())
+        })?;
+        Ok(names)
+    }
+
+    /// `ThreadNames` (every thread of the machine): the names of the `wanted` threads.
+    pub fn thread_names(
+        &self,
+        strings: &mut StringResolver,
+        wanted: &FxHashSet<GlobalId>,
+    ) -> Result<FxHashMap<GlobalId, StringId>> {
+        const COLUMNS: &[Column] = &[req("nameId"), req("globalTid")];
+        let mut names = FxHashMap::default();
+        self.for_each_row("ThreadNames", COLUMNS, "", |f| {
+            let name = f.int()?;
+            let thread = GlobalId::decode(f.int()?);
+            if wanted.contains(&thread) {
+                let at = StringRef {
+                    table: "ThreadNames",
+                    row: f.rowid,
+                    column: "nameId",
+                };
+                names.insert(thread, strings.resolve(name, at)?);
+            }
+            Ok(())
+        })?;
+        Ok(names)
+    }
+
+    /// The pid to which rows without a `globalPid` are attributed: the first process that made a
+    /// CUDA API call, else 0.
+    pub(crate) fn main_pid(&self) -> Result<u32> {
+        const COLUMNS: &[Column] = &[opt("globalTid")];
+        let mut pid = 0;
+        self.for_each_row(
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            COLUMNS,
+            "WHERE globalTid IS NOT NULL LIMIT 1",
+            |f| {
+                pid = f.opt_int()?.map_or(0, |g| GlobalId::decode(g).pid);
+                Ok(())
+            },
+        )?;
+        Ok(pid)
+    }
+}
+
+/// Cheap checks that give a better message than SQLite would.
+fn check_file(path: &Path) -> Result<()> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        return Err(Error::IsDirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    if meta.len() == 0 {
+        return Err(Error::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut header = [0u8; 16];
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let read = file.read(&mut header).map_err(io)?;
+    if read < header.len() || &header != b"SQLite format 3\0" {
+        return Err(Error::NotSqlite {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+fn is_newer_schema(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.trim().parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) > KNOWN_SCHEMA,
+        _ => false,
+    }
+}
+
+/// Metadata text for display (lossy; NULL reads as empty).
+fn lossy(bytes: Option<&[u8]>) -> String {
+    bytes.map_or_else(String::new, |b| String::from_utf8_lossy(b).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_schema_detection() {
+        assert!(!is_newer_schema("3.25.0"));
+        assert!(!is_newer_schema("3.28.1"));
+        assert!(is_newer_schema("3.29.0"));
+        assert!(is_newer_schema("4.0.0"));
+        assert!(!is_newer_schema("garbage"));
+    }
+}

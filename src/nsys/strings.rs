@@ -1,0 +1,95 @@
+//! Mapping an export's `StringIds` onto the timeline's [`StringTable`].
+//!
+//! Only the ids that rows refer to are looked up (a primary-key query each, once per id), so the
+//! large values a `StringIds` table also holds (environment blocks, file contents) never enter memory.
+//! Values are read as bytes: they may contain NUL bytes or be invalid UTF-8 (nsys-sqlite.md §6).
+
+use super::error::{Error, Result};
+use crate::hash::FxHashMap;
+use crate::model::{StringId, StringTable};
+use rusqlite::{CachedStatement, Connection, OptionalExtension};
+use std::path::Path;
+
+/// Resolves `StringIds` ids of one report to interned [`StringId`]s.
+pub struct StringResolver<'r> {
+    table: &'r mut StringTable,
+    lookup: Option<CachedStatement<'r>>,
+    map: FxHashMap<i64, StringId>,
+    path: &'r Path,
+}
+
+/// Where a string id was found, for the error when it does not resolve.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StringRef {
+    pub table: &'static str,
+    pub row: i64,
+    pub column: &'static str,
+}
+
+impl<'r> StringResolver<'r> {
+    /// Prepares lookups into the report's `StringIds` (an export without one resolves nothing).
+    pub(crate) fn new(
+        conn: &'r Connection,
+        has_string_ids: bool,
+        table: &'r mut StringTable,
+        path: &'r Path,
+    ) -> Result<StringResolver<'r>> {
+        let lookup = if has_string_ids {
+            Some(
+                conn.prepare_cached("SELECT CAST(value AS BLOB) FROM StringIds WHERE id = ?1")
+                    .map_err(|source| Error::Sqlite {
+                        path: path.to_path_buf(),
+                        table: "StringIds".into(),
+                        source,
+                    })?,
+            )
+        } else {
+            None
+        };
+        Ok(StringResolver {
+            table,
+            lookup,
+            map: FxHashMap::default(),
+            path,
+        })
+    }
+
+    /// The interned string of `StringIds` id `id`; an error names the row that referred to it.
+    pub(crate) fn resolve(&mut self, id: i64, at: StringRef) -> Result<StringId> {
+        if let Some(&found) = self.map.get(&id) {
+            return Ok(found);
+        }
+        let missing = || Error::MissingString {
+            path: self.path.to_path_buf(),
+            table: at.table,
+            row: at.row,
+            column: at.column,
+            id,
+        };
+        let Some(lookup) = self.lookup.as_mut() else {
+            return Err(missing());
+        };
+        let bytes: Option<Vec<u8>> = lookup
+            .query_row([id], |row| row.get(0))
+            .optional()
+            .map_err(|source| Error::Sqlite {
+                path: self.path.to_path_buf(),
+                table: "StringIds".into(),
+                source,
+            })?;
+        let bytes = bytes.ok_or_else(missing)?;
+        let interned = self.table.intern_bytes(&bytes);
+        self.map.insert(id, interned);
+        Ok(interned)
+    }
+
+    /// Interns inline text (NVTX `text`) directly.
+    pub(crate) fn intern_bytes(&mut self, bytes: &[u8]) -> StringId {
+        self.table.intern_bytes(bytes)
+    }
+
+    /// Interns a string the reader makes up (such as `domain 3`).
+    pub(crate) fn intern(&mut self, text: &str) -> StringId {
+        self.table.intern(text)
+    }
+}

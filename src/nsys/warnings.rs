@@ -1,0 +1,134 @@
+//! Harmless oddities found while reading: they do not stop the run, they are counted and reported.
+
+use crate::hash::FxBuildHasher;
+use indexmap::IndexMap;
+use std::fmt;
+
+/// One kind of oddity. Identical warnings are counted, not repeated.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Warning {
+    /// No `TARGET_INFO_SESSION_START_TIME` (exports before 2021.3): offset 0 on the merged clock.
+    NoSessionStart,
+    /// No `Hostname` row: the file stem names the host.
+    NoHostname,
+    /// The export schema is newer than any this build knows; read best-effort.
+    NewerSchema(String),
+    /// The metadata does not say `--ts-normalize`, but the times are UTC epoch ns.
+    EpochTimesWithoutMetadata,
+    /// An NVTX range without an end (runs to the end of the capture).
+    UnclosedNvtxRange,
+    /// An NVTX row of an event type this reader does not model.
+    UnknownNvtxType(i64),
+    /// Text that is not valid UTF-8 (decoded with U+FFFD).
+    NonUtf8Text,
+    /// Rows without a `globalPid`, attributed to the report's main process.
+    MissingGlobalPid(&'static str),
+}
+
+impl Warning {
+    fn describe(&self, f: &mut fmt::Formatter, count: u64) -> fmt::Result {
+        match self {
+            Warning::NoSessionStart => write!(
+                f,
+                "no session start time (export older than 2021.3): clock offset 0, so times may not line up with other reports"
+            ),
+            Warning::NoHostname => write!(
+                f,
+                "no Hostname in TARGET_INFO_SYSTEM_ENV: the file name stands for the host"
+            ),
+            Warning::NewerSchema(v) => write!(
+                f,
+                "export schema {v} is newer than this build knows (up to 3.28): read best-effort"
+            ),
+            Warning::EpochTimesWithoutMetadata => write!(
+                f,
+                "times are UTC epoch ns although the metadata does not record --ts-normalize: read as UTC"
+            ),
+            Warning::UnclosedNvtxRange => write!(
+                f,
+                "{count} NVTX range(s) never close: they run to the end of the capture"
+            ),
+            Warning::UnknownNvtxType(t) => {
+                write!(f, "{count} NVTX row(s) of unknown event type {t} skipped")
+            }
+            Warning::NonUtf8Text => write!(
+                f,
+                "{count} string(s) are not valid UTF-8: shown with U+FFFD"
+            ),
+            Warning::MissingGlobalPid(table) => write!(
+                f,
+                "{count} {table} row(s) have no globalPid: attributed to the report's main process"
+            ),
+        }
+    }
+}
+
+/// Counted warnings, in the order they were first raised.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings {
+    counts: IndexMap<Warning, u64, FxBuildHasher>,
+}
+
+impl Warnings {
+    /// Counts one occurrence.
+    pub fn add(&mut self, warning: Warning) {
+        self.add_n(warning, 1);
+    }
+
+    /// Counts `n` occurrences (nothing when `n` is 0).
+    pub fn add_n(&mut self, warning: Warning, n: u64) {
+        if n > 0 {
+            *self.counts.entry(warning).or_insert(0) += n;
+        }
+    }
+
+    /// Whether nothing was raised.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// The warnings with their counts.
+    pub fn iter(&self) -> impl Iterator<Item = (&Warning, u64)> {
+        self.counts.iter().map(|(w, n)| (w, *n))
+    }
+
+    /// How often a warning was raised.
+    pub fn count(&self, warning: &Warning) -> u64 {
+        self.counts.get(warning).copied().unwrap_or(0)
+    }
+
+    /// One line per warning, for people.
+    pub fn messages(&self) -> Vec<String> {
+        self.iter()
+            .map(|(w, n)| Counted(w, n).to_string())
+            .collect()
+    }
+}
+
+/// A warning with its count, displayed as one sentence.
+struct Counted<'a>(&'a Warning, u64);
+
+impl fmt::Display for Counted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        self.0.describe(f, self.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_identical_warnings_once() {
+        let mut w = Warnings::default();
+        w.add(Warning::UnclosedNvtxRange);
+        w.add(Warning::UnclosedNvtxRange);
+        w.add_n(Warning::NonUtf8Text, 0);
+        w.add(Warning::NoSessionStart);
+        assert_eq!(w.count(&Warning::UnclosedNvtxRange), 2);
+        let messages = w.messages();
+        assert_eq!(messages.len(), 2);
+        assert!(messages[0].starts_with("2 NVTX range(s) never close"));
+    }
+}

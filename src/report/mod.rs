@@ -1,0 +1,30 @@
+//! Output for people (aligned text) and scripts (JSON, CSV): the last step of the data flow.
+//!
+//! Each command has one row type here that feeds every format, so the JSON field names are the
+//! table's column names in snake_case. JSON is `{"rows": [...]}` plus context fields.
+
+mod info;
+mod time;
+
+pub use info::{InfoOutput, ReportSummary};
+pub use time::{format_seconds, utc_iso};
+
+use std::io::{self, Write};
+
+/// How a command prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Aligned text for people.
+    #[default]
+    Table,
+    /// One JSON document (`{"rows": [...], ...}`) for scripts.
+    Json,
+    /// CSV with a header row, for spreadsheets.
+    Csv,
+}
+
+/// Writes any serializable output as pretty JSON followed by a newline.
+pub fn write_json<T: serde::Serialize>(value: &T, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
