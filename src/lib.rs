@@ -6,7 +6,8 @@
 //!
 //! * [`nsys`]: the reader (schema probe, string ids, global ids, streaming row readers);
 //! * [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events);
-//! * [`report`]: tables and JSON for people and scripts.
+//! * [`report`]: tables and JSON for people and scripts;
+//! * [`synth`]: a generator of realistic exports for tests, benchmarks and demos.
 //!
 //! ```
 //! use nsys_lens::model::Timeline;
@@ -21,3 +22,4 @@ mod hash;
 pub mod model;
 pub mod nsys;
 pub mod report;
+pub mod synth;

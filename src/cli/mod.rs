@@ -3,6 +3,7 @@
 
 mod info;
 mod inputs;
+mod synth;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +26,8 @@ pub struct Cli {
 enum Command {
     /// What each report holds: versions, host, clock, processes, GPUs, streams, row counts.
     Info(info::Args),
+    /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
+    Synth(synth::Args),
 }
 
 /// How a command ended when it did not fail.
@@ -40,5 +43,6 @@ pub enum Outcome {
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Info(args) => info::run(args),
+        Command::Synth(args) => synth::run(args),
     }
 }

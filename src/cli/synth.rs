@@ -1,0 +1,131 @@
+//! `nsys-lens synth -o DIR --preset NAME`
+
+use super::Outcome;
+use nsys_lens::synth::{self, Options, Preset};
+use std::path::PathBuf;
+
+/// Options of `synth`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  nsys-lens synth -o run --preset pithtrain --pp 2 --ep 2 --gpus-per-node 2
+  nsys-lens synth -o ddp --preset ddp --nodes 2 --grad-accum 4 --slow-dataloader
+  nsys-lens synth -o big --preset ddp --nodes 1 --gpus-per-node 1 --steps 4000")]
+pub struct Args {
+    /// Directory to write node<i>.sqlite into (created if missing).
+    #[arg(short, long, value_name = "DIR")]
+    output: PathBuf,
+
+    /// The workload.
+    #[arg(long, value_enum)]
+    preset: PresetArg,
+
+    /// Nodes (ddp, fsdp; pithtrain and megatron derive it from the mesh).
+    #[arg(long, default_value_t = 2)]
+    nodes: usize,
+
+    /// GPUs (ranks) per node.
+    #[arg(long, default_value_t = 2)]
+    gpus_per_node: usize,
+
+    /// Pipeline-parallel size (pithtrain, megatron).
+    #[arg(long, default_value_t = 2)]
+    pp: usize,
+
+    /// Data-parallel size (pithtrain, megatron).
+    #[arg(long, default_value_t = 1)]
+    dp: usize,
+
+    /// Context-parallel size (pithtrain).
+    #[arg(long, default_value_t = 1)]
+    cp: usize,
+
+    /// Expert-parallel size (pithtrain).
+    #[arg(long, default_value_t = 2)]
+    ep: usize,
+
+    /// Tensor-parallel size (megatron).
+    #[arg(long, default_value_t = 1)]
+    tp: usize,
+
+    /// Chunks (pithtrain) or micro-batches (megatron) per step.
+    #[arg(long, default_value_t = 6)]
+    chunks: usize,
+
+    /// Transformer layers per rank.
+    #[arg(long, default_value_t = 2)]
+    layers: usize,
+
+    /// Training steps (multiplies the workload).
+    #[arg(long, default_value_t = 1)]
+    steps: usize,
+
+    /// Micro-batches per optimizer step (ddp).
+    #[arg(long, default_value_t = 1)]
+    grad_accum: usize,
+
+    /// fp32 GEMMs and all-reduces instead of bf16 (ddp, fsdp, megatron).
+    #[arg(long)]
+    fp32: bool,
+
+    /// A 45 ms host-side data-loading gap before each step (ddp).
+    #[arg(long)]
+    slow_dataloader: bool,
+
+    /// Serialise collectives with compute (fsdp).
+    #[arg(long)]
+    no_overlap: bool,
+
+    /// How far apart (ns) consecutive nodes' sessions started.
+    #[arg(long, default_value_t = 37_251_904)]
+    session_gap: i64,
+
+    /// Seed: the same options and seed give the same rows.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// `--preset` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PresetArg {
+    /// PithTrain DualPipeV MoE training (pp x dp x cp x ep ranks).
+    Pithtrain,
+    /// DDP fine-tuning with bucketed all-reduce.
+    Ddp,
+    /// Megatron TP x PP x DP, 1F1B.
+    Megatron,
+    /// FSDP all-gather / reduce-scatter per layer.
+    Fsdp,
+}
+
+/// Writes the export and prints the files written.
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let preset = match args.preset {
+        PresetArg::Pithtrain => Preset::Pithtrain,
+        PresetArg::Ddp => Preset::Ddp,
+        PresetArg::Megatron => Preset::Megatron,
+        PresetArg::Fsdp => Preset::Fsdp,
+    };
+    let options = Options {
+        nodes: args.nodes,
+        gpus_per_node: args.gpus_per_node,
+        pp: args.pp,
+        dp: args.dp,
+        cp: args.cp,
+        ep: args.ep,
+        tp: args.tp,
+        chunks: args.chunks,
+        layers: args.layers,
+        steps: args.steps,
+        grad_accum: args.grad_accum,
+        mixed_precision: !args.fp32,
+        slow_dataloader: args.slow_dataloader,
+        overlap: !args.no_overlap,
+        session_gap: args.session_gap,
+        seed: args.seed,
+        ..Options::new(preset)
+    };
+    for path in synth::generate(&args.output, &options)? {
+        println!("{}", path.display());
+    }
+    Ok(Outcome::Done)
+}

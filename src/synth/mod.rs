@@ -1,0 +1,191 @@
+//! A generator of realistic nsys SQLite exports of distributed training, one file per node, for
+//! tests, benchmarks and demos (there is no GPU and no `nsys` where nsys-lens is developed).
+//!
+//! Files follow nsys 2026.2.1 (export schema 3.25.0) exactly: tables, columns, declared types and
+//! NOT NULL flags ([`schema`]), lazily created tables, dense `StringIds`, `globalTid` encoding,
+//! correlation ids numbered per process (so they repeat across processes), runtime names with
+//! version suffixes, NCCL kernels launched through `cuLaunchKernelEx` inside NCCL-domain NVTX
+//! ranges, and times relative to each node's own session start.
+//!
+//! A preset ([`Preset`]) writes one [`program::Program`] per rank; [`sim`] runs them on one
+//! clock, coupling collectives and point-to-point transfers across ranks and nodes.
+
+mod kernels;
+mod node;
+mod presets;
+mod program;
+mod rng;
+pub mod schema;
+mod sim;
+mod writer;
+
+pub use presets::Preset;
+pub use writer::declared_columns;
+
+use anyhow::{Context, Result, ensure};
+use node::{NCCL_DOMAIN, NodeExport, NodeSpec, NvtxText};
+use sim::Placement;
+use std::path::{Path, PathBuf};
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The workload.
+    pub preset: Preset,
+    /// Nodes (`ddp`, `fsdp`; the other presets derive it from the mesh).
+    pub nodes: usize,
+    /// GPUs (ranks) per node.
+    pub gpus_per_node: usize,
+    /// Pipeline-parallel size.
+    pub pp: usize,
+    /// Data-parallel size (`pithtrain`, `megatron`).
+    pub dp: usize,
+    /// Context-parallel size (`pithtrain`).
+    pub cp: usize,
+    /// Expert-parallel size (`pithtrain`).
+    pub ep: usize,
+    /// Tensor-parallel size (`megatron`).
+    pub tp: usize,
+    /// Chunks (`pithtrain`) or micro-batches (`megatron`) per step.
+    pub chunks: usize,
+    /// Transformer layers per rank.
+    pub layers: usize,
+    /// Training steps.
+    pub steps: usize,
+    /// Micro-batches per optimizer step (`ddp`).
+    pub grad_accum: usize,
+    /// bf16 instead of fp32 GEMMs and all-reduces (`ddp`, `fsdp`, `megatron`).
+    pub mixed_precision: bool,
+    /// A host-side data-loading gap before each step (`ddp`).
+    pub slow_dataloader: bool,
+    /// Whether collectives overlap compute (`fsdp`).
+    pub overlap: bool,
+    /// Sequence length written in the PithTrain rank label.
+    pub seq_len: usize,
+    /// How far apart (ns) consecutive nodes' sessions started.
+    pub session_gap: i64,
+    /// Seed: the same options and seed give the same rows.
+    pub seed: u64,
+}
+
+impl Options {
+    /// The defaults of a preset (a small 2-node run).
+    pub fn new(preset: Preset) -> Options {
+        Options {
+            preset,
+            nodes: 2,
+            gpus_per_node: 2,
+            pp: 2,
+            dp: 1,
+            cp: 1,
+            ep: 2,
+            tp: 1,
+            chunks: 6,
+            layers: 2,
+            steps: 1,
+            grad_accum: 1,
+            mixed_precision: true,
+            slow_dataloader: false,
+            overlap: true,
+            seq_len: 4096,
+            session_gap: 37_251_904,
+            seed: 1,
+        }
+    }
+}
+
+/// UTC epoch ns of the first node's session start (2026-05-20T09:00:00Z, plus the seed's ms).
+const FIRST_SESSION_UTC: i64 = 1_779_267_600_000_000_000;
+
+/// Ranks start their captured work this long after the last node's session started.
+const CAPTURE_LEAD_NS: i64 = 150_000_000;
+
+/// Writes `dir/node<i>.sqlite` for every node; returns their paths.
+pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
+    let world = presets::world_size(options);
+    ensure!(world >= 1, "the mesh has no ranks");
+    ensure!(
+        options.gpus_per_node >= 1,
+        "--gpus-per-node must be at least 1"
+    );
+    ensure!(
+        options.steps >= 1 && options.grad_accum >= 1,
+        "--steps and --grad-accum must be at least 1"
+    );
+    ensure!(
+        world.is_multiple_of(options.gpus_per_node),
+        "{world} ranks do not fill nodes of {} GPUs",
+        options.gpus_per_node
+    );
+    let node_count = world / options.gpus_per_node;
+    let workload = presets::build(options)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let command = format!(
+        "torchrun --nproc-per-node={} train.py",
+        options.gpus_per_node
+    );
+    let mut nodes = (0..node_count)
+        .map(|i| {
+            let start = i as i64 * options.session_gap;
+            let spec = NodeSpec {
+                hostname: format!("node{i}"),
+                session_start_utc: FIRST_SESSION_UTC
+                    + (options.seed % 1000) as i64 * 1_000_000
+                    + start,
+                session_start: start,
+                gpus: options.gpus_per_node as u32,
+                gpu_name: "NVIDIA H100 80GB HBM3",
+            };
+            NodeExport::create(&dir.join(format!("node{i}.sqlite")), spec, command.clone())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let places = place_ranks(world, options.gpus_per_node);
+    for place in &places {
+        register(&mut nodes[place.node], place, options.session_gap)?;
+    }
+    let start = (node_count as i64 - 1) * options.session_gap + CAPTURE_LEAD_NS;
+    sim::run(
+        &workload.programs,
+        &places,
+        &workload.groups,
+        &mut nodes,
+        start,
+        options.seed,
+    )?;
+    nodes.into_iter().map(NodeExport::finish).collect()
+}
+
+/// Rank r runs on node r / gpus_per_node, device r % gpus_per_node; pids repeat on every node.
+fn place_ranks(world: usize, gpus_per_node: usize) -> Vec<Placement> {
+    (0..world)
+        .map(|rank| {
+            let local = (rank % gpus_per_node) as u32;
+            let pid = 41_207 + 13 * local;
+            Placement {
+                node: rank / gpus_per_node,
+                pid,
+                device: local,
+                autograd_tid: pid + 29,
+            }
+        })
+        .collect()
+}
+
+/// Adds a rank's process to its node, with NCCL's domain and communicator set-up opened before
+/// the capture started (negative session times, as with `--capture-range=cudaProfilerApi`).
+fn register(node: &mut NodeExport, place: &Placement, session_gap: i64) -> Result<()> {
+    let session = place.node as i64 * session_gap;
+    let threads = [
+        (place.pid, "python3"),
+        (place.autograd_tid, "pt_autograd_0"),
+    ];
+    node.add_process(place.pid, place.device, &threads, session - 95_000_000)?;
+    let init = (session - 90_000_000, session - 31_000_000);
+    let main = (place.pid, place.pid);
+    node.nvtx_range(
+        init,
+        main,
+        NvtxText::Registered("ncclCommInitRank"),
+        NCCL_DOMAIN,
+    )
+}

@@ -1,0 +1,486 @@
+//! One node's export: event rows on the node's own session clock, and the metadata tables a real
+//! 2026.2.1 export carries (versions, capture settings, session start, host, GPUs, contexts,
+//! streams, processes, thread names).
+
+use super::kernels::KernelKind;
+use super::schema::{PRODUCT_VERSION, SCHEMA_VERSION};
+use super::writer::ExportWriter;
+use crate::hash::{FxHashMap, FxHashSet};
+use crate::nsys::GlobalId;
+use crate::report::utc_iso;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// The legacy default stream PyTorch's default stream maps to; exports do not list it in
+/// `TARGET_INFO_CUDA_STREAM`.
+pub const DEFAULT_STREAM: u32 = 7;
+
+/// `VM id 1` as serialised in `vmId` / `globalVid` columns.
+const VM_ID: i64 = 1 << 48;
+
+/// NVTX event types written (`ENUM_NSYS_EVENT_TYPE`).
+pub const NVTX_PUSH_POP: i64 = 59;
+/// NvtxDomainCreate.
+pub const NVTX_DOMAIN_CREATE: i64 = 75;
+/// The NCCL NVTX domain id in every process.
+pub const NCCL_DOMAIN: i64 = 1;
+
+/// Node facts fixed before generation.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    /// `Hostname`.
+    pub hostname: String,
+    /// Session start in UTC epoch ns.
+    pub session_start_utc: i64,
+    /// Session start on the generator's clock (rows store `t - session_start`).
+    pub session_start: i64,
+    /// GPUs of the host.
+    pub gpus: u32,
+    /// Product name of its GPUs.
+    pub gpu_name: &'static str,
+}
+
+/// NVTX text: inline (`text`) or registered (`textId`).
+#[derive(Debug, Clone, Copy)]
+pub enum NvtxText<'a> {
+    /// Inline text.
+    Inline(&'a str),
+    /// A registered string.
+    Registered(&'a str),
+}
+
+/// One node's export being written.
+pub struct NodeExport {
+    spec: NodeSpec,
+    writer: ExportWriter,
+    processes: Vec<(u32, u32)>,
+    threads: Vec<(u32, u32, &'static str)>,
+    streams: FxHashSet<(u32, u32)>,
+    grid_ids: FxHashMap<u32, i64>,
+    last_time: i64,
+    command: String,
+}
+
+impl NodeExport {
+    /// Starts writing `path`.
+    pub fn create(path: &Path, spec: NodeSpec, command: String) -> Result<NodeExport> {
+        Ok(NodeExport {
+            spec,
+            writer: ExportWriter::create(path)?,
+            processes: Vec::new(),
+            threads: Vec::new(),
+            streams: FxHashSet::default(),
+            grid_ids: FxHashMap::default(),
+            last_time: 0,
+            command,
+        })
+    }
+
+    fn local(&mut self, t: i64) -> i64 {
+        let local = t - self.spec.session_start;
+        self.last_time = self.last_time.max(local);
+        local
+    }
+
+    /// Registers a process (a rank) on CUDA device `device` with its threads, and its NCCL NVTX
+    /// domain, created at `t`.
+    pub fn add_process(
+        &mut self,
+        pid: u32,
+        device: u32,
+        threads: &[(u32, &'static str)],
+        t: i64,
+    ) -> Result<()> {
+        self.processes.push((pid, device));
+        for &(tid, name) in threads {
+            self.threads.push((pid, tid, name));
+        }
+        let local = self.local(t);
+        let text = self.writer.string("NCCL");
+        self.writer.insert(
+            "NVTX_EVENTS",
+            "start, eventType, globalTid, textId, domainId",
+            &[
+                &local,
+                &NVTX_DOMAIN_CREATE,
+                &GlobalId::encode(pid, pid),
+                &text,
+                &NCCL_DOMAIN,
+            ],
+        )
+    }
+
+    /// A CUDA API call.
+    pub fn api(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        correlation: u32,
+        name: &str,
+        class: i64,
+    ) -> Result<()> {
+        let (start, end) = (self.local(start), self.local(end));
+        let name = self.writer.string(name);
+        self.writer.insert(
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            "start, end, eventClass, globalTid, correlationId, nameId, returnValue",
+            &[
+                &start,
+                &end,
+                &class,
+                &GlobalId::encode(pid, tid),
+                &correlation,
+                &name,
+                &0,
+            ],
+        )
+    }
+
+    /// A kernel execution.
+    pub fn kernel(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, device, stream): (u32, u32, u32),
+        correlation: u32,
+        kind: &KernelKind,
+    ) -> Result<()> {
+        let (start, end) = (self.local(start), self.local(end));
+        self.streams.insert((pid, stream));
+        let grid_id = {
+            let next = self.grid_ids.entry(pid).or_insert(0);
+            *next += 1;
+            *next
+        };
+        let short = self.writer.string(kind.short);
+        let demangled = self.writer.string(kind.demangled);
+        let mangled = kind.mangled.map(|m| self.writer.string(m));
+        let [gx, gy, gz] = kind.grid;
+        let [bx, by, bz] = kind.block;
+        self.writer.insert(
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, globalPid, \
+             demangledName, shortName, mangledName, launchType, cacheConfig, registersPerThread, \
+             gridX, gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory, \
+             dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, \
+             sharedMemoryExecuted, sharedMemoryLimitConfig, tensorSizeMinusOneElements",
+            &[
+                &start,
+                &end,
+                &device,
+                &1,
+                &0,
+                &stream,
+                &correlation,
+                &GlobalId::encode(pid, 0),
+                &demangled,
+                &short,
+                &mangled,
+                &1,
+                &1,
+                &kind.registers,
+                &gx,
+                &gy,
+                &gz,
+                &bx,
+                &by,
+                &bz,
+                &0,
+                &kind.shared,
+                &0,
+                &0,
+                &grid_id,
+                &kind.shared.max(1024).next_power_of_two(),
+                &i64::from(kind.shared > 49_152),
+                &"[]",
+            ],
+        )
+    }
+
+    /// A host-to-device copy (pageable host memory to device).
+    pub fn memcpy(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, device, stream): (u32, u32, u32),
+        correlation: u32,
+        bytes: u64,
+    ) -> Result<()> {
+        let (start, end) = (self.local(start), self.local(end));
+        self.streams.insert((pid, stream));
+        self.writer.insert(
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, globalPid, \
+             bytes, copyKind, srcKind, dstKind, srcDeviceId, srcContextId, dstDeviceId, \
+             dstContextId, virtualAddress, copyCount",
+            &[
+                &start,
+                &end,
+                &device,
+                &1,
+                &0,
+                &stream,
+                &correlation,
+                &GlobalId::encode(pid, 0),
+                &(bytes as i64),
+                &1,
+                &1,
+                &2,
+                &device,
+                &1,
+                &device,
+                &1,
+                &0,
+                &1,
+            ],
+        )
+    }
+
+    /// A memset of device memory.
+    pub fn memset(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, device, stream): (u32, u32, u32),
+        correlation: u32,
+        bytes: u64,
+    ) -> Result<()> {
+        let (start, end) = (self.local(start), self.local(end));
+        self.streams.insert((pid, stream));
+        self.writer.insert(
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, \
+             globalPid, value, bytes, memKind",
+            &[
+                &start,
+                &end,
+                &device,
+                &1,
+                &0,
+                &stream,
+                &correlation,
+                &GlobalId::encode(pid, 0),
+                &0,
+                &(bytes as i64),
+                &2,
+            ],
+        )
+    }
+
+    /// A synchronization event (`sync_type`: 2 stream wait, 3 stream sync).
+    pub fn sync(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, device, stream): (u32, u32, u32),
+        correlation: u32,
+        sync_type: i64,
+    ) -> Result<()> {
+        let (start, end) = (self.local(start), self.local(end));
+        self.writer.insert(
+            "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, \
+             globalPid, syncType, eventId",
+            &[
+                &start,
+                &end,
+                &device,
+                &1,
+                &0,
+                &stream,
+                &correlation,
+                &GlobalId::encode(pid, 0),
+                &sync_type,
+                &(i64::from(correlation) % 64),
+            ],
+        )
+    }
+
+    /// A closed push/pop range in `domain` (0 default, [`NCCL_DOMAIN`]).
+    pub fn nvtx_range(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        text: NvtxText,
+        domain: i64,
+    ) -> Result<()> {
+        let (start, end) = (self.local(start), self.local(end));
+        let gtid = GlobalId::encode(pid, tid);
+        match text {
+            NvtxText::Inline(text) => self.writer.insert(
+                "NVTX_EVENTS",
+                "start, end, eventType, text, globalTid, domainId",
+                &[&start, &end, &NVTX_PUSH_POP, &text, &gtid, &domain],
+            ),
+            NvtxText::Registered(text) => {
+                let id = self.writer.string(text);
+                self.writer.insert(
+                    "NVTX_EVENTS",
+                    "start, end, eventType, globalTid, textId, domainId",
+                    &[&start, &end, &NVTX_PUSH_POP, &gtid, &id, &domain],
+                )
+            }
+        }
+    }
+
+    /// Writes the metadata tables and completes the file.
+    pub fn finish(mut self) -> Result<PathBuf> {
+        self.write_export_meta()?;
+        self.write_target_info()?;
+        self.write_processes()?;
+        self.writer.finish()
+    }
+
+    fn key_values(&mut self, table: &'static str, rows: &[(&str, String)]) -> Result<()> {
+        for (name, value) in rows {
+            self.writer.insert(table, "name, value", &[name, value])?;
+        }
+        Ok(())
+    }
+
+    fn write_export_meta(&mut self) -> Result<()> {
+        let (major, minor, micro) = SCHEMA_VERSION;
+        let now = utc_iso(self.spec.session_start_utc + self.last_time)[..19].to_string();
+        let s = |v: &str| v.to_string();
+        let export = [
+            ("EXPORT_PRODUCT_NAME", s("NVIDIA Nsight Systems")),
+            ("EXPORT_PRODUCT_VERSION", s(PRODUCT_VERSION)),
+            ("EXPORT_PRODUCT_DATE", s("2026.2")),
+            ("EXPORT_SCHEMA_VERSION", format!("{major}.{minor}.{micro}")),
+            ("EXPORT_SCHEMA_VERSION_MAJOR", major.to_string()),
+            ("EXPORT_SCHEMA_VERSION_MINOR", minor.to_string()),
+            ("EXPORT_SCHEMA_VERSION_MICRO", micro.to_string()),
+            ("EXPORT_PLATFORM", s("linux-desktop")),
+            ("EXPORT_ARCH", s("x64")),
+            ("EXPORT_TIME_UTC", now.clone()),
+            ("EXPORT_TIME_LOCAL", format!("{now} +0000 UTC")),
+            ("EXPORT_HOST", self.spec.hostname.clone()),
+            ("EXPORT_USER", s("nsys-lens-synth")),
+            ("EXPORT_PARAM_EXPORT_TYPE", s("SQLite")),
+            ("EXPORT_PARAM_LAZY", s("true")),
+            ("EXPORT_PARAM_USE_SHUFFLE", s("false")),
+            ("EXPORT_PARAM_INCLUDE_JSON", s("false")),
+            ("EXPORT_PARAM_INCLUDE_BLOBS", s("false")),
+            ("EXPORT_PARAM_TIME_NORMALIZE", s("false")),
+            ("EXPORT_PARAM_TIME_SHIFT", s("0")),
+            ("EXPORT_CONFIG_TIME_SHIFT", s("0")),
+        ];
+        self.key_values("META_DATA_EXPORT", &export)?;
+        let capture = [
+            ("DEVICE_ID", s("Local (CLI)")),
+            ("DEVICE_DISPLAY_NAME", self.spec.hostname.clone()),
+            ("START_TRIGGER", s("CudaProfilerApi")),
+            ("PROCESS_0:COMMAND", self.command.clone()),
+            ("PROCESS_0:COLLECT_NVTX_TRACE", s("true")),
+            ("CUDA_TRACE_SCOPE", s("ProcessTree")),
+            ("CUDA_GRAPH_TRACE_OPTIONS:MODE", s("Node")),
+        ];
+        self.key_values("META_DATA_CAPTURE", &capture)
+    }
+
+    fn write_target_info(&mut self) -> Result<()> {
+        let utc = self.spec.session_start_utc;
+        let iso = utc_iso(utc)[..19].to_string();
+        let raw_clock = 4_000_000_000_000 + utc % 1_000_000_000_000;
+        self.writer.insert(
+            "TARGET_INFO_SESSION_START_TIME",
+            "utcEpochNs, utcTime, localTime, systemClockNs",
+            &[&utc, &iso, &iso, &raw_clock],
+        )?;
+        // `Hostname` is nameEnum 619 in every version (nsys-sqlite.md §8.14).
+        self.writer.insert(
+            "TARGET_INFO_SYSTEM_ENV",
+            "globalVid, devStateName, name, nameEnum, value",
+            &[
+                &VM_ID,
+                &"Local (CLI)",
+                &"Hostname",
+                &619,
+                &self.spec.hostname,
+            ],
+        )?;
+        self.writer.insert(
+            "ANALYSIS_DETAILS",
+            "globalVid, duration, startTime, stopTime",
+            &[
+                &VM_ID,
+                &self.last_time,
+                &raw_clock,
+                &(raw_clock + self.last_time),
+            ],
+        )?;
+        for gpu in 0..self.spec.gpus {
+            let bus = format!("0000:{:02x}:00.0", 0x18 + gpu * 0x10);
+            let uuid = format!("GPU-5e1f{gpu:04x}-0a2b-3c4d-5e6f-{:012x}", 0xabcdef + gpu);
+            self.writer.insert(
+                "TARGET_INFO_GPU",
+                "vmId, id, name, busLocation, isDiscrete, l2CacheSize, totalMemory, \
+                 memoryBandwidth, clockRate, smCount, uuid, chipName, cuDevice, \
+                 threadsPerWarp, computeMajor, computeMinor, smMajor, smMinor",
+                &[
+                    &VM_ID,
+                    &gpu,
+                    &self.spec.gpu_name,
+                    &bus,
+                    &1,
+                    &52_428_800,
+                    &85_520_809_984_i64,
+                    &3_352_320_000_000_i64,
+                    &1_980_000_000,
+                    &132,
+                    &uuid,
+                    &"GH100",
+                    &gpu,
+                    &32,
+                    &9,
+                    &0,
+                    &9,
+                    &0,
+                ],
+            )?;
+        }
+        let processes = self.processes.clone();
+        for (pid, device) in processes {
+            self.writer.insert(
+                "TARGET_INFO_CUDA_DEVICE",
+                "gpuId, cudaId, pid, numMultiprocessors",
+                &[&device, &device, &pid, &132],
+            )?;
+            self.writer.insert(
+                "TARGET_INFO_CUDA_CONTEXT_INFO",
+                "nullStreamId, hwId, vmId, processId, deviceId, contextId, isGreenContext, \
+                 numMultiprocessors",
+                &[&DEFAULT_STREAM, &0, &1, &pid, &device, &1, &0, &132],
+            )?;
+        }
+        let mut streams: Vec<_> = self.streams.iter().copied().collect();
+        streams.sort_unstable();
+        for (pid, stream) in streams.into_iter().filter(|s| s.1 != DEFAULT_STREAM) {
+            // NCCL creates its streams with the highest priority (-5, stored unsigned).
+            self.writer.insert(
+                "TARGET_INFO_CUDA_STREAM",
+                "streamId, hwId, vmId, processId, contextId, priority, flag",
+                &[&stream, &0, &1, &pid, &1, &(-5i32 as u32), &2],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn write_processes(&mut self) -> Result<()> {
+        let processes = self.processes.clone();
+        for (pid, _) in processes {
+            let global = GlobalId::encode(pid, 0);
+            self.writer.insert(
+                "PROCESSES",
+                "globalPid, pid, name",
+                &[&global, &pid, &"python3"],
+            )?;
+        }
+        let threads = self.threads.clone();
+        for (pid, tid, name) in threads {
+            let name = self.writer.string(name);
+            self.writer.insert(
+                "ThreadNames",
+                "nameId, priority, globalTid",
+                &[&name, &0, &GlobalId::encode(pid, tid)],
+            )?;
+        }
+        Ok(())
+    }
+}

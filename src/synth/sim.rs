@@ -1,0 +1,329 @@
+//! Runs every rank's [`Program`] on one clock and writes the rows each operation produces.
+//!
+//! Each rank has a CPU time and a "free at" time per stream. A launch is an API call on the CPU
+//! followed by the kernel once the stream is free. A [`Op::Comm`] waits until every member of its
+//! group has reached its own matching operation: then all members' kernels start when each is
+//! ready and end together, when the last member was ready plus the transfer time, so a receive
+//! never ends before its send started and a collective ends almost together everywhere.
+
+use super::kernels::{KernelKind, NCCL_SENDRECV};
+use super::node::{NCCL_DOMAIN, NodeExport, NvtxText};
+use super::program::{GroupId, Groups, Launcher, Op, Program};
+use super::rng::Rng;
+use crate::hash::FxHashMap;
+use anyhow::{Result, bail};
+use std::collections::VecDeque;
+
+/// Where a rank runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement {
+    /// Index of its node (and so of its export).
+    pub node: usize,
+    /// Process id (reused across nodes, as containers do).
+    pub pid: u32,
+    /// CUDA device ordinal.
+    pub device: u32,
+    /// Thread id of PyTorch's autograd thread.
+    pub autograd_tid: u32,
+}
+
+/// First correlation id of every process (CUPTI numbers calls per process).
+const FIRST_CORRELATION: u32 = 1_200;
+
+/// Mutable state of one rank while its program runs.
+struct RankState {
+    place: Placement,
+    pc: usize,
+    cpu: i64,
+    launcher: Launcher,
+    streams: Vec<(u32, i64)>,
+    correlation: u32,
+    open: Vec<(i64, u32, String)>,
+    rng: Rng,
+}
+
+impl RankState {
+    fn tid(&self) -> u32 {
+        match self.launcher {
+            Launcher::Main => self.place.pid,
+            Launcher::Autograd => self.place.autograd_tid,
+        }
+    }
+
+    fn stream_free(&mut self, stream: u32) -> &mut i64 {
+        let index = match self.streams.iter().position(|s| s.0 == stream) {
+            Some(i) => i,
+            None => {
+                self.streams.push((stream, 0));
+                self.streams.len() - 1
+            }
+        };
+        &mut self.streams[index].1
+    }
+
+    fn gpu(&self, stream: u32) -> (u32, u32, u32) {
+        (self.place.pid, self.place.device, stream)
+    }
+}
+
+/// Runs all programs from CPU time `start` (ranks start within 2 ms of each other) and writes
+/// their rows into `nodes`.
+pub fn run(
+    programs: &[Program],
+    places: &[Placement],
+    groups: &Groups,
+    nodes: &mut [NodeExport],
+    start: i64,
+    seed: u64,
+) -> Result<()> {
+    let mut ranks: Vec<RankState> = places
+        .iter()
+        .enumerate()
+        .map(|(r, &place)| {
+            let mut rng = Rng::new(seed ^ 0x5EED, r as u64);
+            RankState {
+                place,
+                pc: 0,
+                cpu: start + (rng.unit() * 2_000_000.0) as i64,
+                launcher: Launcher::Main,
+                streams: Vec::new(),
+                correlation: FIRST_CORRELATION,
+                open: Vec::new(),
+                rng,
+            }
+        })
+        .collect();
+    let mut blocked: Vec<Option<GroupId>> = vec![None; ranks.len()];
+    let mut mailboxes = Mailboxes::default();
+    loop {
+        let mut progressed = false;
+        for (r, rank) in ranks.iter_mut().enumerate() {
+            if blocked[r].is_none() {
+                let pc = rank.pc;
+                let node = &mut nodes[rank.place.node];
+                blocked[r] = run_local(rank, &programs[r], node, &mut mailboxes)?;
+                progressed |= rank.pc != pc;
+            }
+        }
+        for r in 0..ranks.len() {
+            let Some(group) = blocked[r] else { continue };
+            let members = groups.members(group);
+            if members.iter().all(|&m| blocked[m] == Some(group)) {
+                resolve_comm(&mut ranks, members, programs, nodes)?;
+                for &m in members {
+                    blocked[m] = None;
+                }
+                progressed = true;
+            }
+        }
+        let done = ranks
+            .iter()
+            .enumerate()
+            .all(|(r, s)| s.pc >= programs[r].ops.len());
+        if done {
+            return Ok(());
+        }
+        if !progressed {
+            bail!("the preset's programs deadlock (a collective some member never reaches)");
+        }
+    }
+}
+
+/// Start times of sends not yet received, per channel, in order.
+#[derive(Default)]
+struct Mailboxes(FxHashMap<GroupId, VecDeque<i64>>);
+
+/// Runs a rank's operations until it reaches a collective (returned), a receive whose send has
+/// not happened yet (returns None and stays there), or its end (None).
+fn run_local(
+    rank: &mut RankState,
+    program: &Program,
+    node: &mut NodeExport,
+    mailboxes: &mut Mailboxes,
+) -> Result<Option<GroupId>> {
+    while let Some(op) = program.ops.get(rank.pc) {
+        match op {
+            Op::Comm { group, .. } => return Ok(Some(*group)),
+            Op::Recv { channel, stream } => {
+                let Some(sent) = mailboxes.0.get_mut(channel).and_then(VecDeque::pop_front) else {
+                    return Ok(None);
+                };
+                rank.pc += 1;
+                p2p(rank, node, *stream, RECV_MIN_NS, sent)?;
+            }
+            Op::Send {
+                channel,
+                stream,
+                dur,
+            } => {
+                rank.pc += 1;
+                // The receive can end no earlier than the send (started then, plus the transfer).
+                let sent = p2p(rank, node, *stream, *dur, i64::MIN)?;
+                mailboxes.0.entry(*channel).or_default().push_back(sent);
+            }
+            _ => {
+                rank.pc += 1;
+                run_op(rank, op, node)?;
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Shortest receive kernel, ns.
+const RECV_MIN_NS: i64 = 8_000;
+
+/// Launches a `SendRecv` kernel of at least `dur` that cannot end before `earliest_end`; returns
+/// its end.
+fn p2p(
+    rank: &mut RankState,
+    node: &mut NodeExport,
+    stream: u32,
+    dur: i64,
+    earliest_end: i64,
+) -> Result<i64> {
+    let api_start = rank.cpu;
+    let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
+    let who = (rank.place.pid, rank.tid());
+    let text = NvtxText::Registered("ncclGroupEnd");
+    node.nvtx_range((api_start - 200, rank.cpu), who, text, NCCL_DOMAIN)?;
+    let start = ready.max(*rank.stream_free(stream));
+    let end = (start + dur).max(earliest_end);
+    *rank.stream_free(stream) = end;
+    node.kernel((start, end), rank.gpu(stream), correlation, &NCCL_SENDRECV)?;
+    Ok(end)
+}
+
+fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
+    match op {
+        Op::Push(text) => {
+            let tid = rank.tid();
+            rank.open.push((rank.cpu, tid, text.clone()));
+            rank.cpu += 300;
+        }
+        Op::Pop => {
+            if let Some((start, tid, text)) = rank.open.pop() {
+                rank.cpu += 300;
+                let who = (rank.place.pid, tid);
+                node.nvtx_range((start, rank.cpu), who, NvtxText::Inline(&text), 0)?;
+            }
+        }
+        Op::Cpu(ns) => rank.cpu += ns,
+        Op::Thread(launcher) => rank.launcher = *launcher,
+        Op::Kernel { stream, kind, dur } => {
+            let (ready, correlation) = launch(rank, node, "cudaLaunchKernel_v7000", 0)?;
+            let start = ready.max(*rank.stream_free(*stream));
+            *rank.stream_free(*stream) = start + dur;
+            node.kernel((start, start + dur), rank.gpu(*stream), correlation, kind)?;
+        }
+        Op::Wait { stream, on } => {
+            let (_, correlation) = launch(rank, node, "cudaStreamWaitEvent_v3020", 0)?;
+            let until = *rank.stream_free(*on);
+            let waiter = rank.stream_free(*stream);
+            *waiter = (*waiter).max(until);
+            let at = rank.cpu;
+            node.sync((at - 900, at - 300), rank.gpu(*stream), correlation, 2)?;
+        }
+        Op::Memcpy { stream, bytes, dur } => {
+            let (ready, correlation) = launch(rank, node, "cudaMemcpyAsync_v3020", 0)?;
+            let start = ready.max(*rank.stream_free(*stream));
+            *rank.stream_free(*stream) = start + dur;
+            node.memcpy((start, start + dur), rank.gpu(*stream), correlation, *bytes)?;
+        }
+        Op::Memset { stream, bytes, dur } => {
+            let (ready, correlation) = launch(rank, node, "cudaMemsetAsync_v3020", 0)?;
+            let start = ready.max(*rank.stream_free(*stream));
+            *rank.stream_free(*stream) = start + dur;
+            node.memset((start, start + dur), rank.gpu(*stream), correlation, *bytes)?;
+        }
+        Op::Sync(stream) => {
+            let begin = rank.cpu;
+            let until = (*rank.stream_free(*stream)).max(begin) + 2_000;
+            rank.correlation += 1;
+            let who = (rank.place.pid, rank.tid());
+            node.api(
+                (begin, until),
+                who,
+                rank.correlation,
+                "cudaStreamSynchronize_v3020",
+                0,
+            )?;
+            node.sync(
+                (begin + 500, until - 500),
+                rank.gpu(*stream),
+                rank.correlation,
+                3,
+            )?;
+            rank.cpu = until + 1_000;
+        }
+        Op::Comm { .. } | Op::Send { .. } | Op::Recv { .. } => {
+            unreachable!("communication is run by the scheduler")
+        }
+    }
+    Ok(())
+}
+
+/// Writes one API call at the rank's CPU time; returns when its GPU work can start and its
+/// correlation id.
+fn launch(
+    rank: &mut RankState,
+    node: &mut NodeExport,
+    name: &str,
+    class: i64,
+) -> Result<(i64, u32)> {
+    let begin = rank.cpu;
+    let end = begin + rank.rng.around(5_000, 0.4);
+    rank.correlation += 1;
+    let who = (rank.place.pid, rank.tid());
+    node.api((begin, end), who, rank.correlation, name, class)?;
+    rank.cpu = end + rank.rng.around(1_500, 0.5);
+    Ok((end + rank.rng.around(3_000, 0.3), rank.correlation))
+}
+
+/// Runs the collective every member of a group is waiting at.
+fn resolve_comm(
+    ranks: &mut [RankState],
+    members: &[usize],
+    programs: &[Program],
+    nodes: &mut [NodeExport],
+) -> Result<()> {
+    let mut launches = Vec::with_capacity(members.len());
+    let mut last_ready = i64::MIN;
+    let mut transfer = 0;
+    for &m in members {
+        let rank = &mut ranks[m];
+        let Op::Comm {
+            stream,
+            kind,
+            dur,
+            api,
+            ..
+        } = &programs[m].ops[rank.pc]
+        else {
+            unreachable!("blocked ranks stand at a collective")
+        };
+        rank.pc += 1;
+        let node = &mut nodes[rank.place.node];
+        let api_start = rank.cpu;
+        let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
+        let who = (rank.place.pid, rank.tid());
+        node.nvtx_range(
+            (api_start - 200, rank.cpu),
+            who,
+            NvtxText::Registered(api),
+            NCCL_DOMAIN,
+        )?;
+        let ready = ready.max(*rank.stream_free(*stream));
+        last_ready = last_ready.max(ready);
+        transfer = transfer.max(*dur);
+        launches.push((m, *stream, *kind, ready, correlation));
+    }
+    let end = last_ready + transfer;
+    for (m, stream, kind, ready, correlation) in launches {
+        let rank = &mut ranks[m];
+        *rank.stream_free(stream) = end;
+        let kind: &KernelKind = kind;
+        nodes[rank.place.node].kernel((ready, end), rank.gpu(stream), correlation, kind)?;
+    }
+    Ok(())
+}

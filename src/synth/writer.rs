@@ -1,0 +1,143 @@
+//! Writing one node's export: the tables of [`super::schema`], created lazily as nsys does, rows
+//! inserted through cached statements in one transaction, the file built under a temporary name
+//! and renamed when complete.
+
+use super::schema::{self, ColumnSpec};
+use crate::hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use anyhow::{Context, Result};
+use indexmap::IndexSet;
+use rusqlite::{Connection, ToSql};
+use std::path::{Path, PathBuf};
+use tempfile::NamedTempFile;
+
+/// A node's export being written.
+pub struct ExportWriter {
+    conn: Connection,
+    temp: NamedTempFile,
+    path: PathBuf,
+    strings: IndexSet<String, FxBuildHasher>,
+    created: FxHashSet<&'static str>,
+    statements: FxHashMap<(&'static str, &'static str), String>,
+}
+
+impl ExportWriter {
+    /// Starts an export that will be renamed to `path` by [`ExportWriter::finish`].
+    pub fn create(path: &Path) -> Result<ExportWriter> {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let temp = NamedTempFile::new_in(dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        let conn = Connection::open(temp.path())?;
+        conn.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;")?;
+        Ok(ExportWriter {
+            conn,
+            temp,
+            path: path.to_path_buf(),
+            strings: IndexSet::default(),
+            created: FxHashSet::default(),
+            statements: FxHashMap::default(),
+        })
+    }
+
+    /// The `StringIds` id of `text` (ids dense from 0, in first-use order).
+    pub fn string(&mut self, text: &str) -> i64 {
+        match self.strings.get_index_of(text) {
+            Some(i) => i as i64,
+            None => self.strings.insert_full(text.to_string()).0 as i64,
+        }
+    }
+
+    /// Inserts one row, naming the columns given (the others stay NULL); creates the table with
+    /// its full 2026.2.1 layout on first use.
+    pub fn insert(
+        &mut self,
+        table: &'static str,
+        columns: &'static str,
+        values: &[&dyn ToSql],
+    ) -> Result<()> {
+        if self.created.insert(table) {
+            self.create_table(table)?;
+        }
+        let sql = self.statements.entry((table, columns)).or_insert_with(|| {
+            let marks = vec!["?"; values.len()].join(",");
+            format!("INSERT INTO {table} ({columns}) VALUES ({marks})")
+        });
+        self.conn
+            .prepare_cached(sql)?
+            .execute(values)
+            .with_context(|| format!("inserting into {table}"))?;
+        Ok(())
+    }
+
+    fn create_table(&self, table: &str) -> Result<()> {
+        let spec = schema::TABLES
+            .iter()
+            .find(|(name, _)| *name == table)
+            .with_context(|| format!("no schema for table {table}"))?;
+        self.conn
+            .execute_batch(&schema::create_table(table, &schema::columns(spec.1)))?;
+        Ok(())
+    }
+
+    fn write_enums(&self) -> Result<()> {
+        let enum_columns = schema::columns("id INTEGER NN PK, name TEXT, label TEXT");
+        let mut insert = None;
+        for line in schema::ENUMS.lines().filter(|l| !l.is_empty()) {
+            let fields: Vec<&str> = line.split('\t').collect();
+            match fields.as_slice() {
+                [table] => {
+                    self.conn
+                        .execute_batch(&schema::create_table(table, &enum_columns))?;
+                    insert = Some(format!("INSERT INTO {table} VALUES (?, ?, ?)"));
+                }
+                [id, name, label] => {
+                    let sql = insert.as_deref().context("enum row before its table")?;
+                    self.conn.prepare_cached(sql)?.execute(rusqlite::params![
+                        id.parse::<i64>()?,
+                        name,
+                        label
+                    ])?;
+                }
+                _ => anyhow::bail!("malformed enum line {line:?}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `StringIds` and the ENUM tables, commits, and renames the file into place.
+    pub fn finish(mut self) -> Result<PathBuf> {
+        let strings = std::mem::take(&mut self.strings);
+        for (id, value) in strings.iter().enumerate() {
+            self.insert("StringIds", "id, value", &[&(id as i64), value])?;
+        }
+        self.write_enums()?;
+        self.conn.execute_batch("COMMIT;")?;
+        drop(self.conn);
+        readable_by_all(self.temp.as_file())?;
+        self.temp
+            .persist(&self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(self.path)
+    }
+}
+
+/// The declared columns of a table the generator writes (for conformance tests).
+pub fn declared_columns(table: &str) -> Option<Vec<ColumnSpec>> {
+    schema::TABLES
+        .iter()
+        .find(|(name, _)| *name == table)
+        .map(|(_, spec)| schema::columns(spec))
+}
+
+/// Temporary files are private (0600); an export is an ordinary file (0644), as nsys writes it.
+fn readable_by_all(file: &std::fs::File) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    let _ = file;
+    Ok(())
+}
