@@ -38,6 +38,11 @@ impl Clock {
     fn interval(self, f: &mut Fields) -> Result<(Ns, Ns)> {
         let start = f.int()?;
         let end = f.int()?;
+        self.span(start, end, f)
+    }
+
+    /// Checks that row `f`'s interval does not end before it starts, and maps both ends.
+    pub(crate) fn span(self, start: i64, end: i64, f: &Fields) -> Result<(Ns, Ns)> {
         if end < start {
             let (path, table) = f.location();
             return Err(Error::ReversedInterval {

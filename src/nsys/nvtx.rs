@@ -1,7 +1,7 @@
 //! Streaming reader for `NVTX_EVENTS` (nsys-sqlite.md §7): ranges and marks with their domain and
 //! text resolved (`coalesce(text, StringIds[textId])`), domain names per process, NVTX thread names.
 
-use super::error::{Error, Result};
+use super::error::Result;
 use super::events::Clock;
 use super::ids::GlobalId;
 use super::report::Report;
@@ -95,17 +95,7 @@ impl Report {
                     warnings.add(Warning::UnclosedNvtxRange);
                     None
                 }
-                (_, Some(end)) if end < start => {
-                    let (path, table) = f.location();
-                    return Err(Error::ReversedInterval {
-                        path: path.to_path_buf(),
-                        table,
-                        row: f.rowid,
-                        start,
-                        end,
-                    });
-                }
-                (_, Some(end)) => Some(clock.map(end, f)?),
+                (_, Some(end)) => Some(clock.span(start, end, f)?.1),
             };
             let domain = if domain_id == 0 {
                 StringId::EMPTY

@@ -54,7 +54,7 @@ impl Warning {
             }
             Warning::NonUtf8Text => write!(
                 f,
-                "{count} string(s) are not valid UTF-8: shown with U+FFFD"
+                "{count} text value(s) are not valid UTF-8: shown with U+FFFD"
             ),
             Warning::MissingGlobalPid(table) => write!(
                 f,
