@@ -1,0 +1,69 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A committed fixture file.
+pub fn fixture(path: &str) -> PathBuf {
+    root().join("fixtures").join(path)
+}
+
+/// A real export under `../shared/real-data/nsys/`, or None (with a note) when absent.
+pub fn real(path: &str) -> Option<PathBuf> {
+    let p = root().join("../shared/real-data/nsys").join(path);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!(
+            "skipping: {} is absent (../shared/real-data is not beside the repository)",
+            p.display()
+        );
+        None
+    }
+}
+
+/// Runs the built binary.
+pub fn nsys_lens(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// stdout and stderr as text.
+pub fn texts(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `SELECT count(*)` straight from SQLite (independent of the reader under test); 0 when the
+/// table is absent.
+pub fn count(path: &Path, table: &str) -> u64 {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("opens");
+    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n as u64)
+    .unwrap_or(0)
+}
+
+/// Copies a fixture into a fresh temporary directory and applies `sql` to the copy.
+pub fn damaged_copy(fixture_path: &str, sql: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("damaged.sqlite");
+    std::fs::copy(fixture(fixture_path), &copy).expect("copy");
+    if !sql.is_empty() {
+        let conn = rusqlite::Connection::open(&copy).expect("opens");
+        conn.execute_batch(sql).expect("damage applies");
+    }
+    (dir, copy)
+}
