@@ -9,7 +9,6 @@ fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     match cli::run(args) {
         Ok(cli::Outcome::Done) => ExitCode::SUCCESS,
-        Ok(cli::Outcome::NothingFound) => ExitCode::from(1),
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("nsys-lens: error: {err:#}");

@@ -206,3 +206,15 @@ fn unknown_nvtx_event_types_are_skipped_and_counted() {
         "{stdout}"
     );
 }
+
+#[test]
+fn quiet_leaves_warnings_out_of_the_table() {
+    let (_dir, path) = damaged_copy(
+        NODE0,
+        "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid IN (SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1);",
+    );
+    let out = nsys_lens(&["info", "-q", path.to_str().unwrap()]);
+    let (stdout, _) = texts(&out);
+    assert!(out.status.success());
+    assert!(!stdout.contains("warning"), "{stdout}");
+}

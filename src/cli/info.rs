@@ -7,6 +7,10 @@ use std::io::Write;
 
 /// Options of `info`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  nsys-lens info node0.sqlite node1.sqlite        two nodes on one clock
+  nsys-lens info --format json run/*.sqlite       the same for scripts
+  nsys-lens info run.nsys-rep --export-dir /tmp   export with nsys first (cached)")]
 pub struct Args {
     #[command(flatten)]
     inputs: Inputs,
@@ -27,7 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut stdout = std::io::stdout().lock();
     match format {
         Format::Json => report::write_json(&output, &mut stdout)?,
-        _ => stdout.write_all(output.to_table().as_bytes())?,
+        _ => stdout.write_all(output.to_table(args.inputs.quiet).as_bytes())?,
     }
     stdout.flush()?;
     Ok(Outcome::Done)

@@ -16,7 +16,7 @@ pub struct Inputs {
     #[arg(long, value_name = "DIR")]
     pub export_dir: Option<PathBuf>,
 
-    /// Print nothing but errors (and the requested output).
+    /// Print nothing but errors and the requested output (no warnings).
     #[arg(short, long)]
     pub quiet: bool,
 }

@@ -30,13 +30,11 @@ enum Command {
     Synth(synth::Args),
 }
 
-/// How a command ended when it did not fail.
+/// How a command ended when it did not fail. (Analysis commands will add "found nothing to
+/// report", exit code 1.)
 pub enum Outcome {
     /// It printed what was asked.
     Done,
-    /// It found nothing to report (exit code 1).
-    #[allow(dead_code)]
-    NothingFound,
 }
 
 /// Runs the chosen subcommand.

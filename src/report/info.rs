@@ -145,8 +145,8 @@ impl InfoOutput {
         }
     }
 
-    /// Renders the aligned text form.
-    pub fn to_table(&self) -> String {
+    /// Renders the aligned text form (warnings included unless `quiet`).
+    pub fn to_table(&self, quiet: bool) -> String {
         let mut out = String::new();
         let t = &self.totals;
         let _ = writeln!(
@@ -156,7 +156,7 @@ impl InfoOutput {
         );
         for row in &self.rows {
             out.push('\n');
-            row.write_table(&mut out);
+            row.write_table(&mut out, quiet);
         }
         out
     }
@@ -230,7 +230,7 @@ fn streams_of(timeline: &Timeline, process: usize, per_stream: &[[u64; 3]]) -> V
 }
 
 impl ReportSummary {
-    fn write_table(&self, out: &mut String) {
+    fn write_table(&self, out: &mut String, quiet: bool) {
         let _ = writeln!(out, "{}", self.file);
         let version = match (&self.nsys_version, &self.schema_version) {
             (Some(v), Some(s)) => format!("{v} (export schema {s})"),
@@ -294,7 +294,7 @@ impl ReportSummary {
                 );
             }
         }
-        for w in &self.warnings {
+        for w in self.warnings.iter().filter(|_| !quiet) {
             let _ = writeln!(out, "  warning: {w}");
         }
     }
