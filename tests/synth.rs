@@ -253,3 +253,26 @@ fn a_receive_never_ends_before_its_send_ends() {
         );
     }
 }
+
+#[test]
+fn mixed_precision_switches_gemm_and_all_reduce_names() {
+    let names = |extra: &[&str]| -> BTreeSet<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().to_str().unwrap();
+        let mut args = vec!["synth", "-o", out_dir, "--preset", "ddp", "--nodes", "1"];
+        args.extend_from_slice(extra);
+        assert!(nsys_lens(&args).status.success());
+        let t = Timeline::load(&[dir.path().join("node0.sqlite")]).unwrap();
+        t.kernels
+            .iter()
+            .map(|k| t.text(k.short_name).to_string())
+            .collect()
+    };
+    let fp32 = names(&[]);
+    let bf16 = names(&["--mixed-precision"]);
+    assert!(fp32.contains("ampere_sgemm_128x64_tn"));
+    assert!(fp32.contains("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+    assert!(bf16.iter().any(|n| n.contains("gemm_bf16")));
+    assert!(bf16.contains("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"));
+    assert!(!bf16.contains("ampere_sgemm_128x64_tn"));
+}

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   nsys-lens synth -o run --preset pithtrain --pp 2 --ep 2 --gpus-per-node 2
-  nsys-lens synth -o ddp --preset ddp --nodes 2 --grad-accum 4 --slow-dataloader
+  nsys-lens synth -o ddp --preset ddp --nodes 2 --grad-accum 4 --mixed-precision --slow-dataloader
   nsys-lens synth -o big --preset ddp --nodes 1 --gpus-per-node 1 --steps 4000")]
 pub struct Args {
     /// Directory to write node<i>.sqlite into (created if missing).
@@ -63,9 +63,9 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     grad_accum: usize,
 
-    /// fp32 GEMMs and all-reduces instead of bf16 (ddp, fsdp, megatron).
+    /// bf16 GEMMs and all-reduces instead of fp32 (ddp, fsdp, megatron; pithtrain is bf16).
     #[arg(long)]
-    fp32: bool,
+    mixed_precision: bool,
 
     /// A 45 ms host-side data-loading gap before each step (ddp).
     #[arg(long)]
@@ -117,7 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         layers: args.layers,
         steps: args.steps,
         grad_accum: args.grad_accum,
-        mixed_precision: !args.fp32,
+        mixed_precision: args.mixed_precision,
         slow_dataloader: args.slow_dataloader,
         overlap: !args.no_overlap,
         session_gap: args.session_gap,

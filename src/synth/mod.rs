@@ -84,7 +84,7 @@ impl Options {
             layers: 2,
             steps: 1,
             grad_accum: 1,
-            mixed_precision: true,
+            mixed_precision: false,
             slow_dataloader: false,
             overlap: true,
             seq_len: 4096,
