@@ -218,3 +218,16 @@ fn quiet_leaves_warnings_out_of_the_table() {
     assert!(out.status.success());
     assert!(!stdout.contains("warning"), "{stdout}");
 }
+
+#[test]
+fn rows_without_global_pid_go_to_the_main_process_with_a_warning() {
+    let (_dir, path) = damaged_copy(
+        NODE0,
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid IN (1, 2);",
+    );
+    let stdout = accepted(&path);
+    assert!(
+        stdout.contains("2 CUPTI_ACTIVITY_KIND_KERNEL row(s) have no globalPid"),
+        "{stdout}"
+    );
+}

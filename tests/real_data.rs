@@ -146,6 +146,7 @@ fn old_exports_warn_about_what_they_lack() {
     assert!(out.status.success());
     assert!(stdout.contains("no session start time"), "{stdout}");
     assert!(stdout.contains("no export metadata"), "{stdout}");
+    assert!(stdout.contains("no Hostname"), "{stdout}");
 }
 
 fn fs24() -> Option<Vec<std::path::PathBuf>> {
