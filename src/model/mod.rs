@@ -18,8 +18,6 @@ pub use entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, SyncEvent};
 pub use strings::{StringId, StringTable};
 
-use crate::nsys::Warnings;
-
 /// A time in nanoseconds on the merged clock (signed: NVTX ranges can open before the capture).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Ns(pub i64);
@@ -129,10 +127,5 @@ impl Timeline {
     /// The text of an interned string.
     pub fn text(&self, id: StringId) -> &str {
         self.strings.get(id)
-    }
-
-    /// Every warning raised while loading, per report.
-    pub fn warnings(&self) -> impl Iterator<Item = (&ReportInfo, &Warnings)> {
-        self.reports.iter().map(|r| (r, &r.warnings))
     }
 }

@@ -135,19 +135,6 @@ impl Report {
         &self.warnings
     }
 
-    /// Counts the rows of a table (0 when it is absent).
-    pub fn row_count(&self, table: &'static str) -> Result<u64> {
-        if !self.schema.has_table(table) {
-            return Ok(0);
-        }
-        self.conn
-            .query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| {
-                r.get::<_, i64>(0)
-            })
-            .map(|n| n as u64)
-            .map_err(|source| self.sqlite_error(table, source))
-    }
-
     /// A resolver from this report's `StringIds` into `strings`.
     pub fn strings<'r>(&'r self, strings: &'r mut StringTable) -> Result<StringResolver<'r>> {
         StringResolver::new(

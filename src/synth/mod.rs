@@ -20,7 +20,6 @@ mod sim;
 mod writer;
 
 pub use presets::Preset;
-pub use writer::declared_columns;
 
 use anyhow::{Context, Result, ensure};
 use node::{NCCL_DOMAIN, NodeExport, NodeSpec, NvtxText};

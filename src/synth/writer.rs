@@ -2,7 +2,7 @@
 //! inserted through cached statements in one transaction, the file built under a temporary name
 //! and renamed when complete.
 
-use super::schema::{self, ColumnSpec};
+use super::schema;
 use crate::hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use anyhow::{Context, Result};
 use indexmap::IndexSet;
@@ -121,14 +121,6 @@ impl ExportWriter {
             .with_context(|| format!("cannot write {}", self.path.display()))?;
         Ok(self.path)
     }
-}
-
-/// The declared columns of a table the generator writes (for conformance tests).
-pub fn declared_columns(table: &str) -> Option<Vec<ColumnSpec>> {
-    schema::TABLES
-        .iter()
-        .find(|(name, _)| *name == table)
-        .map(|(_, spec)| schema::columns(spec))
 }
 
 /// Temporary files are private (0600); an export is an ordinary file (0644), as nsys writes it.
