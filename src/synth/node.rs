@@ -9,6 +9,7 @@ use crate::hash::{FxHashMap, FxHashSet};
 use crate::nsys::GlobalId;
 use crate::report::utc_iso;
 use anyhow::Result;
+use rusqlite::ToSql;
 use std::path::{Path, PathBuf};
 
 /// The legacy default stream PyTorch's default stream maps to; exports do not list it in
@@ -17,6 +18,26 @@ pub const DEFAULT_STREAM: u32 = 7;
 
 /// `VM id 1` as serialised in `vmId` / `globalVid` columns.
 const VM_ID: i64 = 1 << 48;
+
+/// The one CUDA context of every synthetic process.
+const CONTEXT: i64 = 1;
+/// `greenContextId` of ordinary contexts.
+const GREEN_CONTEXT: i64 = 0;
+
+const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
+const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
+const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
+const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
+
+/// The columns every GPU activity table opens with, followed by a table's own.
+macro_rules! gpu_op_columns {
+    ($rest:literal) => {
+        concat!(
+            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, globalPid, ",
+            $rest
+        )
+    };
+}
 
 /// NVTX event types written (`ENUM_NSYS_EVENT_TYPE`).
 pub const NVTX_PUSH_POP: i64 = 59;
@@ -136,18 +157,44 @@ impl NodeExport {
         )
     }
 
-    /// A kernel execution.
-    pub fn kernel(
+    /// Inserts a row of a GPU activity table: the eight columns every such table opens with
+    /// (`gpu_op_columns!`), then `extra` for the table's own columns.
+    fn gpu_op(
         &mut self,
+        table: &'static str,
+        columns: &'static str,
         (start, end): (i64, i64),
         (pid, device, stream): (u32, u32, u32),
         correlation: u32,
-        kind: &KernelKind,
+        extra: &[&dyn ToSql],
     ) -> Result<()> {
         let (start, end) = (self.local(start), self.local(end));
-        self.streams.insert((pid, stream));
+        let global_pid = GlobalId::encode(pid, 0);
+        let mut values: Vec<&dyn ToSql> = vec![
+            &start,
+            &end,
+            &device,
+            &CONTEXT,
+            &GREEN_CONTEXT,
+            &stream,
+            &correlation,
+            &global_pid,
+        ];
+        values.extend_from_slice(extra);
+        self.writer.insert(table, columns, &values)
+    }
+
+    /// A kernel execution.
+    pub fn kernel(
+        &mut self,
+        span: (i64, i64),
+        place: (u32, u32, u32),
+        correlation: u32,
+        kind: &KernelKind,
+    ) -> Result<()> {
+        self.streams.insert((place.0, place.2));
         let grid_id = {
-            let next = self.grid_ids.entry(pid).or_insert(0);
+            let next = self.grid_ids.entry(place.0).or_insert(0);
             *next += 1;
             *next
         };
@@ -156,140 +203,91 @@ impl NodeExport {
         let mangled = kind.mangled.map(|m| self.writer.string(m));
         let [gx, gy, gz] = kind.grid;
         let [bx, by, bz] = kind.block;
-        self.writer.insert(
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, globalPid, \
-             demangledName, shortName, mangledName, launchType, cacheConfig, registersPerThread, \
+        let columns = gpu_op_columns!(
+            "demangledName, shortName, mangledName, launchType, cacheConfig, registersPerThread, \
              gridX, gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory, \
              dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, \
-             sharedMemoryExecuted, sharedMemoryLimitConfig, tensorSizeMinusOneElements",
-            &[
-                &start,
-                &end,
-                &device,
-                &1,
-                &0,
-                &stream,
-                &correlation,
-                &GlobalId::encode(pid, 0),
-                &demangled,
-                &short,
-                &mangled,
-                &1,
-                &1,
-                &kind.registers,
-                &gx,
-                &gy,
-                &gz,
-                &bx,
-                &by,
-                &bz,
-                &0,
-                &kind.shared,
-                &0,
-                &0,
-                &grid_id,
-                &kind.shared.max(1024).next_power_of_two(),
-                &i64::from(kind.shared > 49_152),
-                &"[]",
-            ],
-        )
+             sharedMemoryExecuted, sharedMemoryLimitConfig, tensorSizeMinusOneElements"
+        );
+        let extra: [&dyn ToSql; 20] = [
+            &demangled,
+            &short,
+            &mangled,
+            &1,
+            &1,
+            &kind.registers,
+            &gx,
+            &gy,
+            &gz,
+            &bx,
+            &by,
+            &bz,
+            &0,
+            &kind.shared,
+            &0,
+            &0,
+            &grid_id,
+            &kind.shared.max(1024).next_power_of_two(),
+            &i64::from(kind.shared > 49_152),
+            &"[]",
+        ];
+        self.gpu_op(KERNEL, columns, span, place, correlation, &extra)
     }
 
     /// A host-to-device copy (pageable host memory to device).
     pub fn memcpy(
         &mut self,
-        (start, end): (i64, i64),
-        (pid, device, stream): (u32, u32, u32),
+        span: (i64, i64),
+        place: (u32, u32, u32),
         correlation: u32,
         bytes: u64,
     ) -> Result<()> {
-        let (start, end) = (self.local(start), self.local(end));
-        self.streams.insert((pid, stream));
-        self.writer.insert(
-            "CUPTI_ACTIVITY_KIND_MEMCPY",
-            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, globalPid, \
-             bytes, copyKind, srcKind, dstKind, srcDeviceId, srcContextId, dstDeviceId, \
-             dstContextId, virtualAddress, copyCount",
-            &[
-                &start,
-                &end,
-                &device,
-                &1,
-                &0,
-                &stream,
-                &correlation,
-                &GlobalId::encode(pid, 0),
-                &(bytes as i64),
-                &1,
-                &1,
-                &2,
-                &device,
-                &1,
-                &device,
-                &1,
-                &0,
-                &1,
-            ],
-        )
+        self.streams.insert((place.0, place.2));
+        let device = place.1;
+        let columns = gpu_op_columns!(
+            "bytes, copyKind, srcKind, dstKind, srcDeviceId, srcContextId, dstDeviceId, \
+             dstContextId, virtualAddress, copyCount"
+        );
+        let extra: [&dyn ToSql; 10] = [
+            &(bytes as i64),
+            &1,
+            &1,
+            &2,
+            &device,
+            &CONTEXT,
+            &device,
+            &CONTEXT,
+            &0,
+            &1,
+        ];
+        self.gpu_op(MEMCPY, columns, span, place, correlation, &extra)
     }
 
     /// A memset of device memory.
     pub fn memset(
         &mut self,
-        (start, end): (i64, i64),
-        (pid, device, stream): (u32, u32, u32),
+        span: (i64, i64),
+        place: (u32, u32, u32),
         correlation: u32,
         bytes: u64,
     ) -> Result<()> {
-        let (start, end) = (self.local(start), self.local(end));
-        self.streams.insert((pid, stream));
-        self.writer.insert(
-            "CUPTI_ACTIVITY_KIND_MEMSET",
-            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, \
-             globalPid, value, bytes, memKind",
-            &[
-                &start,
-                &end,
-                &device,
-                &1,
-                &0,
-                &stream,
-                &correlation,
-                &GlobalId::encode(pid, 0),
-                &0,
-                &(bytes as i64),
-                &2,
-            ],
-        )
+        self.streams.insert((place.0, place.2));
+        let columns = gpu_op_columns!("value, bytes, memKind");
+        let extra: [&dyn ToSql; 3] = [&0, &(bytes as i64), &2];
+        self.gpu_op(MEMSET, columns, span, place, correlation, &extra)
     }
 
     /// A synchronization event (`sync_type`: 2 stream wait, 3 stream sync).
     pub fn sync(
         &mut self,
-        (start, end): (i64, i64),
-        (pid, device, stream): (u32, u32, u32),
+        span: (i64, i64),
+        place: (u32, u32, u32),
         correlation: u32,
         sync_type: i64,
     ) -> Result<()> {
-        let (start, end) = (self.local(start), self.local(end));
-        self.writer.insert(
-            "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-            "start, end, deviceId, contextId, greenContextId, streamId, correlationId, \
-             globalPid, syncType, eventId",
-            &[
-                &start,
-                &end,
-                &device,
-                &1,
-                &0,
-                &stream,
-                &correlation,
-                &GlobalId::encode(pid, 0),
-                &sync_type,
-                &(i64::from(correlation) % 64),
-            ],
-        )
+        let columns = gpu_op_columns!("syncType, eventId");
+        let extra: [&dyn ToSql; 2] = [&sync_type, &(i64::from(correlation) % 64)];
+        self.gpu_op(SYNC, columns, span, place, correlation, &extra)
     }
 
     /// A closed push/pop range in `domain` (0 default, [`NCCL_DOMAIN`]).
