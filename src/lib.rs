@@ -6,6 +6,8 @@
 //!
 //! * [`nsys`]: the reader (schema probe, string ids, global ids, streaming row readers);
 //! * [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events);
+//! * [`classify`]: ranks, the steady-state window, stream roles;
+//! * [`analysis`]: interval algebra, overlap and exposed communication, PithTrain parity;
 //! * [`report`]: tables and JSON for people and scripts;
 //! * [`synth`]: a generator of realistic exports for tests, benchmarks and demos.
 //!
@@ -18,6 +20,8 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod analysis;
+pub mod classify;
 mod hash;
 pub mod model;
 pub mod nsys;

@@ -10,6 +10,10 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(cli::Outcome::Done) => ExitCode::SUCCESS,
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) if err.downcast_ref::<cli::NothingFound>().is_some() => {
+            eprintln!("nsys-lens: {err}");
+            ExitCode::from(1)
+        }
         Err(err) => {
             eprintln!("nsys-lens: error: {err:#}");
             ExitCode::from(2)

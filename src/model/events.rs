@@ -106,6 +106,16 @@ pub enum NvtxKind {
     PushPop,
     /// A start/end range: may overlap others and end on another thread.
     StartEnd,
+    /// A naming record (thread, category or domain name) at the time it was given. Not a range
+    /// nor a mark: analyses skip it, except PithTrain compatibility, whose queries see every row.
+    Metadata,
+}
+
+impl NvtxKind {
+    /// Whether it is a range (push/pop or start/end).
+    pub fn is_range(self) -> bool {
+        matches!(self, NvtxKind::PushPop | NvtxKind::StartEnd)
+    }
 }
 
 /// One NVTX range or mark.

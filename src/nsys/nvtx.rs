@@ -59,8 +59,8 @@ const COLUMNS: &[Column] = &[
 ];
 
 impl Report {
-    /// Streams the ranges and marks of `NVTX_EVENTS`; returns the number of rows read (all event
-    /// types, metadata rows included, so it equals `count(*)`).
+    /// Streams the rows of `NVTX_EVENTS` (ranges, marks and metadata: thread, category and domain
+    /// names); returns the number of rows read (all event types, so it equals `count(*)`).
     pub fn read_nvtx(
         &self,
         strings: &mut StringResolver,
@@ -79,7 +79,7 @@ impl Report {
                 event_type::CATEGORY
                 | event_type::THREAD_NAME
                 | event_type::DOMAIN_CREATE
-                | event_type::DOMAIN_DESTROY => return Ok(()),
+                | event_type::DOMAIN_DESTROY => NvtxKind::Metadata,
                 other => {
                     warnings.add(Warning::UnknownNvtxType(other));
                     return Ok(());
@@ -90,7 +90,7 @@ impl Report {
             let domain_id = f.opt_int()?.unwrap_or(0);
             let text = text(f, strings)?;
             let end = match (kind, end) {
-                (NvtxKind::Mark, _) => None,
+                (NvtxKind::Mark | NvtxKind::Metadata, _) => None,
                 (_, None) => {
                     warnings.add(Warning::UnclosedNvtxRange);
                     None

@@ -4,9 +4,18 @@
 //! table's column names in snake_case. JSON is `{"rows": [...]}` plus context fields.
 
 mod info;
+mod overlap;
+pub mod pithtrain;
+mod ranks;
+mod streams;
+mod table;
 mod time;
 
 pub use info::{InfoOutput, ReportSummary};
+pub use overlap::overlap_output;
+pub use ranks::{RankWindow, ranks_output, window_output};
+pub use streams::streams_output;
+pub use table::{Cell, Output, Table};
 pub use time::{format_seconds, utc_iso};
 
 use std::io::{self, Write};

@@ -201,8 +201,9 @@ fn stage1(p: &mut Program, g: &RankGroups, pass: Pass, layer: usize, layers: usi
         }
         p.kernel(streams::COMPUTE, attention, 140_000 * scale);
         p.kernel(streams::COMPUTE, &kernels::GEMM_BF16, 60_000 * scale);
-        if layer == 0 && g.ep_size > 1 {
-            // Synchronous routing metadata exchange on the compute stream (a "barrier" kernel).
+        if g.ep_size > 1 {
+            // The synchronous routing metadata exchange on the compute stream (a "barrier"
+            // kernel): the host waits for the token counts before it can dispatch.
             p.comm(
                 g.ep,
                 streams::COMPUTE,
@@ -210,6 +211,7 @@ fn stage1(p: &mut Program, g: &RankGroups, pass: Pass, layer: usize, layers: usi
                 15_000,
                 "ncclAllReduce",
             );
+            p.sync(streams::COMPUTE);
         }
     });
     if layer + 1 == layers {

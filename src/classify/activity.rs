@@ -1,0 +1,109 @@
+//! Per-process views of a timeline, built once: each process's kernels, memory operations and
+//! NVTX events (indices into the timeline's sorted vectors, so still in start order), and the
+//! launching API call of each GPU operation.
+
+use crate::model::{ApiCall, Kernel, Memcpy, Memset, Ns, NvtxEvent, ProcessId, Timeline};
+
+/// A timeline with its events grouped by process.
+pub struct Activity<'t> {
+    /// The timeline indexed.
+    pub timeline: &'t Timeline,
+    kernels: Vec<Vec<u32>>,
+    memcpys: Vec<Vec<u32>>,
+    memsets: Vec<Vec<u32>>,
+    nvtx: Vec<Vec<u32>>,
+    /// (process, correlation id, start) of every API call, sorted.
+    launches: Vec<(ProcessId, u32, Ns)>,
+}
+
+impl<'t> Activity<'t> {
+    /// Groups every event of `timeline` by process: one pass per event vector, one sort of the
+    /// API calls.
+    pub fn new(timeline: &'t Timeline) -> Activity<'t> {
+        let n = timeline.processes.len();
+        let process_of_stream = |s: crate::model::StreamId| timeline.stream(s).process;
+        let kernels = group(n, &timeline.kernels, |k| process_of_stream(k.stream));
+        let memcpys = group(n, &timeline.memcpys, |m| process_of_stream(m.stream));
+        let memsets = group(n, &timeline.memsets, |m| process_of_stream(m.stream));
+        let nvtx = group(n, &timeline.nvtx, |e| timeline.thread(e.thread).process);
+        let mut launches: Vec<(ProcessId, u32, Ns)> = timeline
+            .api_calls
+            .iter()
+            .map(|a: &ApiCall| (timeline.thread(a.thread).process, a.correlation, a.start))
+            .collect();
+        launches.sort_unstable();
+        Activity {
+            timeline,
+            kernels,
+            memcpys,
+            memsets,
+            nvtx,
+            launches,
+        }
+    }
+
+    /// The process's kernels, in start order.
+    pub fn kernels(&self, process: ProcessId) -> impl Iterator<Item = &'t Kernel> + '_ {
+        let all = &self.timeline.kernels;
+        self.kernels[process.index()]
+            .iter()
+            .map(move |&i| &all[i as usize])
+    }
+
+    /// The process's memory copies, in start order.
+    pub fn memcpys(&self, process: ProcessId) -> impl Iterator<Item = &'t Memcpy> + '_ {
+        let all = &self.timeline.memcpys;
+        self.memcpys[process.index()]
+            .iter()
+            .map(move |&i| &all[i as usize])
+    }
+
+    /// The process's memory sets, in start order.
+    pub fn memsets(&self, process: ProcessId) -> impl Iterator<Item = &'t Memset> + '_ {
+        let all = &self.timeline.memsets;
+        self.memsets[process.index()]
+            .iter()
+            .map(move |&i| &all[i as usize])
+    }
+
+    /// The NVTX events of all the process's threads, in start order (enclosing ranges first).
+    pub fn nvtx(&self, process: ProcessId) -> impl Iterator<Item = &'t NvtxEvent> + '_ {
+        let all = &self.timeline.nvtx;
+        self.nvtx[process.index()]
+            .iter()
+            .map(move |&i| &all[i as usize])
+    }
+
+    /// Whether the process ran any kernel, copy or set.
+    pub fn has_gpu_work(&self, process: ProcessId) -> bool {
+        let i = process.index();
+        !(self.kernels[i].is_empty() && self.memcpys[i].is_empty() && self.memsets[i].is_empty())
+    }
+
+    /// Start times of the process's API calls with this correlation id, earliest first (a
+    /// correlation id is unique per process in practice; none for GPU work without a recorded
+    /// launch).
+    pub fn launch_starts(&self, process: ProcessId, correlation: u32) -> impl Iterator<Item = Ns> {
+        let from = self
+            .launches
+            .partition_point(|&(p, c, _)| (p, c) < (process, correlation));
+        self.launches[from..]
+            .iter()
+            .take_while(move |&&(p, c, _)| (p, c) == (process, correlation))
+            .map(|&(_, _, start)| start)
+    }
+
+    /// When the GPU operation with this correlation id was launched: the start of its API call.
+    pub fn launch(&self, process: ProcessId, correlation: u32) -> Option<Ns> {
+        self.launch_starts(process, correlation).next()
+    }
+}
+
+/// Indices of `events` grouped by the process `key` gives, each group in the input order.
+fn group<T>(processes: usize, events: &[T], key: impl Fn(&T) -> ProcessId) -> Vec<Vec<u32>> {
+    let mut groups = vec![Vec::new(); processes];
+    for (i, e) in events.iter().enumerate() {
+        groups[key(e).index()].push(i as u32);
+    }
+    groups
+}

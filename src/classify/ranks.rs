@@ -1,0 +1,127 @@
+//! Which process is which rank, and where it sits in the parallelism mesh.
+//!
+//! A rank number comes from the rank label (the first NVTX event of the process, any thread,
+//! whose text is exactly a [`RankLabel`]); processes without one are numbered after the labelled
+//! ones in (host, pid) order, hosts in input order, and marked [`RankSource::Order`]. Only
+//! processes with a label or with GPU work are ranks.
+
+use super::activity::Activity;
+use super::label::RankLabel;
+use crate::model::{ProcessId, Timeline};
+use std::collections::BTreeMap;
+
+/// Where a rank number came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankSource {
+    /// The process's rank label.
+    Label,
+    /// The (host, pid) order: the process has no label.
+    Order,
+}
+
+impl RankSource {
+    /// `label` or `order`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RankSource::Label => "label",
+            RankSource::Order => "order",
+        }
+    }
+}
+
+/// One rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rank {
+    /// Global rank number.
+    pub rank: u32,
+    /// Its process.
+    pub process: ProcessId,
+    /// The CUDA device (ordinal in the process) that ran most of its kernels.
+    pub device: Option<u32>,
+    /// Its label, when it has one.
+    pub label: Option<RankLabel>,
+    /// Where `rank` came from.
+    pub source: RankSource,
+}
+
+/// Two processes carry the same rank label: the inputs mix runs, or a report was given twice.
+#[derive(Debug, thiserror::Error)]
+#[error("rank {rank} is claimed by two processes: {first} and {second}")]
+pub struct DuplicateRank {
+    /// The rank number.
+    pub rank: u32,
+    /// The first process (`host pid N`).
+    pub first: String,
+    /// The second.
+    pub second: String,
+}
+
+/// The ranks of a timeline, ordered by rank number.
+pub fn discover(activity: &Activity) -> Result<Vec<Rank>, DuplicateRank> {
+    let timeline = activity.timeline;
+    let mut labelled: BTreeMap<u32, Rank> = BTreeMap::new();
+    let mut unlabelled = Vec::new();
+    for (i, _) in timeline.processes.iter().enumerate() {
+        let process = ProcessId(i as u32);
+        let label = activity
+            .nvtx(process)
+            .find_map(|e| RankLabel::parse(timeline.text(e.text)));
+        let device = main_device(activity, process);
+        match label {
+            Some(label) => {
+                let rank = Rank {
+                    rank: label.rank,
+                    process,
+                    device,
+                    label: Some(label),
+                    source: RankSource::Label,
+                };
+                if let Some(first) = labelled.insert(label.rank, rank) {
+                    return Err(DuplicateRank {
+                        rank: label.rank,
+                        first: describe(timeline, first.process),
+                        second: describe(timeline, process),
+                    });
+                }
+            }
+            None if activity.has_gpu_work(process) => unlabelled.push((process, device)),
+            None => {}
+        }
+    }
+    let first_free = labelled.keys().next_back().map_or(0, |&r| r + 1);
+    let mut ranks: Vec<Rank> = labelled.into_values().collect();
+    // Processes are stored in (report, pid) order, which is (host in input order, pid).
+    ranks.extend(
+        unlabelled
+            .into_iter()
+            .zip(first_free..)
+            .map(|((process, device), rank)| Rank {
+                rank,
+                process,
+                device,
+                label: None,
+                source: RankSource::Order,
+            }),
+    );
+    Ok(ranks)
+}
+
+/// `node0 pid 41207`.
+pub fn describe(timeline: &Timeline, process: ProcessId) -> String {
+    let p = timeline.process(process);
+    format!("{} pid {}", timeline.host(p.host).name, p.pid)
+}
+
+/// The device ordinal that ran most of the process's kernels (the lowest on ties).
+fn main_device(activity: &Activity, process: ProcessId) -> Option<u32> {
+    let timeline = activity.timeline;
+    let mut counts: BTreeMap<u32, u64> = BTreeMap::new();
+    for k in activity.kernels(process) {
+        *counts
+            .entry(timeline.gpu(timeline.stream(k.stream).gpu).device)
+            .or_default() += 1;
+    }
+    let best = counts.values().copied().max()?;
+    counts.into_iter().find(|&(_, n)| n == best).map(|(d, _)| d)
+}

@@ -1,0 +1,160 @@
+//! The steady-state window of a rank: the median instance of an anchor NVTX range (DESIGN.md,
+//! CLI contract), its CPU extent and its projection onto the GPU.
+
+use super::activity::Activity;
+use crate::model::{Ns, ProcessId};
+use regex::Regex;
+use std::sync::LazyLock;
+
+/// PithTrain's overlapped forward+backward chunk, as its `LIKE 'forward chunk%backward chunk%'`.
+pub const PITHTRAIN_CHUNK: &str = r"(?i)^forward chunk.*backward chunk";
+/// PyTorch profiler steps.
+pub const PROFILER_STEP: &str = r"^ProfilerStep#\d+$";
+
+static DEFAULT_ANCHORS: LazyLock<[Regex; 2]> =
+    LazyLock::new(|| [PITHTRAIN_CHUNK, PROFILER_STEP].map(|p| Regex::new(p).expect("valid regex")));
+
+/// Which window the analyses use.
+#[derive(Debug, Clone, Default)]
+pub enum WindowSpec {
+    /// The median instance of the default anchor on each rank (PithTrain's overlapped chunk,
+    /// else `ProfilerStep#N`); the whole capture where the rank has neither.
+    #[default]
+    Steady,
+    /// The median instance of ranges matching this pattern.
+    Anchor(Regex),
+    /// The same bounds for every rank, on the merged clock.
+    Explicit {
+        /// Start, ns.
+        start: Ns,
+        /// End, ns.
+        end: Ns,
+    },
+    /// The whole capture.
+    Whole,
+}
+
+/// How a rank's window was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowSource {
+    /// The median of `instances` anchor ranges.
+    Anchor {
+        /// Anchor ranges found on the rank.
+        instances: usize,
+    },
+    /// Bounds given on the command line.
+    Explicit,
+    /// The whole capture (asked for, or no anchor range on the rank).
+    Whole,
+}
+
+/// One rank's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    /// CPU start, ns on the merged clock.
+    pub start: Ns,
+    /// CPU end.
+    pub end: Ns,
+    /// First start and last end of the GPU work launched inside `[start, end]` (any thread of
+    /// the process), when there is any.
+    pub gpu: Option<(Ns, Ns)>,
+    /// The anchor range's text (empty unless chosen from an anchor).
+    pub name: String,
+    /// How it was chosen.
+    pub source: WindowSource,
+}
+
+impl Window {
+    /// The interval analyses clip to: the CPU extent, or with `gpu` the GPU projection (the CPU
+    /// extent when nothing was launched inside it).
+    pub fn bounds(&self, gpu: bool) -> (i64, i64) {
+        match (gpu, self.gpu) {
+            (true, Some((s, e))) => (s.0, e.0),
+            _ => (self.start.0, self.end.0),
+        }
+    }
+}
+
+/// The window of one process under `spec`.
+pub fn find(activity: &Activity, process: ProcessId, spec: &WindowSpec) -> Window {
+    let (start, end, name, source) = match spec {
+        WindowSpec::Explicit { start, end } => {
+            (*start, *end, String::new(), WindowSource::Explicit)
+        }
+        WindowSpec::Whole => whole(activity, process),
+        WindowSpec::Anchor(pattern) => median(activity, process, std::slice::from_ref(pattern))
+            .unwrap_or_else(|| whole(activity, process)),
+        WindowSpec::Steady => DEFAULT_ANCHORS
+            .iter()
+            .find_map(|p| median(activity, process, std::slice::from_ref(p)))
+            .unwrap_or_else(|| whole(activity, process)),
+    };
+    Window {
+        start,
+        end,
+        gpu: projection(activity, process, start, end),
+        name,
+        source,
+    }
+}
+
+type Chosen = (Ns, Ns, String, WindowSource);
+
+/// The median closed range (index n/2 in start order) whose text matches one of `patterns`.
+fn median(activity: &Activity, process: ProcessId, patterns: &[Regex]) -> Option<Chosen> {
+    let timeline = activity.timeline;
+    let instances: Vec<_> = activity
+        .nvtx(process)
+        .filter(|e| e.kind.is_range() && e.end.is_some())
+        .filter(|e| patterns.iter().any(|p| p.is_match(timeline.text(e.text))))
+        .collect();
+    let chosen = instances.get(instances.len() / 2)?;
+    Some((
+        chosen.start,
+        chosen.end?,
+        timeline.text(chosen.text).to_string(),
+        WindowSource::Anchor {
+            instances: instances.len(),
+        },
+    ))
+}
+
+/// The report's whole capture.
+fn whole(activity: &Activity, process: ProcessId) -> Chosen {
+    let timeline = activity.timeline;
+    let (start, end) = timeline
+        .report(timeline.process(process).report)
+        .span
+        .unwrap_or_default();
+    (start, end, String::new(), WindowSource::Whole)
+}
+
+/// First start to last end of the process's GPU work launched within `[start, end]`.
+fn projection(activity: &Activity, process: ProcessId, start: Ns, end: Ns) -> Option<(Ns, Ns)> {
+    let inside = |correlation: u32| {
+        activity
+            .launch(process, correlation)
+            .is_some_and(|t| start <= t && t <= end)
+    };
+    let ops = activity
+        .kernels(process)
+        .filter(|k| inside(k.correlation))
+        .map(|k| (k.start, k.end))
+        .chain(
+            activity
+                .memcpys(process)
+                .filter(|m| inside(m.correlation))
+                .map(|m| (m.start, m.end)),
+        )
+        .chain(
+            activity
+                .memsets(process)
+                .filter(|m| inside(m.correlation))
+                .map(|m| (m.start, m.end)),
+        );
+    ops.fold(None, |acc, (s, e)| match acc {
+        None => Some((s, e)),
+        Some((a, b)) => Some((a.min(s), b.max(e))),
+    })
+}

@@ -1,0 +1,246 @@
+//! What the analysis commands share: inputs, output format, compatibility mode, window and
+//! role options, and the pipeline read -> ranks -> windows -> stream roles.
+
+use super::inputs::{FormatArg, Inputs};
+use super::{NothingFound, Outcome};
+use anyhow::Context as _;
+use nsys_lens::analysis::pithtrain::{self, CompatError, Setup};
+use nsys_lens::classify::{self, Activity, Rank, RankStreams, RoleRules, WindowSpec};
+use nsys_lens::model::{Ns, Timeline};
+use nsys_lens::report::{self, Format, Output, RankWindow, Table};
+use regex::Regex;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Options of every analysis command.
+#[derive(Debug, clap::Args)]
+pub struct Common {
+    #[command(flatten)]
+    pub inputs: Inputs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: FormatArg,
+
+    /// Reproduce another tool's tables exactly (one report only).
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub compat: Option<Compat>,
+}
+
+/// Tools whose output `--compat` reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compat {
+    /// pith-train's analyze-nsys-profile scripts (show_setup, find_window, classify_streams,
+    /// compute_overlap) on one node's export.
+    Pithtrain,
+}
+
+/// Which window each rank is analysed over.
+#[derive(Debug, clap::Args)]
+pub struct WindowArgs {
+    /// Regex on NVTX range text marking a step or chunk; the window is its median instance
+    /// (default: PithTrain's overlapped chunk, then `ProfilerStep#N`).
+    #[arg(long, value_name = "REGEX", conflicts_with_all = ["start", "whole"])]
+    pub anchor: Option<String>,
+
+    /// Window start, ns on the merged clock (with --end; the same window for every rank).
+    #[arg(
+        long,
+        value_name = "NS",
+        requires = "end",
+        allow_negative_numbers = true
+    )]
+    pub start: Option<i64>,
+
+    /// Window end, ns on the merged clock (with --start).
+    #[arg(
+        long,
+        value_name = "NS",
+        requires = "start",
+        allow_negative_numbers = true
+    )]
+    pub end: Option<i64>,
+
+    /// Analyse the whole capture.
+    #[arg(long, conflicts_with = "start")]
+    pub whole: bool,
+
+    /// Clip to the window's GPU projection (first start to last end of the GPU work launched
+    /// inside the anchor range) instead of its CPU extent.
+    #[arg(long)]
+    pub gpu_window: bool,
+}
+
+/// Rank filter and role rules of `streams` and `overlap`.
+#[derive(Debug, clap::Args)]
+pub struct StreamArgs {
+    /// Only this global rank.
+    #[arg(long, value_name = "N")]
+    pub rank: Option<u32>,
+
+    /// TOML file of extra role rules (`[[rule]]` with `pattern` and `role`), tried before the
+    /// built-in PithTrain rules.
+    #[arg(long, value_name = "FILE")]
+    pub roles: Option<PathBuf>,
+}
+
+impl Common {
+    /// Loads the reports and prints their warnings on stderr (unless `-q`).
+    pub fn load(&self) -> anyhow::Result<Timeline> {
+        let timeline = self.inputs.load()?;
+        if !self.inputs.quiet {
+            for r in &timeline.reports {
+                for message in r.warnings.messages() {
+                    eprintln!("nsys-lens: warning: {}: {message}", r.path.display());
+                }
+            }
+        }
+        Ok(timeline)
+    }
+
+    /// Prints a result in the chosen format.
+    pub fn print(&self, output: &Output) -> anyhow::Result<Outcome> {
+        let mut stdout = std::io::stdout().lock();
+        output.write(Format::from(self.format), &mut stdout)?;
+        stdout.flush()?;
+        Ok(Outcome::Done)
+    }
+
+    /// Prints a PithTrain table: its exact text, or the same rows as JSON or CSV.
+    pub fn print_compat(&self, table: Table) -> anyhow::Result<Outcome> {
+        if table.rows.is_empty() {
+            return Err(NothingFound("the table is empty: nothing to report".into()).into());
+        }
+        let format = Format::from(self.format);
+        if format != Format::Table {
+            return self.print(&Output {
+                table,
+                ..Output::default()
+            });
+        }
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(report::pithtrain::python_text(&table).as_bytes())?;
+        stdout.flush()?;
+        Ok(Outcome::Done)
+    }
+}
+
+/// A compatibility result: wrong usage is an error (exit 2); a profile without what the
+/// scripts need is [`NothingFound`] (exit 1).
+pub fn compat<T>(result: Result<T, CompatError>) -> anyhow::Result<T> {
+    result.map_err(|e| match e {
+        CompatError::NotOneReport(_) => e.into(),
+        other => NothingFound(other.to_string()).into(),
+    })
+}
+
+/// The PithTrain `show_setup` records.
+pub fn compat_setup(activity: &Activity) -> anyhow::Result<Vec<Setup>> {
+    compat(pithtrain::setup(activity))
+}
+
+impl WindowArgs {
+    /// Whether no window option was given.
+    pub fn is_default(&self) -> bool {
+        self.anchor.is_none() && self.start.is_none() && !self.whole && !self.gpu_window
+    }
+
+    /// The window specification these options ask for.
+    pub fn spec(&self) -> anyhow::Result<WindowSpec> {
+        Ok(match (&self.anchor, self.start.zip(self.end), self.whole) {
+            (_, Some((start, end)), _) => {
+                anyhow::ensure!(start < end, "--start {start} is not before --end {end}");
+                WindowSpec::Explicit {
+                    start: Ns(start),
+                    end: Ns(end),
+                }
+            }
+            (_, None, true) => WindowSpec::Whole,
+            (Some(pattern), None, false) => WindowSpec::Anchor(
+                Regex::new(pattern).with_context(|| format!("bad --anchor regex `{pattern}`"))?,
+            ),
+            (None, None, false) => WindowSpec::Steady,
+        })
+    }
+
+    /// PithTrain's window for one record: `--start/--end` when given, else its median chunk.
+    /// Other window options have no PithTrain meaning and are refused.
+    pub fn pithtrain(&self, activity: &Activity, setup: &Setup) -> anyhow::Result<(i64, i64)> {
+        anyhow::ensure!(
+            self.anchor.is_none() && !self.whole && !self.gpu_window,
+            "--compat pithtrain takes only --start/--end as window options"
+        );
+        match self.start.zip(self.end) {
+            Some(bounds) => Ok(bounds),
+            None => compat(pithtrain::find_window(activity, setup)).map(|w| (w.start, w.end)),
+        }
+    }
+
+    /// Each rank's window.
+    pub fn windows(&self, activity: &Activity, ranks: &[Rank]) -> anyhow::Result<Vec<RankWindow>> {
+        let spec = self.spec()?;
+        Ok(ranks
+            .iter()
+            .map(|&rank| {
+                let window = classify::window::find(activity, rank.process, &spec);
+                let bounds = window.bounds(self.gpu_window);
+                RankWindow {
+                    rank,
+                    window,
+                    bounds,
+                }
+            })
+            .collect())
+    }
+}
+
+impl StreamArgs {
+    /// The role rules: the file's, then the built-in ones.
+    pub fn rules(&self) -> anyhow::Result<RoleRules> {
+        Ok(match &self.roles {
+            Some(path) => RoleRules::from_file(path)?,
+            None => RoleRules::default(),
+        })
+    }
+
+    /// The ranks kept by `--rank`.
+    pub fn select(&self, ranks: Vec<Rank>) -> anyhow::Result<Vec<Rank>> {
+        let Some(wanted) = self.rank else {
+            return Ok(ranks);
+        };
+        let known: Vec<String> = ranks.iter().map(|r| r.rank.to_string()).collect();
+        let kept: Vec<Rank> = ranks.into_iter().filter(|r| r.rank == wanted).collect();
+        anyhow::ensure!(
+            !kept.is_empty(),
+            "no rank {wanted} (ranks: {})",
+            known.join(", ")
+        );
+        Ok(kept)
+    }
+}
+
+/// The ranks of the timeline ([`NothingFound`] when there is none).
+pub fn ranks(activity: &Activity) -> anyhow::Result<Vec<Rank>> {
+    let ranks = classify::ranks::discover(activity)?;
+    if ranks.is_empty() {
+        return Err(
+            NothingFound("no process has GPU work or a rank label: no ranks".into()).into(),
+        );
+    }
+    Ok(ranks)
+}
+
+/// Each rank's windows and stream roles.
+pub fn classify_streams(
+    activity: &Activity,
+    windows: Vec<RankWindow>,
+    rules: &RoleRules,
+) -> Vec<(RankWindow, RankStreams)> {
+    windows
+        .into_iter()
+        .map(|w| {
+            let streams = classify::streams::classify(activity, w.rank.process, w.bounds, rules);
+            (w, streams)
+        })
+        .collect()
+}

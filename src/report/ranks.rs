@@ -1,0 +1,191 @@
+//! `ranks`, `window`, and what every per-rank output shares: the rank's key cells, the inputs
+//! and the window each rank was measured over.
+
+use super::table::{Cell, Output, Table};
+use super::time::format_seconds;
+use crate::classify::{AxisCoord, Rank, RankLabel, RankSource, Window, WindowSource};
+use crate::model::Timeline;
+use serde_json::{Value, json};
+
+/// One rank with the window an analysis used for it.
+#[derive(Debug, Clone)]
+pub struct RankWindow {
+    /// The rank.
+    pub rank: Rank,
+    /// Its window.
+    pub window: Window,
+    /// The interval the analysis clipped to (the CPU extent, or the GPU projection).
+    pub bounds: (i64, i64),
+}
+
+/// `rank, host, pid`.
+pub fn key_cells(timeline: &Timeline, rank: &Rank) -> Vec<Cell> {
+    let process = timeline.process(rank.process);
+    vec![
+        Cell::Int(rank.rank.into()),
+        Cell::text(&timeline.host(process.host).name),
+        Cell::Int(process.pid.into()),
+    ]
+}
+
+/// The `ranks` output.
+pub fn ranks_output(timeline: &Timeline, ranks: &[Rank]) -> Output {
+    let mut table = Table::new(&[
+        "rank", "host", "pid", "device", "pp", "pp_size", "dp", "dp_size", "cp", "cp_size", "ep",
+        "ep_size", "mbs", "seq", "source",
+    ]);
+    for rank in ranks {
+        let mut row = key_cells(timeline, rank);
+        row.push(Cell::opt_int(rank.device));
+        let label = rank.label.as_ref();
+        let axes: [fn(&RankLabel) -> AxisCoord; 4] = [|l| l.pp, |l| l.dp, |l| l.cp, |l| l.ep];
+        for axis in axes {
+            let coord: Option<AxisCoord> = label.map(axis);
+            row.push(Cell::opt_int(coord.map(|c| c.rank)));
+            row.push(Cell::opt_int(coord.map(|c| c.size)));
+        }
+        row.push(Cell::opt_int(label.map(|l| l.mbs)));
+        row.push(Cell::opt_int(label.map(|l| l.seq)));
+        row.push(Cell::text(rank.source.as_str()));
+        table.push(row);
+    }
+    let mut notes = Vec::new();
+    let unlabelled = ranks
+        .iter()
+        .filter(|r| r.source == RankSource::Order)
+        .count();
+    if unlabelled > 0 {
+        notes.push(format!(
+            "{unlabelled} of {} rank(s) carry no rank label (`rank=N; pp=R/S dp=R/S cp=R/S \
+             ep=R/S; mbs=M seq=Q`): numbered in (host, pid) order, hosts in input order",
+            ranks.len()
+        ));
+    }
+    Output {
+        table,
+        notes,
+        context: context(timeline),
+        ..Output::default()
+    }
+}
+
+/// The `window` output.
+pub fn window_output(timeline: &Timeline, windows: &[RankWindow]) -> Output {
+    let mut table = Table::new(&[
+        "rank",
+        "host",
+        "pid",
+        "start",
+        "end",
+        "gpu_start",
+        "gpu_end",
+        "name",
+    ]);
+    for w in windows {
+        let mut row = key_cells(timeline, &w.rank);
+        let (gpu_start, gpu_end) = w.window.gpu.unzip();
+        row.extend([
+            Cell::Int(w.window.start.0),
+            Cell::Int(w.window.end.0),
+            Cell::opt_int(gpu_start.map(|t| t.0)),
+            Cell::opt_int(gpu_end.map(|t| t.0)),
+            Cell::text(window_name(&w.window)),
+        ]);
+        table.push(row);
+    }
+    let mut output = Output {
+        table,
+        context: context(timeline),
+        ..Output::default()
+    };
+    add_window_notes(&mut output, windows);
+    output
+}
+
+/// What a window's `name` column shows.
+fn window_name(window: &Window) -> String {
+    match window.source {
+        WindowSource::Anchor { .. } => window.name.clone(),
+        WindowSource::Explicit => "(given --start/--end)".to_string(),
+        WindowSource::Whole => "(whole capture)".to_string(),
+    }
+}
+
+/// Heading lines naming each rank's window, a note when some fell back to the whole capture,
+/// and the `windows` JSON field.
+pub fn add_window_notes(output: &mut Output, windows: &[RankWindow]) {
+    let whole: Vec<String> = windows
+        .iter()
+        .filter(|w| w.window.source == WindowSource::Whole)
+        .map(|w| w.rank.rank.to_string())
+        .collect();
+    for w in windows {
+        let (s, e) = w.bounds;
+        let how = match w.window.source {
+            WindowSource::Anchor { instances } => {
+                format!("median of {instances} `{}`", w.window.name)
+            }
+            WindowSource::Explicit => "given --start/--end".to_string(),
+            WindowSource::Whole => "whole capture".to_string(),
+        };
+        output.heading.push(format!(
+            "window rank {}: {} to {} ({how})",
+            w.rank.rank,
+            format_seconds(s),
+            format_seconds(e),
+        ));
+    }
+    if !whole.is_empty()
+        && windows
+            .iter()
+            .any(|w| w.window.source != WindowSource::Explicit)
+    {
+        output.notes.push(format!(
+            "no anchor range (PithTrain's `forward chunk … backward chunk …`, `ProfilerStep#N`, or \
+             --anchor) on rank(s) {}: the whole capture is used",
+            whole.join(", ")
+        ));
+    }
+    let list: Vec<Value> = windows
+        .iter()
+        .map(|w| {
+            json!({
+                "rank": w.rank.rank,
+                "start": w.bounds.0,
+                "end": w.bounds.1,
+                "source": w.window.source,
+                "name": w.window.name,
+            })
+        })
+        .collect();
+    output.context.insert("windows".into(), Value::Array(list));
+}
+
+/// `inputs` (file, host, clock offset) and `warnings`, for every JSON output.
+pub fn context(timeline: &Timeline) -> serde_json::Map<String, Value> {
+    let inputs: Vec<Value> = timeline
+        .reports
+        .iter()
+        .map(|r| {
+            json!({
+                "file": r.path.display().to_string(),
+                "host": timeline.host(r.host).name,
+                "clock": r.clock,
+            })
+        })
+        .collect();
+    let warnings: Vec<String> = timeline
+        .reports
+        .iter()
+        .flat_map(|r| {
+            r.warnings
+                .messages()
+                .into_iter()
+                .map(move |m| format!("{}: {m}", r.path.display()))
+        })
+        .collect();
+    let mut map = serde_json::Map::new();
+    map.insert("inputs".into(), Value::from(inputs));
+    map.insert("warnings".into(), Value::from(warnings));
+    map
+}

@@ -1,0 +1,236 @@
+//! One table, three renderings: aligned text for people, `{"rows": [...]}` JSON and CSV for
+//! scripts, with the same column names (snake_case) in all three.
+
+use super::Format;
+use serde_json::{Map, Value};
+use std::io::{self, Write};
+
+/// One cell.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// An integer (ns, counts, ids).
+    Int(i64),
+    /// Text.
+    Text(String),
+    /// A percentage in 0..100: `58.4%` in tables, a number in JSON and CSV.
+    Percent(f64),
+    /// No value: `-` in tables, empty in CSV, null in JSON.
+    Empty,
+}
+
+impl Cell {
+    /// Text cell.
+    pub fn text(s: impl Into<String>) -> Cell {
+        Cell::Text(s.into())
+    }
+
+    /// An optional integer.
+    pub fn opt_int(v: Option<impl Into<i64>>) -> Cell {
+        v.map_or(Cell::Empty, |v| Cell::Int(v.into()))
+    }
+
+    fn for_people(&self) -> String {
+        match self {
+            Cell::Int(v) => v.to_string(),
+            Cell::Text(s) => s.clone(),
+            Cell::Percent(p) => format!("{p:.1}%"),
+            Cell::Empty => "-".to_string(),
+        }
+    }
+
+    fn for_csv(&self) -> String {
+        match self {
+            Cell::Int(v) => v.to_string(),
+            Cell::Text(s) if s.contains([',', '"', '\n', '\r']) => {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            }
+            Cell::Text(s) => s.clone(),
+            Cell::Percent(p) => p.to_string(),
+            Cell::Empty => String::new(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            Cell::Int(v) => Value::from(*v),
+            Cell::Text(s) => Value::from(s.as_str()),
+            Cell::Percent(p) => Value::from(*p),
+            Cell::Empty => Value::Null,
+        }
+    }
+
+    fn is_numeric(&self) -> bool {
+        matches!(self, Cell::Int(_) | Cell::Percent(_))
+    }
+}
+
+/// Rows under named columns.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Table {
+    /// Column names (snake_case; the JSON field names).
+    pub columns: Vec<&'static str>,
+    /// Rows, each with one cell per column.
+    pub rows: Vec<Vec<Cell>>,
+}
+
+/// A command's result: the table, lines for people around it, and context fields for JSON.
+#[derive(Debug, Clone, Default)]
+pub struct Output {
+    /// The rows.
+    pub table: Table,
+    /// Lines printed above the table (what it covers: window, inputs).
+    pub heading: Vec<String>,
+    /// Lines printed below the table (findings and caveats); `notes` in JSON.
+    pub notes: Vec<String>,
+    /// Extra JSON fields beside `rows` and `notes`.
+    pub context: Map<String, Value>,
+}
+
+impl Table {
+    /// A table with these columns and no rows.
+    pub fn new(columns: &[&'static str]) -> Table {
+        Table {
+            columns: columns.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row (one cell per column).
+    pub fn push(&mut self, row: Vec<Cell>) {
+        debug_assert_eq!(row.len(), self.columns.len());
+        self.rows.push(row);
+    }
+
+    /// Aligned text: text left-aligned, numbers right-aligned, a rule under the header.
+    pub fn to_text(&self) -> String {
+        let cells: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(Cell::for_people).collect())
+            .collect();
+        let widths: Vec<usize> = (0..self.columns.len())
+            .map(|c| {
+                cells
+                    .iter()
+                    .map(|r| r[c].chars().count())
+                    .chain([self.columns[c].len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let numeric: Vec<bool> = (0..self.columns.len())
+            .map(|c| self.rows.iter().any(|r| r[c].is_numeric()))
+            .collect();
+        let line = |texts: &mut dyn Iterator<Item = (usize, String)>| {
+            let mut parts: Vec<String> = texts
+                .map(|(c, t)| {
+                    if numeric[c] {
+                        format!("{t:>w$}", w = widths[c])
+                    } else {
+                        format!("{t:<w$}", w = widths[c])
+                    }
+                })
+                .collect();
+            if let Some(last) = parts.last_mut() {
+                *last = last.trim_end().to_string();
+            }
+            parts.join("  ") + "\n"
+        };
+        let mut out = line(&mut self.columns.iter().map(|c| c.to_string()).enumerate());
+        out += &line(&mut widths.iter().map(|&w| "-".repeat(w)).enumerate());
+        for row in cells {
+            out += &line(&mut row.into_iter().enumerate());
+        }
+        out
+    }
+
+    /// CSV with a header row.
+    pub fn to_csv(&self) -> String {
+        let mut out = self.columns.join(",") + "\n";
+        for row in &self.rows {
+            let cells: Vec<String> = row.iter().map(Cell::for_csv).collect();
+            out += &(cells.join(",") + "\n");
+        }
+        out
+    }
+
+    /// One JSON object per row.
+    pub fn to_json_rows(&self) -> Vec<Value> {
+        self.rows
+            .iter()
+            .map(|row| {
+                let fields = self
+                    .columns
+                    .iter()
+                    .zip(row)
+                    .map(|(c, v)| (c.to_string(), v.to_json()));
+                Value::Object(fields.collect())
+            })
+            .collect()
+    }
+}
+
+impl Output {
+    /// Writes the output in `format`.
+    pub fn write(&self, format: Format, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            Format::Table => {
+                for line in &self.heading {
+                    writeln!(out, "{line}")?;
+                }
+                out.write_all(self.table.to_text().as_bytes())?;
+                for note in &self.notes {
+                    writeln!(out, "note: {note}")?;
+                }
+                Ok(())
+            }
+            Format::Csv => out.write_all(self.table.to_csv().as_bytes()),
+            Format::Json => {
+                let mut doc = Map::new();
+                doc.insert("rows".into(), Value::Array(self.table.to_json_rows()));
+                doc.extend(self.context.clone());
+                doc.insert("notes".into(), Value::from(self.notes.clone()));
+                super::write_json(&doc, out)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Table {
+        let mut t = Table::new(&["rank", "role", "overlap_pct"]);
+        t.push(vec![
+            Cell::Int(0),
+            Cell::text("ep_a2a"),
+            Cell::Percent(58.44),
+        ]);
+        t.push(vec![Cell::Int(12), Cell::text("a,\"b\""), Cell::Empty]);
+        t
+    }
+
+    #[test]
+    fn text_aligns_numbers_right_and_text_left() {
+        assert_eq!(
+            sample().to_text(),
+            "rank  role    overlap_pct\n\
+             ----  ------  -----------\n   \
+             0  ep_a2a        58.4%\n  \
+             12  a,\"b\"             -\n"
+        );
+    }
+
+    #[test]
+    fn csv_quotes_and_json_keeps_numbers() {
+        assert_eq!(
+            sample().to_csv(),
+            "rank,role,overlap_pct\n0,ep_a2a,58.44\n12,\"a,\"\"b\"\"\",\n"
+        );
+        let rows = sample().to_json_rows();
+        assert_eq!(rows[0]["overlap_pct"], 58.44);
+        assert_eq!(rows[1]["overlap_pct"], Value::Null);
+        assert_eq!(rows[1]["rank"], 12);
+    }
+}
