@@ -1,8 +1,10 @@
 //! Integration tests: the built `nsys-lens` on fixtures, real exports and damaged inputs, and the
 //! library on synthetic exports. One binary, one module per area.
 
+mod analyses;
 mod bad_input;
 mod nsys_rep;
 mod real_data;
+mod scenario;
 mod synth;
 mod util;

@@ -91,7 +91,8 @@ pub fn discover(activity: &Activity) -> Result<Vec<Rank>, DuplicateRank> {
     }
     let first_free = labelled.keys().next_back().map_or(0, |&r| r + 1);
     let mut ranks: Vec<Rank> = labelled.into_values().collect();
-    // Processes are stored in (report, pid) order, which is (host in input order, pid).
+    // (report, pid) is (host in input order, pid).
+    unlabelled.sort_by_key(|&(p, _)| (timeline.process(p).report, timeline.process(p).pid));
     ranks.extend(
         unlabelled
             .into_iter()

@@ -71,7 +71,8 @@ pub struct Timeline {
     pub reports: Vec<ReportInfo>,
     /// Hosts, indexed by [`HostId`], in order of first appearance.
     pub hosts: Vec<Host>,
-    /// Processes, indexed by [`ProcessId`], ordered by (report, pid).
+    /// Processes, indexed by [`ProcessId`]: reports in input order, each report's processes in
+    /// order of first appearance.
     pub processes: Vec<Process>,
     /// CPU threads that made CUDA calls or NVTX events, indexed by [`ThreadId`].
     pub threads: Vec<Thread>,

@@ -1,0 +1,506 @@
+//! `ranks`, `window`, `streams`, `overlap`: the worked example (expected numbers derived by hand
+//! in the comments), PithTrain compatibility byte for byte, the committed 2-node fixture, and a
+//! real 2-GPU export.
+
+use crate::scenario::{self, AUTOGRAD, CHUNK, LABEL, PID, Scenario};
+use crate::util::{fixture, nsys_lens, real, texts};
+use serde_json::Value;
+use std::path::Path;
+
+/// Runs a command and returns (exit code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let output = nsys_lens(args);
+    let (out, err) = texts(&output);
+    (output.status.code().unwrap_or(-1), out, err)
+}
+
+/// Runs a command that must succeed and parses its JSON.
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json"]);
+    let (code, out, err) = run(&all);
+    assert_eq!(code, 0, "{args:?} failed: {err}");
+    serde_json::from_str(&out).expect("valid JSON")
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// The rows whose `key` fields equal the given values.
+fn find<'a>(rows: &'a Value, keys: &[(&str, &str)]) -> Vec<&'a Value> {
+    rows["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| {
+            keys.iter().all(|(k, v)| match &r[*k] {
+                Value::String(s) => s == v,
+                other => v.parse::<i64>().is_ok_and(|n| *other == n),
+            })
+        })
+        .collect()
+}
+
+fn one<'a>(rows: &'a Value, keys: &[(&str, &str)]) -> &'a Value {
+    let found = find(rows, keys);
+    assert_eq!(found.len(), 1, "rows matching {keys:?}: {found:?}");
+    found[0]
+}
+
+// ---- PithTrain compatibility, byte for byte ----
+
+#[test]
+fn compat_show_setup_prints_pid_and_label() {
+    let (_dir, file) = scenario::worked_example().write();
+    let (code, out, _) = run(&["ranks", "--compat", "pithtrain", path(&file)]);
+    assert_eq!(code, 0);
+    // Widths: pid 5 ("41207"), setup 48 (the label); every cell padded, the last one too.
+    let expected = format!(
+        "pid   setup{}\n----- {}\n41207 {LABEL}\n",
+        " ".repeat(48 - 5),
+        "-".repeat(48)
+    );
+    assert_eq!(LABEL.len(), 48);
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn compat_find_window_takes_the_median_overlapped_chunk() {
+    // Overlapped chunks start at 1000, 3000 and 10000 (the plain forward chunk does not count):
+    // index 3 / 2 = 1 is [3000, 9000].
+    let (_dir, file) = scenario::worked_example().write();
+    let (code, out, _) = run(&["window", "--compat", "pithtrain", path(&file)]);
+    assert_eq!(code, 0);
+    let name_width = CHUNK.len();
+    let expected = format!(
+        "pid   start end  name{pad}\n----- ----- ---- {rule}\n41207 3000  9000 {CHUNK}\n",
+        pad = " ".repeat(name_width - 4),
+        rule = "-".repeat(name_width)
+    );
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn compat_classify_streams_follows_every_rule() {
+    // Kernels wholly inside [3000, 9000] on the GPU clock (C4 and K9 straddle the end: dropped).
+    // 7: B1 is NCCL (100 ns), C1 + C2 = 1500 ns: compute (one-sided purity).
+    // 20: K1 (stage2_f) and K2 (stage4_b, launched from the autograd thread): ep_a2a.
+    // 24: K6 (stage2_b) is ep_a2a, K7 has no runtime row and its GPU start 8000 lies only in the
+    //     chunk range: unknown, so the stream is mixed.
+    // 28: K3 in the fused `layer01_stage5_f_layer02_stage1_f`: cp_ring.
+    // 32: K4 in `pipeline send/recv`. 36: K5 in `loss1.backward()`: unknown.
+    // 40: K8's launch row starts at 0, so PithTrain uses its GPU start 6500: `layer03.stage2_f`.
+    let (_dir, file) = scenario::worked_example().write();
+    let (code, out, _) = run(&["streams", "--compat", "pithtrain", path(&file)]);
+    assert_eq!(code, 0);
+    let expected = "\
+pid   stream n_comm n_comp comm_ns comp_ns purpose
+----- ------ ------ ------ ------- ------- -------
+41207 7      1      2      100     1500    compute
+41207 8      0      1      0       400     compute
+41207 20     2      0      1500    0       ep_a2a 
+41207 24     2      0      1000    0       mixed  
+41207 28     1      0      200     0       cp_ring
+41207 32     1      0      500     0       pp_p2p 
+41207 36     1      0      100     0       unknown
+41207 40     1      0      100     0       ep_a2a 
+";
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn compat_classify_streams_with_a_custom_window_and_rank_filter() {
+    // Wholly inside [4000, 6000]: C1, C2 (stream 7), C3 (8), K1 (20), K6 (24: now unanimous).
+    let (_dir, file) = scenario::worked_example().write();
+    let f = path(&file);
+    let args = [
+        "streams",
+        "--compat",
+        "pithtrain",
+        "--start",
+        "4000",
+        "--end",
+        "6000",
+    ];
+    let (code, out, _) = run(&[&args[..], &[f]].concat());
+    assert_eq!(code, 0);
+    let expected = "\
+pid   stream n_comm n_comp comm_ns comp_ns purpose
+----- ------ ------ ------ ------- ------- -------
+41207 7      0      2      0       1500    compute
+41207 8      0      1      0       400     compute
+41207 20     1      0      1100    0       ep_a2a 
+41207 24     1      0      800     0       ep_a2a 
+";
+    assert_eq!(out, expected);
+    // No record has global rank 1: the table would be empty, so nothing to report (exit 1).
+    let (code, out, err) = run(&["streams", "--compat", "pithtrain", "--rank", "1", f]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("nothing to report"), "{err}");
+}
+
+#[test]
+fn compat_compute_overlap_sums_per_stage() {
+    // Compute union C = [4000, 5200] ∪ [5500, 6000] (C1, C3 overlapping, C2; B1 is NCCL).
+    // stage1_f: K3 [3900, 4100] covered 100 of 200: exposed 100, 50%.
+    // stage2_b: K6 [5000, 5800] covered 200 + 300 = 500 of 800: exposed 300, 62.5%.
+    // stage2_f: K1 [4500, 5600] covered 700 + 100 = 800 of 1100 (72.727..%), K8 [6500, 6600]
+    //           uncovered (0%): exposed 300 + 100 = 400, overlap 800 / 1200 = 66.67%.
+    // stage4_b: K2 [6000, 6400] uncovered: 400, 0%. K4, K5, K7 have no stage: dropped.
+    let (_dir, file) = scenario::worked_example().write();
+    let (code, out, _) = run(&["overlap", "--compat", "pithtrain", path(&file)]);
+    assert_eq!(code, 0);
+    let expected = "\
+pid   stage    exposed_ns overlap overlap_min overlap_max
+----- -------- ---------- ------- ----------- -----------
+41207 stage1_f 100        50.0%   50.0%       50.0%      
+41207 stage2_b 300        62.5%   62.5%       62.5%      
+41207 stage2_f 400        66.67%  0.0%        72.73%     
+41207 stage4_b 400        0.0%    0.0%        0.0%       
+";
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn compat_setup_ties_repeat_a_pid_and_a_missing_label_is_reported() {
+    // Two labels at the same earliest start: two records for one pid, as PithTrain's query gives.
+    let mut s = Scenario::new();
+    s.range((PID, PID), 50, 500, LABEL)
+        .range((PID, AUTOGRAD), 50, 400, LABEL);
+    let (_dir, file) = s.write();
+    let (code, out, _) = run(&["ranks", "--compat", "pithtrain", path(&file)]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().filter(|l| l.starts_with("41207 ")).count(), 2);
+
+    // The earliest event is not the label: PithTrain would crash; nsys-lens says why (exit 1),
+    // while the default mode still finds the label.
+    let mut s = Scenario::new();
+    s.range((PID, AUTOGRAD), 10, 20, "aten::lift_fresh")
+        .range((PID, PID), 50, 500, LABEL);
+    let (_dir, file) = s.write();
+    let (code, out, err) = run(&["ranks", "--compat", "pithtrain", path(&file)]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.contains("pid 41207") && err.contains("aten::lift_fresh"),
+        "{err}"
+    );
+    let ranks = json(&["ranks", path(&file)]);
+    assert_eq!(one(&ranks, &[("pid", "41207")])["source"], "label");
+}
+
+#[test]
+fn compat_refuses_several_reports_and_non_pithtrain_profiles() {
+    let n0 = fixture("pithtrain_pp2_ep2/node0.sqlite");
+    let n1 = fixture("pithtrain_pp2_ep2/node1.sqlite");
+    let (code, _, err) = run(&["overlap", "--compat", "pithtrain", path(&n0), path(&n1)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("exactly one report"), "{err}");
+    let ddp = fixture("ddp_2node/node0.sqlite");
+    let (code, out, err) = run(&["window", "--compat", "pithtrain", path(&ddp)]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+}
+
+// ---- nsys-lens' own answers on the worked example ----
+
+#[test]
+fn default_window_reports_cpu_extent_and_gpu_projection() {
+    // GPU work launched inside [3000, 9000] on the CPU: first start K3 3900, last end C4 9100.
+    let (_dir, file) = scenario::worked_example().write();
+    let w = json(&["window", path(&file)]);
+    let row = one(&w, &[("rank", "0")]);
+    assert_eq!(
+        (
+            &row["start"],
+            &row["end"],
+            &row["gpu_start"],
+            &row["gpu_end"]
+        ),
+        (
+            &Value::from(3000),
+            &Value::from(9000),
+            &Value::from(3900),
+            &Value::from(9100)
+        )
+    );
+    assert_eq!(row["name"], CHUNK);
+}
+
+#[test]
+fn default_streams_name_roles_and_clip_to_the_window() {
+    // Kernels are clipped: C4 counts [8900, 9000] and K9 [8950, 9000]. K5 (in
+    // `loss1.backward()`, matched by no rule) and K8 (launched at 0) fall back to their
+    // collective; K7 (no runtime row, GPU start 8000 in no rule range) too, so 24 is mixed.
+    let (_dir, file) = scenario::worked_example().write();
+    let s = json(&["streams", path(&file)]);
+    let role = |stream: &str| one(&s, &[("stream", stream)])["role"].clone();
+    let roles: Vec<(&str, &str)> = vec![
+        ("7", "compute"),
+        ("8", "compute"),
+        ("20", "ep_a2a"),
+        ("24", "mixed"),
+        ("28", "cp_ring"),
+        ("32", "pp_p2p"),
+        ("36", "nccl:SendRecv"),
+        ("40", "nccl:AllReduce"),
+    ];
+    for (stream, expected) in roles {
+        assert_eq!(role(stream), expected, "stream {stream}");
+    }
+    let s7 = one(&s, &[("stream", "7")]);
+    // C1 1000 + C2 500 + C4 clipped 100; busy = [4000,5000] + [5500,6100] + [8900,9000].
+    assert_eq!(
+        (&s7["n_comp"], &s7["comp_ns"]),
+        (&Value::from(3), &Value::from(1600))
+    );
+    assert_eq!(
+        (&s7["n_comm"], &s7["busy_ns"]),
+        (&Value::from(1), &Value::from(1700))
+    );
+    let s20 = one(&s, &[("stream", "20")]);
+    assert_eq!(
+        (&s20["n_comm"], &s20["comm_ns"]),
+        (&Value::from(3), &Value::from(1550))
+    );
+}
+
+/// (kernels, comm, hidden, exposed, exposed_wall) of an overlap row.
+fn numbers(row: &Value) -> [i64; 5] {
+    [
+        "kernels",
+        "comm_ns",
+        "hidden_ns",
+        "exposed_ns",
+        "exposed_wall_ns",
+    ]
+    .map(|k| row[k].as_i64().unwrap_or_else(|| panic!("{k} in {row}")))
+}
+
+#[test]
+fn default_overlap_sums_and_wall_clock_differ_by_the_concurrent_exposed_time() {
+    // Compute union C = [4000, 5200] ∪ [5500, 6000] ∪ [8900, 9000] (C4 clipped).
+    let (_dir, file) = scenario::worked_example().write();
+    let o = json(&["overlap", path(&file)]);
+    let row = |stage: &str, role: &str| one(&o, &[("stage", stage), ("role", role)]);
+    // K1 [4500, 5600] hides 800 of 1100; K9 [8950, 9000] is covered by C4: 850 of 1150; the
+    // wall sees [5200, 5500] exposed.
+    assert_eq!(numbers(row("stage2_f", "ep_a2a")), [2, 1150, 850, 300, 300]);
+    assert_eq!(row("stage2_f", "ep_a2a")["overlap_max_pct"], 100.0);
+    // PP point-to-point is kept, in its own bucket.
+    assert_eq!(numbers(row("pp_p2p", "pp_p2p")), [1, 500, 0, 500, 500]);
+    // Barrier: B1 on the compute stream, in stage1_f.
+    assert_eq!(numbers(row("stage1_f", "barrier")), [1, 100, 0, 100, 100]);
+    assert_eq!(numbers(row("stage1_f", "cp_ring")), [1, 200, 100, 100, 100]);
+    // Mixed stream 24: K6 [5000, 5800] hides 500; K7 [8000, 8200] none.
+    assert_eq!(numbers(row("all", "mixed")), [2, 1000, 500, 500, 500]);
+    assert_eq!(numbers(row("all", "ep_a2a")), [3, 1550, 850, 700, 700]);
+    // Totals over nine communication kernels (barrier excluded): summed exposed 2000. On the
+    // wall, K5 [7200, 7300] lies inside K4 [7000, 7500] (100) and K1 and K6 are both exposed
+    // over [5200, 5500] (300): 2000 - 400 = 1600.
+    let total = row("all", "all");
+    assert_eq!(numbers(total), [9, 3450, 1450, 2000, 1600]);
+    let pct = total["overlap_pct"].as_f64().unwrap();
+    assert!((pct - 100.0 * 1450.0 / 3450.0).abs() < 1e-9, "{pct}");
+    assert_eq!(o["windows"][0]["start"], 3000);
+}
+
+#[test]
+fn gpu_window_clips_to_the_projection_instead() {
+    // [3900, 9100]: K9 now counts whole (100 ns) and C4 covers it.
+    let (_dir, file) = scenario::worked_example().write();
+    let o = json(&["overlap", "--gpu-window", path(&file)]);
+    let row = one(&o, &[("stage", "all"), ("role", "ep_a2a")]);
+    assert_eq!(numbers(row), [3, 1600, 900, 700, 700]);
+}
+
+#[test]
+fn roles_file_rules_come_first() {
+    let (dir, file) = scenario::worked_example().write();
+    let roles = dir.path().join("roles.toml");
+    std::fs::write(
+        &roles,
+        "[[rule]]\npattern = 'loss\\d\\.backward'\nrole = 'loss_comm'\n",
+    )
+    .unwrap();
+    let s = json(&["streams", "--roles", path(&roles), path(&file)]);
+    assert_eq!(one(&s, &[("stream", "36")])["role"], "loss_comm");
+    std::fs::write(&roles, "[[rule]]\npattern = '('\nrole = 'x'\n").unwrap();
+    let (code, _, err) = run(&["streams", "--roles", path(&roles), path(&file)]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("roles.toml") && err.contains("bad pattern"),
+        "{err}"
+    );
+}
+
+#[test]
+fn explicit_and_whole_windows_are_stated() {
+    let (_dir, file) = scenario::worked_example().write();
+    let f = path(&file);
+    let w = json(&["overlap", "--start", "4000", "--end", "6000", f]);
+    assert_eq!(w["windows"][0]["source"], "explicit");
+    assert_eq!(w["windows"][0]["end"], 6000);
+    let (code, out, _) = run(&["window", "--whole", f]);
+    assert_eq!(code, 0);
+    assert!(out.contains("(whole capture)"), "{out}");
+    let (code, _, err) = run(&["overlap", "--start", "6000", "--end", "4000", f]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not before"), "{err}");
+}
+
+// ---- the committed 2-node PithTrain fixture ----
+
+#[test]
+fn two_nodes_with_the_same_pids_give_four_distinct_ranks() {
+    let n0 = fixture("pithtrain_pp2_ep2/node0.sqlite");
+    let n1 = fixture("pithtrain_pp2_ep2/node1.sqlite");
+    let ranks = json(&["ranks", path(&n0), path(&n1)]);
+    let rows = ranks["rows"].as_array().unwrap();
+    let got: Vec<(i64, &str, i64, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["rank"].as_i64().unwrap(),
+                r["host"].as_str().unwrap(),
+                r["pid"].as_i64().unwrap(),
+                r["pp"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, "node0", 41207, 0),
+            (1, "node0", 41220, 0),
+            (2, "node1", 41207, 1),
+            (3, "node1", 41220, 1)
+        ]
+    );
+    assert!(rows.iter().all(|r| r["source"] == "label"));
+
+    let overlap = json(&["overlap", path(&n0), path(&n1)]);
+    for rank in ["0", "1", "2", "3"] {
+        let total = one(
+            &overlap,
+            &[("rank", rank), ("stage", "all"), ("role", "all")],
+        );
+        let [kernels, comm, hidden, exposed, wall] = numbers(total);
+        assert!(kernels > 0 && comm > 0, "rank {rank}: {total}");
+        assert_eq!(comm, hidden + exposed);
+        assert!(
+            wall <= exposed,
+            "rank {rank}: wall {wall} > summed {exposed}"
+        );
+        assert!(!find(&overlap, &[("rank", rank), ("role", "ep_a2a")]).is_empty());
+    }
+    assert!(
+        !find(
+            &overlap,
+            &[("rank", "all"), ("stage", "all"), ("role", "all")]
+        )
+        .is_empty()
+    );
+}
+
+// ---- a real 2-GPU pipeline run: NCCL on the compute streams ----
+
+#[test]
+fn real_two_gpu_run_has_barrier_communication_only() {
+    let Some(file) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
+        return;
+    };
+    let f = path(&file);
+    let ranks = json(&["ranks", f]);
+    let rows = ranks["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (&rows[0]["pid"], &rows[1]["pid"]),
+        (&Value::from(144), &Value::from(145))
+    );
+    assert!(rows.iter().all(|r| r["source"] == "order"));
+
+    let streams = json(&["streams", f]);
+    let rows = streams["rows"].as_array().unwrap();
+    let got: Vec<(i64, &str)> = rows
+        .iter()
+        .map(|r| (r["stream"].as_i64().unwrap(), r["role"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, [(7, "compute"), (15, "compute")]);
+    assert!(rows.iter().all(|r| r["n_comm"].as_i64().unwrap() > 0));
+
+    let overlap = json(&["overlap", f]);
+    for rank in ["0", "1"] {
+        let stream_comm = find(&streams, &[("rank", rank)])[0]["comm_ns"].clone();
+        let barrier = one(
+            &overlap,
+            &[("rank", rank), ("stage", "all"), ("role", "barrier")],
+        );
+        assert_eq!(barrier["comm_ns"], stream_comm);
+        let total = one(
+            &overlap,
+            &[("rank", rank), ("stage", "all"), ("role", "all")],
+        );
+        assert_eq!(numbers(total), [0, 0, 0, 0, 0]);
+    }
+    let notes = overlap["notes"].to_string();
+    assert!(notes.contains("no communication stream"), "{notes}");
+    // No PithTrain label: compatibility mode has nothing to report.
+    let (code, _, err) = run(&["ranks", "--compat", "pithtrain", f]);
+    assert_eq!(code, 1, "{err}");
+}
+
+// ---- cross-check against an independent implementation (SQL + Python) ----
+
+/// Output of `tests/pithtrain_reference.py`, or None (with a note) when python3 is absent.
+fn reference(args: &[&str]) -> Option<String> {
+    let script = crate::util::root().join("tests/pithtrain_reference.py");
+    match std::process::Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+    {
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "reference failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Some(String::from_utf8(out.stdout).expect("utf-8"))
+        }
+        Err(_) => {
+            eprintln!("skipping the cross-check: python3 is not installed");
+            None
+        }
+    }
+}
+
+#[test]
+fn compat_matches_an_independent_sql_implementation_on_whole_fixtures() {
+    let (_dir, worked) = scenario::worked_example().write();
+    let files = [
+        fixture("pithtrain_pp2_ep2/node0.sqlite"),
+        fixture("pithtrain_pp2_ep2/node1.sqlite"),
+        worked,
+    ];
+    // The median chunk windows, and one wide window covering every step.
+    let windows: [&[&str]; 2] = [&[], &["0", "400000000"]];
+    for file in &files {
+        for command in ["ranks", "window", "streams", "overlap"] {
+            for window in windows {
+                if !window.is_empty() && matches!(command, "ranks" | "window") {
+                    continue;
+                }
+                let Some(expected) = reference(&[&[command, path(file)], window].concat()) else {
+                    return;
+                };
+                let mut args = vec![command, "--compat", "pithtrain", path(file)];
+                if let [start, end] = window {
+                    args.extend(["--start", start, "--end", end]);
+                }
+                let (code, out, err) = run(&args);
+                assert_eq!(code, 0, "{args:?}: {err}");
+                assert_eq!(out, expected, "{args:?}");
+            }
+        }
+    }
+}
