@@ -276,3 +276,45 @@ fn mixed_precision_switches_gemm_and_all_reduce_names() {
     assert!(bf16.contains("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"));
     assert!(!bf16.contains("ampere_sgemm_128x64_tn"));
 }
+
+#[test]
+fn push_pop_ranges_and_api_calls_of_a_thread_nest() {
+    // On one thread, NVTX push/pop ranges and CUDA API calls are one call stack: a range cannot
+    // end inside an API call, nor two ranges cross.
+    let fixtures = [
+        "pithtrain_pp2_ep2/node0.sqlite",
+        "pithtrain_pp2_ep2/node1.sqlite",
+        "ddp_2node/node0.sqlite",
+        "megatron_pp1/node0.sqlite",
+        "megatron_pp2/node0.sqlite",
+    ];
+    for name in fixtures {
+        let conn = open(&fixture(name));
+        let mut stmt = conn
+            .prepare(
+                "SELECT globalTid, start, end FROM NVTX_EVENTS WHERE eventType = 59 \
+                 UNION ALL SELECT globalTid, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME \
+                 ORDER BY 1, 2, 3 DESC",
+            )
+            .unwrap();
+        let spans: Vec<(i64, i64, i64)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let mut open: Vec<(i64, i64)> = Vec::new();
+        let mut thread = None;
+        for (tid, start, end) in spans {
+            if thread != Some(tid) {
+                (thread, open) = (Some(tid), Vec::new());
+            }
+            while open.last().is_some_and(|&(_, e)| e <= start) {
+                open.pop();
+            }
+            if let Some(&(s, e)) = open.last() {
+                assert!(end <= e, "{name}: [{start}, {end}] crosses [{s}, {e}]");
+            }
+            open.push((start, end));
+        }
+    }
+}

@@ -170,6 +170,14 @@ fn run_local(
     Ok(None)
 }
 
+/// NCCL's NVTX range opens 200 ns before its kernel launch: returns its start and moves the
+/// rank's CPU time past it (so consecutive NCCL ranges of one thread never overlap).
+fn nccl_range_start(rank: &mut RankState) -> i64 {
+    let start = rank.cpu;
+    rank.cpu += 200;
+    start
+}
+
 /// Shortest receive kernel, ns.
 const RECV_MIN_NS: i64 = 8_000;
 
@@ -182,11 +190,11 @@ fn p2p(
     dur: i64,
     earliest_end: i64,
 ) -> Result<i64> {
-    let api_start = rank.cpu;
+    let range_start = nccl_range_start(rank);
     let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
     let who = (rank.place.pid, rank.tid());
     let text = NvtxText::Registered("ncclGroupEnd");
-    node.nvtx_range((api_start - 200, rank.cpu), who, text, NCCL_DOMAIN)?;
+    node.nvtx_range((range_start, rank.cpu), who, text, NCCL_DOMAIN)?;
     let start = ready.max(*rank.stream_free(stream));
     let end = (start + dur).max(earliest_end);
     *rank.stream_free(stream) = end;
@@ -304,11 +312,11 @@ fn resolve_comm(
         };
         rank.pc += 1;
         let node = &mut nodes[rank.place.node];
-        let api_start = rank.cpu;
+        let range_start = nccl_range_start(rank);
         let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
         let who = (rank.place.pid, rank.tid());
         node.nvtx_range(
-            (api_start - 200, rank.cpu),
+            (range_start, rank.cpu),
             who,
             NvtxText::Registered(api),
             NCCL_DOMAIN,
