@@ -8,6 +8,7 @@
 //! * [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events);
 //! * [`classify`]: ranks, the steady-state window, stream roles;
 //! * [`analysis`]: interval algebra, overlap and exposed communication, PithTrain parity;
+//! * [`export`]: the merged, classified timeline as a Perfetto trace;
 //! * [`report`]: tables and JSON for people and scripts;
 //! * [`synth`]: a generator of realistic exports for tests, benchmarks and demos.
 //!
@@ -22,8 +23,10 @@
 
 pub mod analysis;
 pub mod classify;
+pub mod export;
 mod hash;
 pub mod model;
 pub mod nsys;
+mod output;
 pub mod report;
 pub mod synth;

@@ -151,13 +151,7 @@ fn old_exports_warn_about_what_they_lack() {
 
 fn fs24() -> Option<Vec<std::path::PathBuf>> {
     let dir = real("fs24_nccl_allreduce_tree_3nodes_9gpus")?;
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sqlite"))
-        .collect();
-    files.sort();
-    Some(files)
+    Some(crate::util::sqlite_files(&dir))
 }
 
 #[test]

@@ -67,3 +67,14 @@ pub fn damaged_copy(fixture_path: &str, sql: &str) -> (tempfile::TempDir, PathBu
     }
     (dir, copy)
 }
+
+/// The `.sqlite` files of a directory, sorted.
+pub fn sqlite_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("readable directory")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sqlite"))
+        .collect();
+    files.sort();
+    files
+}

@@ -11,6 +11,7 @@ pub struct Activity<'t> {
     kernels: Vec<Vec<u32>>,
     memcpys: Vec<Vec<u32>>,
     memsets: Vec<Vec<u32>>,
+    api_calls: Vec<Vec<u32>>,
     nvtx: Vec<Vec<u32>>,
     /// (process, correlation id, start) of every API call, sorted.
     launches: Vec<(ProcessId, u32, Ns)>,
@@ -25,6 +26,9 @@ impl<'t> Activity<'t> {
         let kernels = group(n, &timeline.kernels, |k| process_of_stream(k.stream));
         let memcpys = group(n, &timeline.memcpys, |m| process_of_stream(m.stream));
         let memsets = group(n, &timeline.memsets, |m| process_of_stream(m.stream));
+        let api_calls = group(n, &timeline.api_calls, |a| {
+            timeline.thread(a.thread).process
+        });
         let nvtx = group(n, &timeline.nvtx, |e| timeline.thread(e.thread).process);
         let mut launches: Vec<(ProcessId, u32, Ns)> = timeline
             .api_calls
@@ -37,6 +41,7 @@ impl<'t> Activity<'t> {
             kernels,
             memcpys,
             memsets,
+            api_calls,
             nvtx,
             launches,
         }
@@ -62,6 +67,14 @@ impl<'t> Activity<'t> {
     pub fn memsets(&self, process: ProcessId) -> impl Iterator<Item = &'t Memset> + '_ {
         let all = &self.timeline.memsets;
         self.memsets[process.index()]
+            .iter()
+            .map(move |&i| &all[i as usize])
+    }
+
+    /// The CUDA API calls of all the process's threads, in start order.
+    pub fn api_calls(&self, process: ProcessId) -> impl Iterator<Item = &'t ApiCall> + '_ {
+        let all = &self.timeline.api_calls;
+        self.api_calls[process.index()]
             .iter()
             .map(move |&i| &all[i as usize])
     }

@@ -17,7 +17,7 @@ use crate::model::{Kernel, ProcessId, StreamId, StringId};
 use std::collections::BTreeMap;
 
 /// What a stream does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// Runs at least one non-NCCL kernel.
     Compute,

@@ -2,6 +2,7 @@
 //! values, calling the library and printing through [`nsys_lens::report`].
 
 mod analysis;
+mod convert;
 mod info;
 mod inputs;
 mod overlap;
@@ -41,6 +42,8 @@ enum Command {
     Streams(streams::Args),
     /// Hidden and exposed communication per rank, stage and role.
     Overlap(overlap::Args),
+    /// Write the merged timeline as a Perfetto trace (ui.perfetto.dev).
+    Convert(convert::Args),
     /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
     Synth(synth::Args),
 }
@@ -64,6 +67,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Window(args) => window::run(args),
         Command::Streams(args) => streams::run(args),
         Command::Overlap(args) => overlap::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::Synth(args) => synth::run(args),
     }
 }

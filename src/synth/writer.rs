@@ -23,12 +23,7 @@ pub struct ExportWriter {
 impl ExportWriter {
     /// Starts an export that will be renamed to `path` by [`ExportWriter::finish`].
     pub fn create(path: &Path) -> Result<ExportWriter> {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let temp = NamedTempFile::new_in(dir)
-            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        let temp = crate::output::temporary_beside(path)?;
         let conn = Connection::open(temp.path())?;
         conn.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;")?;
         Ok(ExportWriter {
@@ -115,21 +110,7 @@ impl ExportWriter {
         self.write_enums()?;
         self.conn.execute_batch("COMMIT;")?;
         drop(self.conn);
-        readable_by_all(self.temp.as_file())?;
-        self.temp
-            .persist(&self.path)
-            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        crate::output::persist(self.temp, &self.path)?;
         Ok(self.path)
     }
-}
-
-/// Temporary files are private (0600); an export is an ordinary file (0644), as nsys writes it.
-fn readable_by_all(file: &std::fs::File) -> Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    }
-    let _ = file;
-    Ok(())
 }

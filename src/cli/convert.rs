@@ -1,0 +1,218 @@
+//! `nsys-lens convert REPORT... [-o OUT] [--to perfetto] [WINDOW] [--ranks LIST]`
+
+use super::Outcome;
+use super::inputs::Inputs;
+use anyhow::Context as _;
+use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
+use nsys_lens::export::{Scope, perfetto};
+use nsys_lens::model::Ns;
+use regex::Regex;
+use std::path::{Path, PathBuf};
+
+/// Options of `convert`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  nsys-lens convert node0.sqlite node1.sqlite -o run     writes run.perfetto-trace (open in ui.perfetto.dev)
+  nsys-lens convert node*.sqlite --gzip                  writes node0.perfetto-trace.gz
+  nsys-lens convert node*.sqlite --ranks 0,4-7 --steady  four ranks, each over its steady-state window")]
+pub struct Args {
+    #[command(flatten)]
+    inputs: Inputs,
+
+    /// Output path without extension (default: the first report's stem, in the current directory).
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+
+    /// Output formats.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "perfetto")]
+    to: Vec<Target>,
+
+    /// Gzip the Perfetto trace (ui.perfetto.dev opens it directly).
+    #[arg(long)]
+    gzip: bool,
+
+    /// Only these global ranks, e.g. `0,4-7` (other processes are left out too).
+    #[arg(long, value_name = "LIST")]
+    ranks: Option<String>,
+
+    /// TOML file of extra role rules for naming stream tracks (see `streams --help`).
+    #[arg(long, value_name = "FILE")]
+    roles: Option<PathBuf>,
+
+    /// Export each rank's steady-state window (its median anchor range) instead of the whole
+    /// capture.
+    #[arg(long)]
+    steady: bool,
+
+    /// Regex on NVTX range text for --steady (default: PithTrain's overlapped chunk, then
+    /// `ProfilerStep#N`).
+    #[arg(long, value_name = "REGEX", requires = "steady")]
+    anchor: Option<String>,
+
+    /// Export only from this time, ns on the merged clock (with --end).
+    #[arg(
+        long,
+        value_name = "NS",
+        requires = "end",
+        conflicts_with = "steady",
+        allow_negative_numbers = true
+    )]
+    start: Option<i64>,
+
+    /// Export only up to this time (with --start).
+    #[arg(
+        long,
+        value_name = "NS",
+        requires = "start",
+        allow_negative_numbers = true
+    )]
+    end: Option<i64>,
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Target {
+    /// Perfetto protobuf trace (`.perfetto-trace`).
+    Perfetto,
+}
+
+/// Writes the requested exports.
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let spec = args.window()?;
+    let rules = match &args.roles {
+        Some(path) => RoleRules::from_file(path)?,
+        None => RoleRules::default(),
+    };
+    let timeline = args.inputs.load()?;
+    let activity = Activity::new(&timeline);
+    let mut ranks = nsys_lens::classify::ranks::discover(&activity)?;
+    if let Some(list) = &args.ranks {
+        let wanted = parse_ranks(list)?;
+        ranks.retain(|r| wanted.contains(&r.rank));
+        anyhow::ensure!(!ranks.is_empty(), "--ranks {list}: no such rank");
+    }
+    let scope = Scope::new(&activity, &rules, &ranks, &spec, args.ranks.is_none());
+    let base = args.base();
+    for target in &args.to {
+        match target {
+            Target::Perfetto => {
+                let ext = if args.gzip {
+                    "perfetto-trace.gz"
+                } else {
+                    "perfetto-trace"
+                };
+                let path = with_extension(&base, ext);
+                let options = perfetto::Options { gzip: args.gzip };
+                let summary = perfetto::write(&scope, &path, options)?;
+                if !args.inputs.quiet {
+                    report(&summary);
+                }
+            }
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+impl Args {
+    fn window(&self) -> anyhow::Result<WindowSpec> {
+        Ok(match (self.start.zip(self.end), &self.anchor) {
+            (Some((start, end)), _) => {
+                anyhow::ensure!(start < end, "--start {start} is not before --end {end}");
+                WindowSpec::Explicit {
+                    start: Ns(start),
+                    end: Ns(end),
+                }
+            }
+            (None, Some(pattern)) => WindowSpec::Anchor(
+                Regex::new(pattern).with_context(|| format!("bad --anchor regex `{pattern}`"))?,
+            ),
+            (None, None) if self.steady => WindowSpec::Steady,
+            (None, None) => WindowSpec::Whole,
+        })
+    }
+
+    /// `-o`, else the first report's stem in the current directory.
+    fn base(&self) -> PathBuf {
+        self.output.clone().unwrap_or_else(|| {
+            let stem = self.inputs.reports[0]
+                .file_stem()
+                .map(|s| s.to_os_string())
+                .unwrap_or_else(|| "trace".into());
+            PathBuf::from(stem)
+        })
+    }
+}
+
+/// `base.ext`, unless `base` already ends with `.ext`.
+fn with_extension(base: &Path, ext: &str) -> PathBuf {
+    let text = base.as_os_str().to_string_lossy();
+    if text.ends_with(&format!(".{ext}")) {
+        base.to_path_buf()
+    } else {
+        PathBuf::from(format!("{text}.{ext}"))
+    }
+}
+
+/// `0,2-5` as a list of ranks.
+fn parse_ranks(list: &str) -> anyhow::Result<Vec<u32>> {
+    let mut ranks = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let number = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .with_context(|| format!("--ranks: `{item}` is not a rank or a range a-b"))
+        };
+        match item.split_once('-') {
+            Some((a, b)) => ranks.extend(number(a)?..=number(b)?),
+            None => ranks.push(number(item)?),
+        }
+    }
+    anyhow::ensure!(!ranks.is_empty(), "--ranks is empty");
+    Ok(ranks)
+}
+
+/// One line per output on stderr, and a warning when the UI may not open it.
+fn report(summary: &perfetto::Summary) {
+    let c = summary.counts;
+    eprintln!(
+        "wrote {} ({} bytes): {} kernels, {} memcpy, {} memset, {} CUDA API calls, {} NVTX \
+         events, {} flows, {} tracks",
+        summary.path.display(),
+        summary.bytes,
+        c.kernels,
+        c.memcpy,
+        c.memset,
+        c.api,
+        c.nvtx,
+        c.flows,
+        c.tracks
+    );
+    if c.slices() > perfetto::UI_SLICE_LIMIT {
+        eprintln!(
+            "nsys-lens: warning: {} slices may be more than ui.perfetto.dev can hold in a \
+             browser; export part of the run (--ranks, --steady, --start/--end) or open it with \
+             `trace_processor server http {}`",
+            c.slices(),
+            summary.path.display()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_lists_and_extensions() {
+        assert_eq!(parse_ranks("0, 2-4,7").unwrap(), [0, 2, 3, 4, 7]);
+        assert!(parse_ranks("x").is_err());
+        assert_eq!(
+            with_extension(Path::new("out/run"), "perfetto-trace"),
+            PathBuf::from("out/run.perfetto-trace")
+        );
+        assert_eq!(
+            with_extension(Path::new("a.perfetto-trace"), "perfetto-trace"),
+            PathBuf::from("a.perfetto-trace")
+        );
+    }
+}

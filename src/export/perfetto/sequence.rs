@@ -1,0 +1,417 @@
+//! Packets on the wire: the framed packet stream ([`PacketStream`]) and one sequence per leaf
+//! track ([`Sequence`]) with its own interning tables and delta timestamps.
+//!
+//! A sequence's first packet clears its incremental state, sets the track as the default for
+//! later events, and starts an incremental clock (id 64) at the first event's time; every later
+//! packet carries only the time since the previous one. Names, categories, annotation names and
+//! repeated string values are interned: defined once on the packet that first uses them.
+
+use super::protos::{
+    ClockSnapshot, DebugAnnotation, DebugAnnotationName, EventCategory, EventName, InternedData,
+    InternedString, TracePacket, TracePacketDefaults, TrackDescriptor, TrackEvent,
+    TrackEventDefaults, clock_snapshot, trace_packet::SequenceFlags, track_event,
+};
+use crate::classify::{Role, RoleRules};
+use crate::hash::FxHashMap;
+use crate::model::{StringId, Timeline};
+use prost::Message;
+use std::io::{self, Write};
+
+/// `BUILTIN_CLOCK_BOOTTIME`: the trace's clock.
+const BOOTTIME: u32 = 6;
+/// The sequence-scoped incremental clock every sequence uses for its deltas.
+const DELTA_CLOCK: u32 = 64;
+/// The sequence that carries track descriptors (absolute timestamps, no interning).
+pub const DESCRIPTOR_SEQUENCE: u32 = 1;
+
+/// Writes `Trace.packet` records (`0x0A`, length, bytes) one by one.
+pub struct PacketStream<W: Write> {
+    out: W,
+    buf: Vec<u8>,
+    /// Bytes written so far.
+    pub bytes: u64,
+}
+
+impl<W: Write> PacketStream<W> {
+    /// A stream into `out`.
+    pub fn new(out: W) -> Self {
+        PacketStream {
+            out,
+            buf: Vec::with_capacity(256),
+            bytes: 0,
+        }
+    }
+
+    /// Appends one packet.
+    pub fn write(&mut self, packet: &TracePacket) -> io::Result<()> {
+        self.buf.clear();
+        self.buf.push(0x0A);
+        prost::encoding::encode_varint(packet.encoded_len() as u64, &mut self.buf);
+        packet
+            .encode(&mut self.buf)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        self.out.write_all(&self.buf)?;
+        self.bytes += self.buf.len() as u64;
+        Ok(())
+    }
+
+    /// Writes a track descriptor.
+    pub fn describe(&mut self, descriptor: TrackDescriptor) -> io::Result<()> {
+        self.write(&TracePacket {
+            timestamp: Some(0),
+            trusted_packet_sequence_id: Some(DESCRIPTOR_SEQUENCE),
+            track_descriptor: Some(descriptor),
+            ..TracePacket::default()
+        })
+    }
+
+    /// Finishes the stream and returns the writer.
+    pub fn into_inner(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// Event categories (interned per sequence; iid = index + 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    /// GPU kernels.
+    Kernel,
+    /// Memory copies.
+    Memcpy,
+    /// Memory sets.
+    Memset,
+    /// CUDA runtime and driver calls.
+    CudaApi,
+    /// NVTX ranges and marks.
+    Nvtx,
+    /// What nsys-lens records about the export itself.
+    Export,
+}
+
+impl Category {
+    const NAMES: [&'static str; 6] = [
+        "kernel",
+        "memcpy",
+        "memset",
+        "cuda_api",
+        "nvtx",
+        "nsys_lens",
+    ];
+}
+
+/// Debug annotation names (interned per sequence; iid = index + 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    /// Full kernel signature.
+    Demangled,
+    /// Grid dimensions.
+    Grid,
+    /// Block dimensions.
+    Block,
+    /// Registers per thread.
+    Registers,
+    /// Static + dynamic shared memory, bytes.
+    SharedMemory,
+    /// CUDA correlation id.
+    Correlation,
+    /// The stream's role.
+    Role,
+    /// Bytes moved or set.
+    Bytes,
+    /// Memory copy direction.
+    CopyKind,
+    /// NVTX domain.
+    Domain,
+    /// What was subtracted from merged-clock times to put the export at 0.
+    RebaseOffset,
+}
+
+impl Arg {
+    const NAMES: [&'static str; 11] = [
+        "name",
+        "grid",
+        "block",
+        "registers",
+        "shared_memory",
+        "correlation_id",
+        "stream_role",
+        "bytes",
+        "copy_kind",
+        "domain",
+        "rebase_offset_ns",
+    ];
+}
+
+/// An event name: timeline text or a fixed string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Name {
+    /// Interned timeline text.
+    Text(StringId),
+    /// A fixed name (`[CUDA memset]`).
+    Fixed(&'static str),
+}
+
+/// An annotation value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Value {
+    /// An unsigned integer.
+    Uint(u64),
+    /// A signed integer.
+    Int(i64),
+    /// Timeline text (interned as a string value).
+    Text(StringId),
+    /// A fixed string (interned).
+    Fixed(&'static str),
+    /// Three dimensions, shown `x×y×z` (interned).
+    Dims([u32; 3]),
+    /// A stream role (interned).
+    Role(Role),
+}
+
+/// Where names and values get their text: the timeline's strings and the role labels.
+#[derive(Clone, Copy)]
+pub struct Texts<'a> {
+    /// The timeline.
+    pub timeline: &'a Timeline,
+    /// The rules the roles were named with.
+    pub rules: &'a RoleRules,
+}
+
+/// One sequence: one leaf track's events, interning tables and clock.
+pub struct Sequence {
+    id: u32,
+    track: u64,
+    last: Option<u64>,
+    names: FxHashMap<Name, u64>,
+    values: FxHashMap<Value, u64>,
+    categories: u32,
+    args: u32,
+    packet: TracePacket,
+}
+
+impl Sequence {
+    /// A sequence with id `id` (never 0 or [`DESCRIPTOR_SEQUENCE`]) writing to track `track`.
+    pub fn new(id: u32, track: u64) -> Sequence {
+        Sequence {
+            id,
+            track,
+            last: None,
+            names: FxHashMap::default(),
+            values: FxHashMap::default(),
+            categories: 0,
+            args: 0,
+            packet: TracePacket::default(),
+        }
+    }
+
+    /// Opens a slice.
+    pub fn begin<W: Write>(
+        &mut self,
+        out: &mut PacketStream<W>,
+        ts: u64,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        flow: Option<u64>,
+        texts: Texts,
+    ) -> io::Result<()> {
+        let kind = track_event::Type::SliceBegin;
+        self.labelled(out, (ts, kind), label, args, flow, texts)
+    }
+
+    /// Closes the innermost open slice.
+    pub fn end<W: Write>(&mut self, out: &mut PacketStream<W>, ts: u64) -> io::Result<()> {
+        self.event(out, ts, track_event::Type::SliceEnd)?;
+        self.flush(out)
+    }
+
+    /// An instant event.
+    pub fn instant<W: Write>(
+        &mut self,
+        out: &mut PacketStream<W>,
+        ts: u64,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        texts: Texts,
+    ) -> io::Result<()> {
+        let kind = track_event::Type::Instant;
+        self.labelled(out, (ts, kind), label, args, None, texts)
+    }
+
+    /// An event with a name, a category, annotations and maybe a flow.
+    fn labelled<W: Write>(
+        &mut self,
+        out: &mut PacketStream<W>,
+        (ts, kind): (u64, track_event::Type),
+        (name, category): (Name, Category),
+        args: &[(Arg, Value)],
+        flow: Option<u64>,
+        texts: Texts,
+    ) -> io::Result<()> {
+        let event = self.event(out, ts, kind)?;
+        event.flow_ids.extend(flow);
+        self.label(name, category, args, texts);
+        self.flush(out)
+    }
+
+    /// A counter sample (on a counter track).
+    pub fn counter<W: Write>(
+        &mut self,
+        out: &mut PacketStream<W>,
+        ts: u64,
+        value: i64,
+    ) -> io::Result<()> {
+        let event = self.event(out, ts, track_event::Type::Counter)?;
+        event.counter_value = Some(value);
+        self.flush(out)
+    }
+
+    /// Starts the next packet: the clock on the first one, then the delta since the last.
+    fn event<W: Write>(
+        &mut self,
+        out: &mut PacketStream<W>,
+        ts: u64,
+        kind: track_event::Type,
+    ) -> io::Result<&mut TrackEvent> {
+        let last = match self.last {
+            Some(last) => last,
+            None => {
+                self.start(out, ts)?;
+                ts
+            }
+        };
+        debug_assert!(ts >= last, "sequence {} goes back in time", self.id);
+        self.last = Some(ts);
+        let p = &mut self.packet;
+        p.timestamp = Some(ts - last);
+        p.trusted_packet_sequence_id = Some(self.id);
+        p.sequence_flags = Some(SequenceFlags::SeqNeedsIncrementalState as u32);
+        p.interned_data = None;
+        let event = p.track_event.get_or_insert_with(TrackEvent::default);
+        event.r#type = Some(kind as i32);
+        event.name_iid = None;
+        event.category_iids.clear();
+        event.debug_annotations.clear();
+        event.flow_ids.clear();
+        event.counter_value = None;
+        Ok(event)
+    }
+
+    /// The sequence's first packet: cleared state, default track, the delta clock at `ts`.
+    fn start<W: Write>(&mut self, out: &mut PacketStream<W>, ts: u64) -> io::Result<()> {
+        let clock = |clock_id, is_incremental| clock_snapshot::Clock {
+            clock_id: Some(clock_id),
+            timestamp: Some(ts),
+            is_incremental,
+        };
+        out.write(&TracePacket {
+            timestamp: Some(ts),
+            timestamp_clock_id: Some(BOOTTIME),
+            trusted_packet_sequence_id: Some(self.id),
+            sequence_flags: Some(
+                SequenceFlags::SeqIncrementalStateCleared as u32
+                    | SequenceFlags::SeqNeedsIncrementalState as u32,
+            ),
+            trace_packet_defaults: Some(TracePacketDefaults {
+                timestamp_clock_id: Some(DELTA_CLOCK),
+                track_event_defaults: Some(TrackEventDefaults {
+                    track_uuid: Some(self.track),
+                }),
+            }),
+            clock_snapshot: Some(ClockSnapshot {
+                clocks: vec![clock(BOOTTIME, None), clock(DELTA_CLOCK, Some(true))],
+                primary_trace_clock: Some(BOOTTIME),
+            }),
+            ..TracePacket::default()
+        })
+    }
+
+    /// Sets the pending event's name, category and annotations, interning what is new.
+    fn label(&mut self, name: Name, category: Category, args: &[(Arg, Value)], texts: Texts) {
+        let mut interned = InternedData::default();
+        let name_iid = intern(&mut self.names, name, |iid| {
+            let name = match name {
+                Name::Text(id) => texts.timeline.text(id).to_string(),
+                Name::Fixed(s) => s.to_string(),
+            };
+            interned.event_names.push(EventName {
+                iid: Some(iid),
+                name: Some(name),
+            });
+        });
+        let category_iid = category as u64 + 1;
+        if self.categories & (1 << category as u32) == 0 {
+            self.categories |= 1 << category as u32;
+            interned.event_categories.push(EventCategory {
+                iid: Some(category_iid),
+                name: Some(Category::NAMES[category as usize].to_string()),
+            });
+        }
+        let event = self.packet.track_event.as_mut().expect("event started");
+        let mut annotations = std::mem::take(&mut event.debug_annotations);
+        for &(arg, value) in args {
+            let arg_iid = arg as u64 + 1;
+            if self.args & (1 << arg as u32) == 0 {
+                self.args |= 1 << arg as u32;
+                interned.debug_annotation_names.push(DebugAnnotationName {
+                    iid: Some(arg_iid),
+                    name: Some(Arg::NAMES[arg as usize].to_string()),
+                });
+            }
+            let mut a = DebugAnnotation {
+                name_iid: Some(arg_iid),
+                ..DebugAnnotation::default()
+            };
+            match value {
+                Value::Uint(v) => a.uint_value = Some(v),
+                Value::Int(v) => a.int_value = Some(v),
+                _ => {
+                    a.string_value_iid = Some(intern(&mut self.values, value, |iid| {
+                        interned
+                            .debug_annotation_string_values
+                            .push(InternedString {
+                                iid: Some(iid),
+                                str: Some(value_text(value, texts).into_bytes()),
+                            });
+                    }))
+                }
+            }
+            annotations.push(a);
+        }
+        let event = self.packet.track_event.as_mut().expect("event started");
+        event.name_iid = Some(name_iid);
+        event.category_iids.push(category_iid);
+        event.debug_annotations = annotations;
+        if interned != InternedData::default() {
+            self.packet.interned_data = Some(interned);
+        }
+    }
+
+    fn flush<W: Write>(&mut self, out: &mut PacketStream<W>) -> io::Result<()> {
+        out.write(&self.packet)
+    }
+}
+
+/// The iid of `key`, defining it (with `define(iid)`) the first time.
+fn intern<K: std::hash::Hash + Eq>(
+    table: &mut FxHashMap<K, u64>,
+    key: K,
+    define: impl FnOnce(u64),
+) -> u64 {
+    let next = table.len() as u64 + 1;
+    *table.entry(key).or_insert_with(|| {
+        define(next);
+        next
+    })
+}
+
+fn value_text(value: Value, texts: Texts) -> String {
+    match value {
+        Value::Uint(v) => v.to_string(),
+        Value::Int(v) => v.to_string(),
+        Value::Text(id) => texts.timeline.text(id).to_string(),
+        Value::Role(role) => role.name(texts.rules).to_string(),
+        Value::Fixed(s) => s.to_string(),
+        Value::Dims([x, y, z]) => format!("{x}×{y}×{z}"),
+    }
+}
