@@ -6,6 +6,8 @@
 //! window each, and the rebase that puts the earliest exported event at time 0 (Perfetto drops
 //! negative times; DESIGN.md, Clock).
 
+pub mod counters;
+pub mod items;
 pub mod perfetto;
 
 use crate::classify::streams::clip;

@@ -2,61 +2,23 @@
 //! and marks; NVTX start/end ranges (which may overlap and cross threads) on their own tracks.
 
 use super::Writer;
-use super::lanes::{Clipped, Lanes, sort_nested};
+use super::lanes::Lanes;
 use super::sequence::{Arg, Category, Name, Value};
 use crate::classify::streams::clip;
 use crate::export::Part;
-use crate::model::{ApiCall, NvtxEvent, NvtxKind, StringId, ThreadId};
+use crate::export::items::{Clipped, CpuEvent, sort_nested, thread_events};
+use crate::model::{NvtxEvent, NvtxKind, StringId};
 use std::collections::BTreeMap;
 use std::io::Write;
 
 /// Track order under a process: threads, then NVTX ranges, GPUs, counters.
 pub const NVTX_ORDER: i32 = 1_000;
 
-/// Something on a CPU track.
-type Item<'t> = Clipped<What<'t>>;
-
-#[derive(Clone, Copy)]
-enum What<'t> {
-    Api(&'t ApiCall),
-    Range(&'t NvtxEvent),
-    Mark(&'t NvtxEvent),
-}
-
 /// The thread tracks of a process.
-pub fn threads<'t, W: Write>(
-    w: &mut Writer<'_, '_, 't, W>,
-    part: &Part,
-    pid: i32,
-) -> anyhow::Result<()> {
-    let activity = w.scope.activity;
-    let timeline = activity.timeline;
-    let window = part.window;
-    let mut by_thread: BTreeMap<(u32, ThreadId), Vec<Item<'t>>> = BTreeMap::new();
-    let mut add = |thread: ThreadId, span: (i64, i64), what: What<'t>| {
-        if let Some((start, end)) = clip(span, window) {
-            let tid = timeline.thread(thread).tid;
-            by_thread
-                .entry((tid, thread))
-                .or_default()
-                .push(Item { start, end, what });
-        }
-    };
-    for a in activity.api_calls(part.process) {
-        add(a.thread, (a.start.0, a.end.0), What::Api(a));
-    }
-    for e in activity.nvtx(part.process) {
-        match e.kind {
-            NvtxKind::PushPop => {
-                let end = e.end.map_or(window.1, |t| t.0);
-                add(e.thread, (e.start.0, end), What::Range(e));
-            }
-            NvtxKind::Mark => add(e.thread, (e.start.0, e.start.0), What::Mark(e)),
-            NvtxKind::StartEnd | NvtxKind::Metadata => {}
-        }
-    }
-    for (order, ((tid, thread), mut items)) in by_thread.into_iter().enumerate() {
-        sort_nested(&mut items);
+pub fn threads<W: Write>(w: &mut Writer<W>, part: &Part, pid: i32) -> anyhow::Result<()> {
+    let timeline = w.scope.activity.timeline;
+    let by_thread = thread_events(w.scope.activity, part, false);
+    for (order, ((tid, thread), items)) in by_thread.into_iter().enumerate() {
         let name = match timeline.text(timeline.thread(thread).name) {
             "" => format!("thread [{tid}]"),
             name => format!("{name} [{tid}]"),
@@ -65,13 +27,8 @@ pub fn threads<'t, W: Write>(
         let mut lanes = Lanes::new(true);
         let first = w.sequence(uuid);
         lanes.add(first);
-        emit(
-            w,
-            &mut lanes,
-            &items,
-            part,
-            (uuid, &format!("{name} · overlapping")),
-        )?;
+        let overlapping = format!("{name} · overlapping");
+        emit(w, &mut lanes, &items, part, (uuid, &overlapping))?;
     }
     Ok(())
 }
@@ -84,17 +41,17 @@ pub fn nvtx_ranges<W: Write>(
 ) -> anyhow::Result<()> {
     let timeline = w.scope.activity.timeline;
     let window = part.window;
-    let mut by_domain: BTreeMap<StringId, Vec<Item>> = BTreeMap::new();
+    let mut by_domain: BTreeMap<StringId, Vec<Clipped<CpuEvent>>> = BTreeMap::new();
     for e in w.scope.activity.nvtx(part.process) {
         if e.kind != NvtxKind::StartEnd {
             continue;
         }
         let end = e.end.map_or(window.1, |t| t.0);
         if let Some((start, end)) = clip((e.start.0, end), window) {
-            by_domain.entry(e.domain).or_default().push(Item {
+            by_domain.entry(e.domain).or_default().push(Clipped {
                 start,
                 end,
-                what: What::Range(e),
+                what: CpuEvent::StartEnd(e),
             });
         }
     }
@@ -117,7 +74,7 @@ pub fn nvtx_ranges<W: Write>(
 fn emit<W: Write>(
     w: &mut Writer<W>,
     lanes: &mut Lanes,
-    items: &[Item],
+    items: &[Clipped<CpuEvent>],
     part: &Part,
     (parent, lane_name): (u64, &String),
 ) -> anyhow::Result<()> {
@@ -125,9 +82,9 @@ fn emit<W: Write>(
     let process = part.process;
     for item in items {
         let (start, end) = (w.scope.rebase(item.start), w.scope.rebase(item.end));
-        w.counts.nvtx += u64::from(!matches!(item.what, What::Api(_)));
+        w.counts.nvtx += u64::from(!matches!(item.what, CpuEvent::Api(_)));
         let (event, flow) = match item.what {
-            What::Mark(e) => {
+            CpuEvent::Mark(e) => {
                 lanes.first(&mut w.out, start)?;
                 let name = (Name::Text(e.text), Category::Nvtx);
                 let args = domain_arg(e);
@@ -136,13 +93,13 @@ fn emit<W: Write>(
                     .instant(&mut w.out, start, name, args.as_slice(), texts)?;
                 continue;
             }
-            What::Api(a) => {
+            CpuEvent::Api(a) => {
                 w.counts.api += 1;
                 let flow = w.flows.api_flow(process, a.correlation);
                 let args = vec![(Arg::Correlation, Value::Uint(a.correlation.into()))];
                 ((Name::Text(a.name), Category::CudaApi, args), flow)
             }
-            What::Range(e) => {
+            CpuEvent::Range(e) | CpuEvent::StartEnd(e) => {
                 let args = domain_arg(e).into_iter().collect();
                 ((Name::Text(e.text), Category::Nvtx, args), None)
             }

@@ -3,15 +3,14 @@
 //! analysis.
 
 use super::Writer;
-use super::lanes::{Clipped, Lanes, sort_nested};
+use super::lanes::Lanes;
 use super::sequence::{Arg, Category, Name, Value};
-use crate::analysis::IntervalSet;
-use crate::analysis::overlap::BARRIER;
+use crate::classify::Role;
 use crate::classify::streams::clip;
-use crate::classify::{Role, rules::is_nccl};
+use crate::export::counters::Counters;
+use crate::export::items::{Clipped, GpuOp, copy_names, stream_ops};
 use crate::export::{Part, Scope};
-use crate::model::{Kernel, Memcpy, Memset, ProcessId, StreamId};
-use std::collections::BTreeMap;
+use crate::model::ProcessId;
 use std::io::Write;
 
 /// Track order under a process: GPU groups after threads and NVTX, counters last.
@@ -86,57 +85,12 @@ fn flow_id(process: ProcessId, correlation: u32) -> u64 {
     ((process.index() as u64 + 1) << 32) | u64::from(correlation)
 }
 
-/// A GPU operation.
-type Op<'t> = Clipped<OpKind<'t>>;
-
-#[derive(Clone, Copy)]
-enum OpKind<'t> {
-    Kernel(&'t Kernel),
-    Memcpy(&'t Memcpy),
-    Memset(&'t Memset),
-}
-
-impl OpKind<'_> {
-    fn correlation(&self) -> u32 {
-        match self {
-            OpKind::Kernel(k) => k.correlation,
-            OpKind::Memcpy(m) => m.correlation,
-            OpKind::Memset(m) => m.correlation,
-        }
-    }
-}
-
 /// The stream tracks of a process, grouped by device.
-pub fn streams<'t, W: Write>(
-    w: &mut Writer<'_, '_, 't, W>,
-    part: &Part,
-    process_uuid: u64,
-) -> anyhow::Result<()> {
-    let activity = w.scope.activity;
-    let timeline = activity.timeline;
-    let mut by_stream: BTreeMap<(u32, u32, StreamId), Vec<Op<'t>>> = BTreeMap::new();
-    let mut add = |stream: StreamId, span: (i64, i64), what: OpKind<'t>| {
-        if let Some((start, end)) = clip(span, part.window) {
-            let s = timeline.stream(stream);
-            let key = (timeline.gpu(s.gpu).device, s.stream, stream);
-            by_stream
-                .entry(key)
-                .or_default()
-                .push(Op { start, end, what });
-        }
-    };
-    for k in activity.kernels(part.process) {
-        add(k.stream, (k.start.0, k.end.0), OpKind::Kernel(k));
-    }
-    for m in activity.memcpys(part.process) {
-        add(m.stream, (m.start.0, m.end.0), OpKind::Memcpy(m));
-    }
-    for m in activity.memsets(part.process) {
-        add(m.stream, (m.start.0, m.end.0), OpKind::Memset(m));
-    }
+pub fn streams<W: Write>(w: &mut Writer<W>, part: &Part, process_uuid: u64) -> anyhow::Result<()> {
+    let timeline = w.scope.activity.timeline;
+    let by_stream = stream_ops(w.scope.activity, part);
     let mut group: Option<(u32, u64)> = None;
-    for (order, ((device, stream_id, stream), mut ops)) in by_stream.into_iter().enumerate() {
-        sort_nested(&mut ops);
+    for (order, ((device, stream_id, stream), ops)) in by_stream.into_iter().enumerate() {
         let group_uuid = match group {
             Some((d, uuid)) if d == device => uuid,
             _ => {
@@ -166,7 +120,7 @@ fn stream_track<W: Write>(
     part: &Part,
     (parent, name, order): (u64, String, i32),
     role: Role,
-    ops: &[Op],
+    ops: &[Clipped<GpuOp>],
 ) -> anyhow::Result<()> {
     let texts = w.texts();
     let mut lanes = Lanes::new(false);
@@ -183,7 +137,7 @@ fn stream_track<W: Write>(
         let correlation = (Arg::Correlation, Value::Uint(op.what.correlation().into()));
         let seq = lanes.sequence(lane);
         match op.what {
-            OpKind::Kernel(k) => {
+            GpuOp::Kernel(k) => {
                 let args = [
                     (Arg::Demangled, Value::Text(k.name)),
                     (Arg::Grid, Value::Dims(k.grid)),
@@ -200,7 +154,7 @@ fn stream_track<W: Write>(
                 seq.begin(&mut w.out, start, name, &args, flow, texts)?;
                 w.counts.kernels += 1;
             }
-            OpKind::Memcpy(m) => {
+            GpuOp::Memcpy(m) => {
                 let (name, kind) = copy_names(m.copy_kind);
                 let args = [
                     (Arg::Bytes, Value::Uint(m.bytes)),
@@ -217,7 +171,7 @@ fn stream_track<W: Write>(
                 )?;
                 w.counts.memcpy += 1;
             }
-            OpKind::Memset(m) => {
+            GpuOp::Memset(m) => {
                 let args = [(Arg::Bytes, Value::Uint(m.bytes)), correlation];
                 let name = (Name::Fixed("[CUDA memset]"), Category::Memset);
                 seq.begin(&mut w.out, start, name, &args, flow, texts)?;
@@ -231,66 +185,16 @@ fn stream_track<W: Write>(
     Ok(())
 }
 
-/// nsys's name of a copy and its direction, from `ENUM_CUDA_MEMCPY_OPER`.
-fn copy_names(kind: u8) -> (&'static str, &'static str) {
-    match kind {
-        1 => ("[CUDA memcpy Host-to-Device]", "Host-to-Device"),
-        2 => ("[CUDA memcpy Device-to-Host]", "Device-to-Host"),
-        3 => ("[CUDA memcpy Host-to-Array]", "Host-to-Array"),
-        4 => ("[CUDA memcpy Array-to-Host]", "Array-to-Host"),
-        8 => ("[CUDA memcpy Device-to-Device]", "Device-to-Device"),
-        10 => ("[CUDA memcpy Peer-to-Peer]", "Peer-to-Peer"),
-        11 => ("[CUDA memcpy Host-to-Host]", "Host-to-Host"),
-        _ => ("[CUDA memcpy]", "other"),
-    }
-}
-
-/// The counters of a process: compute kernels in flight, communication in flight per role, and
-/// exposed communication (1 while non-barrier communication runs with no compute): the same
-/// sets the `overlap` analysis measures.
+/// The counter tracks of a process, from [`Counters`].
 pub fn counters<W: Write>(w: &mut Writer<W>, part: &Part, process_uuid: u64) -> anyhow::Result<()> {
-    let activity = w.scope.activity;
-    let timeline = activity.timeline;
-    let compute: Vec<(i64, i64)> = activity
-        .kernels(part.process)
-        .filter(|k| !is_nccl(timeline.text(k.short_name)))
-        .filter_map(|k| clip((k.start.0, k.end.0), part.window))
-        .collect();
-    if compute.is_empty() && part.streams.nccl.is_empty() {
+    let Some(c) = Counters::new(w.scope, part) else {
         return Ok(());
+    };
+    let mut series = vec![("compute kernels in flight".to_string(), c.compute)];
+    for (role, steps) in c.by_role {
+        series.push((format!("communication in flight · {role}"), steps));
     }
-    let mut series: Vec<(String, Vec<(i64, i64)>)> =
-        vec![("compute kernels in flight".to_string(), in_flight(&compute))];
-    let mut by_role: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
-    for k in &part.streams.nccl {
-        let role = if k.barrier {
-            BARRIER.to_string()
-        } else {
-            let role = part.streams.role(k.stream).unwrap_or(Role::Mixed);
-            role.name(w.scope.rules).to_string()
-        };
-        by_role.entry(role).or_default().push((k.start, k.end));
-    }
-    for (role, spans) in &by_role {
-        series.push((
-            format!("communication in flight · {role}"),
-            in_flight(spans),
-        ));
-    }
-    let comm = IntervalSet::from_intervals(
-        part.streams
-            .nccl
-            .iter()
-            .filter(|k| !k.barrier)
-            .map(|k| (k.start, k.end)),
-    );
-    let exposed = comm.difference(&part.streams.compute);
-    let steps = exposed
-        .spans()
-        .iter()
-        .flat_map(|&(s, e)| [(s, 1), (e, 0)])
-        .collect();
-    series.push(("exposed communication".to_string(), steps));
+    series.push(("exposed communication".to_string(), c.exposed));
     for (order, (name, steps)) in series.into_iter().enumerate() {
         let mut seq = w.counter_track(process_uuid, name, COUNTER_ORDER + order as i32)?;
         for (t, value) in steps {
@@ -298,33 +202,4 @@ pub fn counters<W: Write>(w: &mut Writer<W>, part: &Part, process_uuid: u64) -> 
         }
     }
     Ok(())
-}
-
-/// How many intervals are open over time: `(time, value)` at each change.
-fn in_flight(spans: &[(i64, i64)]) -> Vec<(i64, i64)> {
-    let mut edges: Vec<(i64, i64)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
-    edges.sort_unstable();
-    let mut steps: Vec<(i64, i64)> = Vec::new();
-    let mut value = 0;
-    for (t, delta) in edges {
-        value += delta;
-        match steps.last_mut() {
-            Some(last) if last.0 == t => last.1 = value,
-            _ => steps.push((t, value)),
-        }
-    }
-    steps.dedup_by(|b, a| a.1 == b.1);
-    steps
-}
-
-#[cfg(test)]
-mod tests {
-    use super::in_flight;
-
-    #[test]
-    fn in_flight_counts_overlaps_and_merges_equal_times() {
-        // [0,10) and [5,15) overlap; [15,20) starts as the second ends; [20,20) is empty.
-        let steps = in_flight(&[(0, 10), (5, 15), (15, 20), (20, 20)]);
-        assert_eq!(steps, [(0, 1), (5, 2), (10, 1), (20, 0)]);
-    }
 }

@@ -6,22 +6,6 @@
 use super::sequence::{PacketStream, Sequence};
 use std::io::{self, Write};
 
-/// Something to draw, clipped to the exported window (merged-clock ns).
-#[derive(Clone, Copy)]
-pub struct Clipped<T> {
-    /// Start.
-    pub start: i64,
-    /// End.
-    pub end: i64,
-    /// What it is.
-    pub what: T,
-}
-
-/// Sorts items so that enclosing ones come first: by start, then longest first.
-pub fn sort_nested<T>(items: &mut [Clipped<T>]) {
-    items.sort_by_key(|i| (i.start, std::cmp::Reverse(i.end)));
-}
-
 /// One lane: its sequence and the ends of its open slices, innermost last.
 struct Lane {
     sequence: Sequence,
