@@ -3,7 +3,9 @@
 //! checks trace_processor's invariants; slice counts must equal the input's row counts, and the
 //! exposed-communication counter must agree with `overlap`.
 
-use crate::util::{count, fixture, nsys_lens, real, root, sqlite_files, texts};
+use crate::util::{
+    convert_to, count, fixture, nsys_lens, pithtrain_nodes, real, root, sqlite_files,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,22 +47,14 @@ fn check(trace: &Path) -> Option<Value> {
 
 /// Converts `reports` into a fresh directory; returns it and the trace path.
 fn convert(reports: &[PathBuf], extra: &[&str]) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("out");
-    let mut args: Vec<String> = vec!["convert".into(), "-o".into(), base.display().to_string()];
-    args.extend(reports.iter().map(|r| r.display().to_string()));
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = nsys_lens(&args);
-    let (_, err) = texts(&output);
-    assert!(output.status.success(), "{args:?}: {err}");
+    let (dir, base) = convert_to("perfetto", reports, extra);
     let ext = if extra.contains(&"--gzip") {
         "perfetto-trace.gz"
     } else {
         "perfetto-trace"
     };
-    let trace = dir.path().join(format!("out.{ext}"));
-    assert!(trace.exists(), "{err}");
+    let trace = base.with_extension(ext);
+    assert!(trace.exists());
     (dir, trace)
 }
 
@@ -111,10 +105,7 @@ fn converts_completely(reports: &[PathBuf]) -> Option<Value> {
 
 #[test]
 fn two_nodes_with_the_same_pids_give_four_rank_tracks_in_rank_order() {
-    let reports = [
-        fixture("pithtrain_pp2_ep2/node0.sqlite"),
-        fixture("pithtrain_pp2_ep2/node1.sqlite"),
-    ];
+    let reports = pithtrain_nodes();
     let Some(summary) = converts_completely(&reports) else {
         return;
     };
@@ -149,10 +140,7 @@ fn two_nodes_with_the_same_pids_give_four_rank_tracks_in_rank_order() {
 
 #[test]
 fn exposed_counter_integrates_to_the_overlap_tables_wall_clock_exposure() {
-    let reports = [
-        fixture("pithtrain_pp2_ep2/node0.sqlite"),
-        fixture("pithtrain_pp2_ep2/node1.sqlite"),
-    ];
+    let reports = pithtrain_nodes();
     let (_dir, trace) = convert(&reports, &[]);
     let Some(summary) = check(&trace) else {
         return;
@@ -253,10 +241,7 @@ fn overlapping_kernels_on_one_stream_go_on_lanes() {
 
 #[test]
 fn gzip_ranks_and_windows_export_part_of_a_run() {
-    let reports = [
-        fixture("pithtrain_pp2_ep2/node0.sqlite"),
-        fixture("pithtrain_pp2_ep2/node1.sqlite"),
-    ];
+    let reports = pithtrain_nodes();
     let (_dir, trace) = convert(&reports, &["--gzip", "--ranks", "1-2", "--steady"]);
     let bytes = std::fs::read(&trace).unwrap();
     assert_eq!(&bytes[..2], &[0x1f, 0x8b]);

@@ -4,6 +4,7 @@
 mod analyses;
 mod bad_input;
 mod nsys_rep;
+mod paraver;
 mod perfetto;
 mod real_data;
 mod scenario;

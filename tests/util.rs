@@ -78,3 +78,36 @@ pub fn sqlite_files(dir: &Path) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// The two nodes of the committed PithTrain fixture (same pids on both).
+pub fn pithtrain_nodes() -> [PathBuf; 2] {
+    [
+        fixture("pithtrain_pp2_ep2/node0.sqlite"),
+        fixture("pithtrain_pp2_ep2/node1.sqlite"),
+    ]
+}
+
+/// Runs `convert --to <target> -o <dir>/out REPORTS EXTRA` in a fresh directory; returns the
+/// directory and the output base path (`<dir>/out`).
+pub fn convert_to(
+    target: &str,
+    reports: &[PathBuf],
+    extra: &[&str],
+) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = dir.path().join("out");
+    let mut args: Vec<String> = vec![
+        "convert".into(),
+        "--to".into(),
+        target.into(),
+        "-o".into(),
+        base.display().to_string(),
+    ];
+    args.extend(reports.iter().map(|r| r.display().to_string()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = nsys_lens(&args);
+    let (_, err) = texts(&output);
+    assert!(output.status.success(), "{args:?}: {err}");
+    (dir, base)
+}

@@ -4,7 +4,7 @@ use super::Outcome;
 use super::inputs::Inputs;
 use anyhow::Context as _;
 use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
-use nsys_lens::export::{Scope, perfetto};
+use nsys_lens::export::{Scope, paraver, perfetto};
 use nsys_lens::model::Ns;
 use regex::Regex;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 /// Options of `convert`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
-  nsys-lens convert node0.sqlite node1.sqlite -o run     writes run.perfetto-trace (open in ui.perfetto.dev)
+  nsys-lens convert node0.sqlite node1.sqlite -o run     run.perfetto-trace (ui.perfetto.dev) and run.prv/.pcf/.row (Paraver)
+  nsys-lens convert node*.sqlite --to paraver -o run     only the Paraver files
   nsys-lens convert node*.sqlite --gzip                  writes node0.perfetto-trace.gz
   nsys-lens convert node*.sqlite --ranks 0,4-7 --steady  four ranks, each over its steady-state window")]
 pub struct Args {
@@ -24,10 +25,15 @@ pub struct Args {
     output: Option<PathBuf>,
 
     /// Output formats.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "perfetto")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "perfetto,paraver"
+    )]
     to: Vec<Target>,
 
-    /// Gzip the Perfetto trace (ui.perfetto.dev opens it directly).
+    /// Gzip the Perfetto trace and the Paraver .prv (both viewers read them directly).
     #[arg(long)]
     gzip: bool,
 
@@ -74,6 +80,8 @@ pub struct Args {
 enum Target {
     /// Perfetto protobuf trace (`.perfetto-trace`).
     Perfetto,
+    /// Paraver trace (`.prv`, `.pcf`, `.row`).
+    Paraver,
 }
 
 /// Writes the requested exports.
@@ -106,6 +114,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 let summary = perfetto::write(&scope, &path, options)?;
                 if !args.inputs.quiet {
                     report(&summary);
+                }
+            }
+            Target::Paraver => {
+                let options = paraver::Options { gzip: args.gzip };
+                let summary = paraver::write(&scope, &base, options)?;
+                if !args.inputs.quiet {
+                    report_paraver(&summary);
                 }
             }
         }
@@ -194,6 +209,31 @@ fn report(summary: &perfetto::Summary) {
              `trace_processor server http {}`",
             c.slices(),
             summary.path.display()
+        );
+    }
+}
+
+/// One line on stderr for the Paraver files.
+fn report_paraver(summary: &paraver::Summary) {
+    let c = summary.counts;
+    eprintln!(
+        "wrote {} ({} bytes; .pcf and .row beside it): {} tasks, {} threads, {} kernels, {} \
+         memcpy/memset, {} CUDA API calls, {} NVTX events, {} communications",
+        summary.prv.display(),
+        summary.bytes,
+        summary.tasks,
+        summary.threads,
+        c.kernels,
+        c.memops,
+        c.api,
+        c.nvtx,
+        c.comms
+    );
+    if c.comms_skipped > 0 {
+        eprintln!(
+            "nsys-lens: warning: {} launch(es) not drawn as communication: their GPU operation \
+             starts before the API call (clock skew)",
+            c.comms_skipped
         );
     }
 }

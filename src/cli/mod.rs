@@ -42,7 +42,7 @@ enum Command {
     Streams(streams::Args),
     /// Hidden and exposed communication per rank, stage and role.
     Overlap(overlap::Args),
-    /// Write the merged timeline as a Perfetto trace (ui.perfetto.dev).
+    /// Write the merged timeline as a Perfetto trace (ui.perfetto.dev) and a Paraver trace.
     Convert(convert::Args),
     /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
     Synth(synth::Args),

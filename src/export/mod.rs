@@ -8,6 +8,7 @@
 
 pub mod counters;
 pub mod items;
+pub mod paraver;
 pub mod perfetto;
 
 use crate::classify::streams::clip;

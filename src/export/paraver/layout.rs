@@ -1,0 +1,394 @@
+//! The Paraver object model of an export and its value tables: one node per host, one task per
+//! exported process (ranks in rank order), and per task its CPU threads, one thread per stream
+//! lane, and an analysis thread for the counters. Value ids follow one documented rule: API
+//! names first, then kernel and memory-operation names, each sorted; NVTX names, roles and
+//! stages in their own sorted tables.
+
+use super::types;
+use crate::classify::{Role, Stage};
+use crate::export::counters::Counters;
+use crate::export::items::{Clipped, CpuEvent, GpuOp, copy_names, stream_ops, thread_events};
+use crate::export::{Part, Scope};
+use crate::hash::FxHashMap;
+use crate::model::{HostId, ProcessId, StreamId, StringId, Timeline};
+use std::collections::BTreeMap;
+
+/// Paraver's default builds index objects with 16 bits.
+pub const MAX_THREADS: usize = 65_535;
+
+/// A GPU operation's name: a kernel's short name or a fixed memory-operation label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuName {
+    /// Kernel short name.
+    Kernel(StringId),
+    /// `CUDA memcpy Host-to-Device`, `CUDA memset`...
+    Fixed(&'static str),
+}
+
+/// One stream's lane threads.
+pub struct StreamThreads<'t> {
+    /// The stream.
+    pub stream: StreamId,
+    /// Thread number (1-based in the task) of its first lane.
+    pub first_thread: u32,
+    /// Its role.
+    pub role: Role,
+    /// Its operations, sorted.
+    pub ops: Vec<Clipped<GpuOp<'t>>>,
+}
+
+/// One task (process).
+pub struct Task<'t> {
+    /// The part it exports.
+    pub part: usize,
+    /// `rank N` or `node h pid p`.
+    pub name: String,
+    /// Node number (1-based).
+    pub node: u32,
+    /// Thread names, in thread order.
+    pub threads: Vec<String>,
+    /// CPU threads: their number and events.
+    pub cpu: Vec<(u32, Vec<Clipped<CpuEvent<'t>>>)>,
+    /// Stream threads.
+    pub streams: Vec<StreamThreads<'t>>,
+    /// The analysis thread's number and its counters.
+    pub counters: Option<(u32, Counters)>,
+}
+
+/// Where a launch's GPU operation was drawn: the receiving end of a communication record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Receiver {
+    /// The process and correlation id (the key).
+    pub key: (ProcessId, u32),
+    /// Task number.
+    pub task: u32,
+    /// Thread number.
+    pub thread: u32,
+    /// Operation start, merged clock.
+    pub start: i64,
+    /// 55001 (kernel) or 55002 (copy or set).
+    pub tag: u32,
+    /// Bytes for copies and sets, else 0.
+    pub size: u64,
+}
+
+/// Value ids of every name used.
+#[derive(Default)]
+pub struct Values {
+    /// API name -> id, and labels by id.
+    pub api: FxHashMap<StringId, u32>,
+    /// GPU operation name -> id (after the API ids).
+    pub gpu: FxHashMap<GpuName, u32>,
+    /// Labels of API and GPU names by id (index = id - 1).
+    pub names: Vec<String>,
+    /// Number of API names (ids 1..=api_count).
+    pub api_count: u32,
+    /// NVTX (domain, text) -> id.
+    pub nvtx: FxHashMap<(StringId, StringId), u32>,
+    /// NVTX labels by id.
+    pub nvtx_labels: Vec<String>,
+    /// NVTX domain -> event type.
+    pub domains: BTreeMap<String, u32>,
+    /// Role names by id.
+    pub roles: Vec<String>,
+    /// Stages by id.
+    pub stages: Vec<Stage>,
+}
+
+/// The whole model.
+pub struct Layout<'t> {
+    /// Node names (hostnames), by node number - 1.
+    pub nodes: Vec<String>,
+    /// Tasks, by task number - 1.
+    pub tasks: Vec<Task<'t>>,
+    /// Value tables.
+    pub values: Values,
+    /// Communication receivers, sorted by key.
+    pub receivers: Vec<Receiver>,
+    /// The latest record time (rebased): the header's end time.
+    pub end: u64,
+}
+
+impl<'t> Layout<'t> {
+    /// Builds the model of a scope.
+    pub fn new(scope: &Scope<'_, 't>) -> anyhow::Result<Layout<'t>> {
+        let timeline = scope.activity.timeline;
+        let mut hosts: Vec<HostId> = Vec::new();
+        let mut tasks = Vec::new();
+        for (index, part) in scope.parts.iter().enumerate() {
+            let host = timeline.process(part.process).host;
+            if !hosts.contains(&host) {
+                hosts.push(host);
+            }
+            let node = hosts.iter().position(|&h| h == host).unwrap_or(0) as u32 + 1;
+            tasks.push(task(scope, index, part, node));
+        }
+        let threads: usize = tasks.iter().map(|t| t.threads.len()).sum();
+        anyhow::ensure!(
+            threads <= MAX_THREADS,
+            "{threads} Paraver threads exceed the {MAX_THREADS} a default Paraver build can \
+             index: export fewer ranks (--ranks) or a window"
+        );
+        let values = values(scope, &tasks);
+        let receivers = receivers(scope, &tasks);
+        let end = end_time(scope, &tasks);
+        Ok(Layout {
+            nodes: hosts
+                .iter()
+                .map(|&h| timeline.host(h).name.clone())
+                .collect(),
+            tasks,
+            values,
+            receivers,
+            end,
+        })
+    }
+}
+
+/// One task: its threads in order (CPU, stream lanes, analysis) and their names.
+fn task<'t>(scope: &Scope<'_, 't>, index: usize, part: &Part, node: u32) -> Task<'t> {
+    let activity = scope.activity;
+    let timeline = activity.timeline;
+    let task_no = index + 1;
+    let mut names = Vec::new();
+    let mut cpu = Vec::new();
+    for ((tid, thread), events) in thread_events(activity, part, true) {
+        let number = names.len() as u32 + 1;
+        let name = timeline.text(timeline.thread(thread).name);
+        names.push(
+            format!("THREAD 1.{task_no}.{number} {name} [{tid}]")
+                .trim_end()
+                .to_string(),
+        );
+        cpu.push((number, events));
+    }
+    let mut streams = Vec::new();
+    for ((device, stream_id, stream), ops) in stream_ops(activity, part) {
+        let role = part.streams.role(stream).unwrap_or(Role::Copy);
+        let role_name = role.name(scope.rules);
+        let first_thread = names.len() as u32 + 1;
+        for lane in 0..lane_count(&ops) {
+            names.push(match lane {
+                0 => format!("CUDA-D{device}.S{stream_id} {role_name}"),
+                n => format!("CUDA-D{device}.S{stream_id} {role_name} (lane {})", n + 1),
+            });
+        }
+        streams.push(StreamThreads {
+            stream,
+            first_thread,
+            role,
+            ops,
+        });
+    }
+    let counters = Counters::new(scope, part).map(|c| {
+        names.push(format!("ANALYSIS {}", task_name(timeline, part)));
+        (names.len() as u32, c)
+    });
+    Task {
+        part: index,
+        name: task_name(timeline, part),
+        node,
+        threads: names,
+        cpu,
+        streams,
+        counters,
+    }
+}
+
+/// `rank N`, or `node h pid p` for a process that is not a rank.
+fn task_name(timeline: &Timeline, part: &Part) -> String {
+    match part.rank {
+        Some(rank) => format!("rank {}", rank.rank),
+        None => {
+            let p = timeline.process(part.process);
+            format!("node {} pid {}", timeline.host(p.host).name, p.pid)
+        }
+    }
+}
+
+/// The lane of each operation, first fit: the first lane idle at its start.
+pub fn assign_lanes<T>(ops: &[Clipped<T>]) -> Vec<u32> {
+    let mut lane_ends: Vec<i64> = Vec::new();
+    ops.iter()
+        .map(|op| {
+            let lane = match lane_ends.iter().position(|&end| end <= op.start) {
+                Some(lane) => lane,
+                None => {
+                    lane_ends.push(i64::MIN);
+                    lane_ends.len() - 1
+                }
+            };
+            lane_ends[lane] = op.end;
+            lane as u32
+        })
+        .collect()
+}
+
+fn lane_count<T>(ops: &[Clipped<T>]) -> u32 {
+    assign_lanes(ops).into_iter().max().map_or(1, |m| m + 1)
+}
+
+/// The value tables of everything the tasks draw.
+fn values(scope: &Scope, tasks: &[Task]) -> Values {
+    let timeline = scope.activity.timeline;
+    let mut api: BTreeMap<String, Vec<StringId>> = BTreeMap::new();
+    let mut gpu: BTreeMap<String, Vec<GpuName>> = BTreeMap::new();
+    let mut nvtx: BTreeMap<String, Vec<(StringId, StringId)>> = BTreeMap::new();
+    let mut domains: BTreeMap<String, ()> = BTreeMap::new();
+    let mut roles: BTreeMap<String, ()> = BTreeMap::new();
+    let mut stages: BTreeMap<Stage, ()> = BTreeMap::new();
+    for task in tasks {
+        for (_, events) in &task.cpu {
+            for e in events {
+                match e.what {
+                    CpuEvent::Api(a) => {
+                        let name = strip_version(timeline.text(a.name)).to_string();
+                        api.entry(name).or_default().push(a.name);
+                    }
+                    CpuEvent::Range(n) | CpuEvent::StartEnd(n) | CpuEvent::Mark(n) => {
+                        let domain = timeline.text(n.domain);
+                        domains.insert(domain.to_string(), ());
+                        let label = nvtx_label(domain, timeline.text(n.text));
+                        nvtx.entry(label).or_default().push((n.domain, n.text));
+                    }
+                }
+            }
+        }
+        for s in &task.streams {
+            roles.insert(s.role.name(scope.rules).to_string(), ());
+            for op in &s.ops {
+                let (label, key) = gpu_name(timeline, op.what);
+                gpu.entry(label).or_default().push(key);
+            }
+        }
+        let part = &scope.parts[task.part];
+        for k in &part.streams.nccl {
+            if let Some(stage) = k.stage {
+                stages.insert(stage, ());
+            }
+        }
+    }
+    let mut values = Values::default();
+    for (label, keys) in api {
+        values.names.push(label);
+        let id = values.names.len() as u32;
+        values.api.extend(keys.into_iter().map(|k| (k, id)));
+    }
+    values.api_count = values.names.len() as u32;
+    for (label, keys) in gpu {
+        values.names.push(label);
+        let id = values.names.len() as u32;
+        values.gpu.extend(keys.into_iter().map(|k| (k, id)));
+    }
+    for (label, keys) in nvtx {
+        values.nvtx_labels.push(label);
+        let id = values.nvtx_labels.len() as u32;
+        values.nvtx.extend(keys.into_iter().map(|k| (k, id)));
+    }
+    let mut k = 0;
+    for domain in domains.into_keys() {
+        let ty = if domain == "NCCL" {
+            types::NCCL_REGIONS
+        } else {
+            k += 1;
+            types::NVTX_PUSHPOP_BASE + 100 * (k - 1)
+        };
+        values.domains.insert(domain, ty);
+    }
+    values.roles = roles.into_keys().collect();
+    values.stages = stages.into_keys().collect();
+    values
+}
+
+/// `cudaLaunchKernel_v7000` -> `cudaLaunchKernel` (nsys2prv 0.5.8 shows names without the suffix).
+pub fn strip_version(name: &str) -> &str {
+    match name.rsplit_once("_v") {
+        Some((base, digits))
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => name,
+    }
+}
+
+/// nsys2prv's NVTX value label: `domain:text`, without the prefix in the NCCL domain.
+fn nvtx_label(domain: &str, text: &str) -> String {
+    if domain == "NCCL" {
+        text.to_string()
+    } else {
+        format!("{domain}:{text}")
+    }
+}
+
+/// The label and key of a GPU operation's name.
+pub fn gpu_name(timeline: &Timeline, op: GpuOp) -> (String, GpuName) {
+    match op {
+        GpuOp::Kernel(k) => (
+            timeline.text(k.short_name).to_string(),
+            GpuName::Kernel(k.short_name),
+        ),
+        GpuOp::Memcpy(m) => {
+            let name = copy_names(m.copy_kind).0;
+            let label = name.trim_matches(['[', ']']);
+            (label.to_string(), GpuName::Fixed(name))
+        }
+        GpuOp::Memset(_) => ("CUDA memset".to_string(), GpuName::Fixed("[CUDA memset]")),
+    }
+}
+
+/// Every GPU operation that can receive a communication record, keyed by (process, correlation).
+fn receivers(scope: &Scope, tasks: &[Task]) -> Vec<Receiver> {
+    let mut receivers = Vec::new();
+    for (index, task) in tasks.iter().enumerate() {
+        let process = scope.parts[task.part].process;
+        for s in &task.streams {
+            for (op, lane) in s.ops.iter().zip(assign_lanes(&s.ops)) {
+                let correlation = op.what.correlation();
+                if correlation == 0 {
+                    continue;
+                }
+                let (tag, size) = match op.what {
+                    GpuOp::Kernel(_) => (types::TAG_KERNEL, 0),
+                    GpuOp::Memcpy(m) => (types::TAG_MEMOP, m.bytes),
+                    GpuOp::Memset(m) => (types::TAG_MEMOP, m.bytes),
+                };
+                receivers.push(Receiver {
+                    key: (process, correlation),
+                    task: index as u32 + 1,
+                    thread: s.first_thread + lane,
+                    start: op.start,
+                    tag,
+                    size,
+                });
+            }
+        }
+    }
+    receivers.sort_unstable();
+    receivers
+}
+
+/// The latest time of any record (rebased).
+fn end_time(scope: &Scope, tasks: &[Task]) -> u64 {
+    let mut end = i64::MIN;
+    for task in tasks {
+        for (_, events) in &task.cpu {
+            end = events.iter().map(|e| e.end).fold(end, i64::max);
+        }
+        for s in &task.streams {
+            end = s.ops.iter().map(|o| o.end).fold(end, i64::max);
+        }
+        if let Some((_, c)) = &task.counters {
+            let last = |steps: &Vec<(i64, i64)>| steps.last().map_or(i64::MIN, |s| s.0);
+            end = end
+                .max(last(&c.compute))
+                .max(last(&c.comm))
+                .max(last(&c.exposed));
+        }
+    }
+    if end == i64::MIN {
+        0
+    } else {
+        scope.rebase(end)
+    }
+}

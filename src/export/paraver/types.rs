@@ -1,0 +1,74 @@
+//! Event types and their `.pcf` labels. The types nsys2prv defines keep its ids and its exact
+//! labels (paraver.md §3.4), so its `.cfg` presets, which resolve filters by label first, work
+//! on these traces unchanged; the types nsys-lens adds live in the 63100000 range, unused by
+//! nsys2prv and Extrae.
+
+/// `CUDA library call`: the API call's name id on its CPU thread.
+pub const CUDA_API: u32 = 63_000_000;
+/// `CUDA memcpy kernel`: memory copies and sets on their stream thread.
+pub const MEMOP: u32 = 63_000_001;
+/// `Memcopy size`: bytes of a copy or set.
+pub const MEMOP_BYTES: u32 = 63_000_002;
+/// `CUDA kernel`: non-NCCL kernels.
+pub const KERNEL: u32 = 63_000_006;
+/// `NCCL kernel`: NCCL kernels.
+pub const NCCL_KERNEL: u32 = 63_000_007;
+/// Launch geometry and resources: grid x, y, z, block x, y, z, static and dynamic shared memory.
+pub const GEOMETRY: [u32; 8] = [9101, 9102, 9103, 9104, 9105, 9106, 9107, 9108];
+/// `Kernel Registers/Thread`.
+pub const REGISTERS: u32 = 9110;
+/// `Correlation ID` (CPU and stream threads).
+pub const CORRELATION: u32 = 9200;
+/// `NCCL regions`: NVTX ranges of the NCCL domain.
+pub const NCCL_REGIONS: u32 = 9500;
+/// `NVTX pushpop ranges <domain> domain`: 9600 + 100·k, k the domain's rank (default first).
+pub const NVTX_PUSHPOP_BASE: u32 = 9600;
+/// `NVTX startend ranges`.
+pub const NVTX_STARTEND: u32 = 9004;
+/// Communication tag of API call -> kernel.
+pub const TAG_KERNEL: u32 = 55_001;
+/// Communication tag of API call -> copy or set (size = bytes).
+pub const TAG_MEMOP: u32 = 55_002;
+
+/// nsys-lens: the role of the stream a GPU operation runs on.
+pub const STREAM_ROLE: u32 = 63_100_001;
+/// nsys-lens: the PithTrain stage an NCCL kernel was launched in.
+pub const STAGE: u32 = 63_100_002;
+/// nsys-lens: NVTX marks (punctual).
+pub const NVTX_MARK: u32 = 63_100_003;
+/// nsys-lens counters on the per-rank analysis thread.
+pub const COMPUTE_IN_FLIGHT: u32 = 63_100_010;
+/// Communication (non-barrier NCCL) kernels running.
+pub const COMM_IN_FLIGHT: u32 = 63_100_011;
+/// 1 while communication runs with no compute.
+pub const EXPOSED_COMM: u32 = 63_100_012;
+/// NCCL kernels running on compute streams.
+pub const BARRIER_IN_FLIGHT: u32 = 63_100_013;
+
+/// Labels of the types without a value table (nsys2prv's exact wording for its own).
+pub const PLAIN: &[(u32, &str)] = &[
+    (MEMOP_BYTES, "Memcopy size"),
+    (9101, "Kernel GrdX"),
+    (9102, "Kernel GrdY"),
+    (9103, "Kernel GrdZ"),
+    (9104, "Kernel BlkX"),
+    (9105, "Kernel BlkY"),
+    (9106, "Kernel BlkZ"),
+    (9107, "Kernel Static Shared Memory"),
+    (9108, "Kernel Dynamic Shared Memory"),
+    (REGISTERS, "Kernel Registers/Thread"),
+    (CORRELATION, "Correlation ID"),
+    (COMPUTE_IN_FLIGHT, "nsys-lens compute kernels in flight"),
+    (COMM_IN_FLIGHT, "nsys-lens communication kernels in flight"),
+    (EXPOSED_COMM, "nsys-lens exposed communication"),
+    (
+        BARRIER_IN_FLIGHT,
+        "nsys-lens barrier communication in flight",
+    ),
+];
+
+/// The label of the push/pop type of an NVTX domain (`""` is the default domain).
+pub fn pushpop_label(domain: &str) -> String {
+    let domain = if domain.is_empty() { "default" } else { domain };
+    format!("NVTX pushpop ranges {domain} domain")
+}
