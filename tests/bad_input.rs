@@ -35,9 +35,14 @@ fn missing_file() {
 }
 
 #[test]
-fn directory() {
+fn directory_without_exports() {
+    // A directory stands for its .sqlite files (one per node); an empty one is refused.
     let dir = tempfile::tempdir().unwrap();
-    refused(dir.path(), "is a directory");
+    refused(dir.path(), "no .sqlite file in this directory");
+    let out = nsys_lens(&["info", fixture("pithtrain_pp2_ep2").to_str().unwrap()]);
+    let (stdout, _) = texts(&out);
+    assert!(out.status.success());
+    assert!(stdout.starts_with("2 report(s), 2 host(s)"), "{stdout}");
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! per stream against SQL, and GPU-active time per task against the union of GPU intervals
 //! computed from the SQLite; BSC's `ptd comprovar` checks the syntax when installed.
 
-use crate::util::{convert_to, nsys_lens, pithtrain_nodes, real, sqlite_files};
+use crate::util::{
+    convert_to, nsys_lens, pithtrain_nodes, real, sql_gpu_ops, sqlite_files, union_length,
+};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -272,18 +274,6 @@ fn check(trace: &Trace) -> (BTreeMap<(usize, String), u64>, Vec<i64>) {
     (kernels, active)
 }
 
-fn union_length(mut spans: Vec<(i64, i64)>) -> i64 {
-    spans.sort_unstable();
-    let (mut total, mut reach) = (0, i64::MIN);
-    for (s, e) in spans {
-        if e > reach {
-            total += e - s.max(reach);
-            reach = e;
-        }
-    }
-    total
-}
-
 /// Converts to Paraver into a fresh directory; returns it and the `.prv`.
 fn convert(reports: &[PathBuf], extra: &[&str]) -> (tempfile::TempDir, PathBuf) {
     let (dir, base) = convert_to("paraver", reports, extra);
@@ -320,39 +310,12 @@ fn from_sql(reports: &[PathBuf]) -> HashMap<Process, (KernelCounts, i64)> {
         let info = nsys_lens(&["info", "--format", "json", r.to_str().unwrap()]);
         let info: Value = serde_json::from_slice(&info.stdout).unwrap();
         let host = info["rows"][0]["host"].as_str().unwrap().to_string();
-        let conn =
-            rusqlite::Connection::open_with_flags(r, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .unwrap();
-        for table in [
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            "CUPTI_ACTIVITY_KIND_MEMCPY",
-            "CUPTI_ACTIVITY_KIND_MEMSET",
-        ] {
-            let sql = format!(
-                "SELECT (globalPid >> 24) & 16777215, deviceId, streamId, start, end FROM {table}"
-            );
-            let Ok(mut stmt) = conn.prepare(&sql) else {
-                continue;
-            };
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, u32>(0)?,
-                        r.get::<_, u32>(1)?,
-                        r.get::<_, u32>(2)?,
-                        r.get::<_, i64>(3)?,
-                        r.get::<_, i64>(4)?,
-                    ))
-                })
-                .unwrap();
-            for row in rows {
-                let (pid, device, stream, start, end) = row.unwrap();
-                let entry = out.entry((host.clone(), pid)).or_default();
-                if table.ends_with("KERNEL") {
-                    *entry.0.entry((device, stream)).or_default() += 1;
-                }
-                entry.1.push((start, end));
+        for (pid, device, stream, start, end, kernel) in sql_gpu_ops(r) {
+            let entry = out.entry((host.clone(), pid)).or_default();
+            if kernel {
+                *entry.0.entry((device, stream)).or_default() += 1;
             }
+            entry.1.push((start, end));
         }
     }
     out.into_iter()

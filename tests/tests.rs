@@ -3,6 +3,7 @@
 
 mod analyses;
 mod bad_input;
+mod breakdown;
 mod nsys_rep;
 mod paraver;
 mod perfetto;

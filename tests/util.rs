@@ -111,3 +111,55 @@ pub fn convert_to(
     assert!(output.status.success(), "{args:?}: {err}");
     (dir, base)
 }
+
+/// One GPU operation read straight from SQL: pid, device, stream, start, end, and whether it is a
+/// kernel.
+pub type SqlOp = (u32, u32, u32, i64, i64, bool);
+
+/// Every kernel, copy and set of an export, read with SQL (independently of the reader).
+pub fn sql_gpu_ops(path: &Path) -> Vec<SqlOp> {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("opens");
+    let mut ops = Vec::new();
+    for table in [
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+    ] {
+        let sql = format!(
+            "SELECT (globalPid >> 24) & 16777215, deviceId, streamId, start, end FROM {table}"
+        );
+        let Ok(mut stmt) = conn.prepare(&sql) else {
+            continue;
+        };
+        let kernel = table.ends_with("KERNEL");
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    kernel,
+                ))
+            })
+            .expect("query runs");
+        ops.extend(rows.map(|r| r.expect("row")));
+    }
+    ops
+}
+
+/// Length of the union of intervals.
+pub fn union_length(mut spans: Vec<(i64, i64)>) -> i64 {
+    spans.sort_unstable();
+    let (mut total, mut reach) = (0, i64::MIN);
+    for (s, e) in spans {
+        if e > reach {
+            total += e - s.max(reach);
+            reach = e;
+        }
+    }
+    total
+}

@@ -13,8 +13,8 @@ pub struct Activity<'t> {
     memsets: Vec<Vec<u32>>,
     api_calls: Vec<Vec<u32>>,
     nvtx: Vec<Vec<u32>>,
-    /// (process, correlation id, start) of every API call, sorted.
-    launches: Vec<(ProcessId, u32, Ns)>,
+    /// (process, correlation id, start, index into the API calls) of every API call, sorted.
+    launches: Vec<(ProcessId, u32, Ns, u32)>,
 }
 
 impl<'t> Activity<'t> {
@@ -30,10 +30,18 @@ impl<'t> Activity<'t> {
             timeline.thread(a.thread).process
         });
         let nvtx = group(n, &timeline.nvtx, |e| timeline.thread(e.thread).process);
-        let mut launches: Vec<(ProcessId, u32, Ns)> = timeline
+        let mut launches: Vec<(ProcessId, u32, Ns, u32)> = timeline
             .api_calls
             .iter()
-            .map(|a: &ApiCall| (timeline.thread(a.thread).process, a.correlation, a.start))
+            .enumerate()
+            .map(|(i, a)| {
+                (
+                    timeline.thread(a.thread).process,
+                    a.correlation,
+                    a.start,
+                    i as u32,
+                )
+            })
             .collect();
         launches.sort_unstable();
         Activity {
@@ -97,13 +105,28 @@ impl<'t> Activity<'t> {
     /// correlation id is unique per process in practice; none for GPU work without a recorded
     /// launch).
     pub fn launch_starts(&self, process: ProcessId, correlation: u32) -> impl Iterator<Item = Ns> {
+        self.launch_calls(process, correlation).map(|a| a.start)
+    }
+
+    /// The process's API calls with this correlation id, earliest first.
+    pub fn launch_calls(
+        &self,
+        process: ProcessId,
+        correlation: u32,
+    ) -> impl Iterator<Item = &'t ApiCall> + '_ {
         let from = self
             .launches
-            .partition_point(|&(p, c, _)| (p, c) < (process, correlation));
+            .partition_point(|&(p, c, ..)| (p, c) < (process, correlation));
+        let all = &self.timeline.api_calls;
         self.launches[from..]
             .iter()
-            .take_while(move |&&(p, c, _)| (p, c) == (process, correlation))
-            .map(|&(_, _, start)| start)
+            .take_while(move |&&(p, c, ..)| (p, c) == (process, correlation))
+            .map(move |&(.., i)| &all[i as usize])
+    }
+
+    /// The API call that launched the GPU operation with this correlation id.
+    pub fn launch_call(&self, process: ProcessId, correlation: u32) -> Option<&'t ApiCall> {
+        self.launch_calls(process, correlation).next()
     }
 
     /// When the GPU operation with this correlation id was launched: the start of its API call.

@@ -7,6 +7,7 @@
 
 pub mod activity;
 pub mod enclosing;
+pub mod families;
 pub mod label;
 pub mod ranks;
 pub mod rules;

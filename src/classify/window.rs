@@ -45,8 +45,10 @@ pub enum WindowSource {
     },
     /// Bounds given on the command line.
     Explicit,
-    /// The whole capture (asked for, or no anchor range on the rank).
+    /// The whole capture, asked for.
     Whole,
+    /// The whole capture, because the rank has no anchor range.
+    NoAnchor,
 }
 
 /// One rank's window.
@@ -84,11 +86,11 @@ pub fn find(activity: &Activity, process: ProcessId, spec: &WindowSpec) -> Windo
         }
         WindowSpec::Whole => whole(activity, process),
         WindowSpec::Anchor(pattern) => median(activity, process, std::slice::from_ref(pattern))
-            .unwrap_or_else(|| whole(activity, process)),
+            .unwrap_or_else(|| no_anchor(activity, process)),
         WindowSpec::Steady => DEFAULT_ANCHORS
             .iter()
             .find_map(|p| median(activity, process, std::slice::from_ref(p)))
-            .unwrap_or_else(|| whole(activity, process)),
+            .unwrap_or_else(|| no_anchor(activity, process)),
     };
     Window {
         start,
@@ -130,6 +132,12 @@ fn whole(activity: &Activity, process: ProcessId) -> Chosen {
     (start, end, String::new(), WindowSource::Whole)
 }
 
+/// The whole capture, for want of an anchor range.
+fn no_anchor(activity: &Activity, process: ProcessId) -> Chosen {
+    let (start, end, name, _) = whole(activity, process);
+    (start, end, name, WindowSource::NoAnchor)
+}
+
 /// First start to last end of the process's GPU work launched within `[start, end]`.
 fn projection(activity: &Activity, process: ProcessId, start: Ns, end: Ns) -> Option<(Ns, Ns)> {
     let inside = |correlation: u32| {
@@ -157,4 +165,39 @@ fn projection(activity: &Activity, process: ProcessId, start: Ns, end: Ns) -> Op
         None => Some((s, e)),
         Some((a, b)) => Some((a.min(s), b.max(e))),
     })
+}
+
+/// The step ranges of a process inside `window` (`[start, end]`, wholly inside), in order:
+/// closed NVTX ranges matching `anchor` when given, else `ProfilerStep#N`, else the PithTrain
+/// rank label (which spans the profiled step).
+pub fn steps(
+    activity: &Activity,
+    process: ProcessId,
+    (ws, we): (i64, i64),
+    anchor: Option<&Regex>,
+) -> Vec<(i64, i64)> {
+    let timeline = activity.timeline;
+    let closed = || {
+        activity
+            .nvtx(process)
+            .filter(|e| e.kind.is_range())
+            .filter_map(|e| Some((e.start.0, e.end?.0, timeline.text(e.text))))
+            .filter(|&(s, e, _)| ws <= s && e <= we)
+    };
+    let matching = |test: &dyn Fn(&str) -> bool| -> Vec<(i64, i64)> {
+        let mut spans: Vec<(i64, i64)> = closed()
+            .filter(|(_, _, text)| test(text))
+            .map(|(s, e, _)| (s, e))
+            .collect();
+        spans.dedup();
+        spans
+    };
+    if let Some(anchor) = anchor {
+        return matching(&|t| anchor.is_match(t));
+    }
+    let profiler = matching(&|t| DEFAULT_ANCHORS[1].is_match(t));
+    if !profiler.is_empty() {
+        return profiler;
+    }
+    matching(&|t| super::RankLabel::parse(t).is_some())
 }

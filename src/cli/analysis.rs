@@ -1,7 +1,8 @@
 //! What the analysis commands share: inputs, output format, compatibility mode, window and
 //! role options, and the pipeline read -> ranks -> windows -> stream roles.
 
-use super::inputs::{FormatArg, Inputs};
+pub use super::inputs::FormatArg;
+use super::inputs::Inputs;
 use super::{NothingFound, Outcome};
 use anyhow::Context as _;
 use nsys_lens::analysis::pithtrain::{self, CompatError, Setup};
@@ -71,7 +72,33 @@ pub struct WindowArgs {
     pub gpu_window: bool,
 }
 
-/// Rank filter and role rules of `streams` and `overlap`.
+/// Options of the commands that analyse each rank over a window.
+#[derive(Debug, clap::Args)]
+pub struct RankArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    #[command(flatten)]
+    pub streams: StreamArgs,
+
+    #[command(flatten)]
+    pub window: WindowArgs,
+}
+
+impl RankArgs {
+    /// The selected ranks over their windows, with their streams classified, and the rules.
+    pub fn classified(
+        &self,
+        activity: &Activity,
+    ) -> anyhow::Result<(Vec<(RankWindow, RankStreams)>, RoleRules)> {
+        let rules = self.streams.rules()?;
+        let ranks = self.streams.select(ranks(activity)?)?;
+        let windows = self.window.windows(activity, &ranks)?;
+        Ok((classify_streams(activity, windows, &rules), rules))
+    }
+}
+
+/// Rank filter and role rules of the per-rank commands.
 #[derive(Debug, clap::Args)]
 pub struct StreamArgs {
     /// Only this global rank.
@@ -174,6 +201,14 @@ impl WindowArgs {
             Some(bounds) => Ok(bounds),
             None => compat(pithtrain::find_window(activity, setup)).map(|w| (w.start, w.end)),
         }
+    }
+
+    /// `--anchor` compiled, when given.
+    pub fn anchor_regex(&self) -> anyhow::Result<Option<Regex>> {
+        self.anchor
+            .as_deref()
+            .map(|p| Regex::new(p).with_context(|| format!("bad --anchor regex `{p}`")))
+            .transpose()
     }
 
     /// Each rank's window.

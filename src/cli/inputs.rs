@@ -8,7 +8,8 @@ use std::path::PathBuf;
 /// The reports to read.
 #[derive(Debug, clap::Args)]
 pub struct Inputs {
-    /// nsys SQLite exports (one per node), or .nsys-rep reports when nsys is on PATH.
+    /// nsys SQLite exports (one per node), .nsys-rep reports when nsys is on PATH, or
+    /// directories (their .sqlite files).
     #[arg(required = true, value_name = "REPORT")]
     pub reports: Vec<PathBuf>,
 
@@ -25,11 +26,37 @@ impl Inputs {
     /// Exports `.nsys-rep` inputs when needed, then loads every report into one timeline.
     pub fn load(&self) -> anyhow::Result<Timeline> {
         let paths = self
-            .reports
+            .expanded()?
             .iter()
             .map(|p| nsys::resolve_input(p, self.export_dir.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
         Timeline::load(&paths).context("cannot load the reports")
+    }
+}
+
+impl Inputs {
+    /// The reports, with each directory replaced by its `.sqlite` files in name order.
+    fn expanded(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let mut paths = Vec::new();
+        for path in &self.reports {
+            if !path.is_dir() {
+                paths.push(path.clone());
+                continue;
+            }
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("cannot list {}", path.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "sqlite"))
+                .collect();
+            anyhow::ensure!(
+                !found.is_empty(),
+                "{}: no .sqlite file in this directory",
+                path.display()
+            );
+            found.sort();
+            paths.extend(found);
+        }
+        Ok(paths)
     }
 }
 

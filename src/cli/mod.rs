@@ -2,9 +2,13 @@
 //! values, calling the library and printing through [`nsys_lens::report`].
 
 mod analysis;
+mod bubbles;
+mod compare;
 mod convert;
+mod idle;
 mod info;
 mod inputs;
+mod kernels;
 mod overlap;
 mod ranks;
 mod streams;
@@ -42,6 +46,14 @@ enum Command {
     Streams(streams::Args),
     /// Hidden and exposed communication per rank, stage and role.
     Overlap(overlap::Args),
+    /// Time per kernel family per GPU per step, and step minus kernel time.
+    Kernels(kernels::Args),
+    /// GPU idle time per stream by cause (host wait, kernel wait, other), and the longest gaps.
+    Idle(idle::Args),
+    /// Pipeline bubbles per rank and step: pipeline wait and idle, beside the ideal 1F1B bubble.
+    Bubbles(bubbles::Args),
+    /// Two runs side by side: kernel families, step time, exposed communication, bubbles.
+    Compare(compare::Args),
     /// Write the merged timeline as a Perfetto trace (ui.perfetto.dev) and a Paraver trace.
     Convert(convert::Args),
     /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
@@ -67,6 +79,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Window(args) => window::run(args),
         Command::Streams(args) => streams::run(args),
         Command::Overlap(args) => overlap::run(args),
+        Command::Kernels(args) => kernels::run(args),
+        Command::Idle(args) => idle::run(args),
+        Command::Bubbles(args) => bubbles::run(args),
+        Command::Compare(args) => compare::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Synth(args) => synth::run(args),
     }

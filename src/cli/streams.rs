@@ -1,7 +1,7 @@
 //! `nsys-lens streams REPORT... [--rank N] [WINDOW]`
 
 use super::Outcome;
-use super::analysis::{self, Common, Compat, StreamArgs, WindowArgs};
+use super::analysis::{self, Compat, RankArgs};
 use nsys_lens::analysis::pithtrain;
 use nsys_lens::classify::Activity;
 use nsys_lens::report;
@@ -15,43 +15,36 @@ use nsys_lens::report;
   nsys-lens streams --compat pithtrain node0.sqlite     PithTrain's classify_streams table, exactly")]
 pub struct Args {
     #[command(flatten)]
-    common: Common,
-
-    #[command(flatten)]
-    streams: StreamArgs,
-
-    #[command(flatten)]
-    window: WindowArgs,
+    r: RankArgs,
 }
 
 /// Prints the role of every CUDA stream of each rank.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.common.load()?;
+    let timeline = args.r.common.load()?;
     let activity = Activity::new(&timeline);
-    match args.common.compat {
+    match args.r.common.compat {
         Some(Compat::Pithtrain) => {
             anyhow::ensure!(
-                args.streams.roles.is_none(),
+                args.r.streams.roles.is_none(),
                 "--compat pithtrain uses PithTrain's own rules: drop --roles"
             );
             let mut rows = Vec::new();
             for record in analysis::compat_setup(&activity)? {
-                if args.streams.rank.is_some_and(|r| r != record.label.rank) {
+                if args.r.streams.rank.is_some_and(|r| r != record.label.rank) {
                     continue;
                 }
-                let window = args.window.pithtrain(&activity, &record)?;
+                let window = args.r.window.pithtrain(&activity, &record)?;
                 let streams = pithtrain::classify_streams(&activity, &record, window);
                 rows.extend(streams.into_iter().map(|s| (record.pid, s)));
             }
-            args.common
+            args.r
+                .common
                 .print_compat(report::pithtrain::streams_table(&rows))
         }
         None => {
-            let rules = args.streams.rules()?;
-            let ranks = args.streams.select(analysis::ranks(&activity)?)?;
-            let windows = args.window.windows(&activity, &ranks)?;
-            let classified = analysis::classify_streams(&activity, windows, &rules);
-            args.common
+            let (classified, rules) = args.r.classified(&activity)?;
+            args.r
+                .common
                 .print(&report::streams_output(&timeline, &classified, &rules))
         }
     }

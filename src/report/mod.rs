@@ -3,6 +3,7 @@
 //! Each command has one row type here that feeds every format, so the JSON field names are the
 //! table's column names in snake_case. JSON is `{"rows": [...]}` plus context fields.
 
+mod breakdown;
 mod info;
 mod overlap;
 pub mod pithtrain;
@@ -11,6 +12,9 @@ mod streams;
 mod table;
 mod time;
 
+pub use breakdown::{
+    RankBreakdown, RankBubbles, RankIdle, bubbles_output, idle_output, kernels_output,
+};
 pub use info::{InfoOutput, ReportSummary};
 pub use overlap::overlap_output;
 pub use ranks::{RankWindow, ranks_output, window_output};

@@ -1,6 +1,6 @@
 //! `overlap`: hidden and exposed communication per rank, stage and role, then across ranks.
 
-use super::ranks::{RankWindow, add_window_notes, context, key_cells};
+use super::ranks::{RankWindow, key_cells, per_rank_output};
 use super::table::{Cell, Output, Table};
 use crate::analysis::overlap::{BARRIER, Exposure, RankExposure, RoleKey, summarize};
 use crate::classify::RankStreams;
@@ -52,13 +52,7 @@ pub fn overlap_output(
             table.push(row);
         }
     }
-    let mut output = Output {
-        table,
-        context: context(timeline),
-        ..Output::default()
-    };
-    let windows: Vec<RankWindow> = ranks.iter().map(|(w, ..)| w.clone()).collect();
-    add_window_notes(&mut output, &windows);
+    let mut output = per_rank_output(timeline, table, ranks.iter().map(|(w, ..)| w));
     if ranks.len() > 1 {
         output.notes.push(
             "rows with rank `all`: medians across the ranks that have the row (upper median); \

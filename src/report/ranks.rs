@@ -93,13 +93,7 @@ pub fn window_output(timeline: &Timeline, windows: &[RankWindow]) -> Output {
         ]);
         table.push(row);
     }
-    let mut output = Output {
-        table,
-        context: context(timeline),
-        ..Output::default()
-    };
-    add_window_notes(&mut output, windows);
-    output
+    per_rank_output(timeline, table, windows.iter())
 }
 
 /// What a window's `name` column shows.
@@ -107,8 +101,24 @@ fn window_name(window: &Window) -> String {
     match window.source {
         WindowSource::Anchor { .. } => window.name.clone(),
         WindowSource::Explicit => "(given --start/--end)".to_string(),
-        WindowSource::Whole => "(whole capture)".to_string(),
+        WindowSource::Whole | WindowSource::NoAnchor => "(whole capture)".to_string(),
     }
+}
+
+/// The output of a per-rank table: the inputs' context and the windows it was measured over.
+pub fn per_rank_output<'w>(
+    timeline: &Timeline,
+    table: Table,
+    windows: impl Iterator<Item = &'w RankWindow>,
+) -> Output {
+    let mut output = Output {
+        table,
+        context: context(timeline),
+        ..Output::default()
+    };
+    let windows: Vec<RankWindow> = windows.cloned().collect();
+    add_window_notes(&mut output, &windows);
+    output
 }
 
 /// Heading lines naming each rank's window, a note when some fell back to the whole capture,
@@ -116,7 +126,7 @@ fn window_name(window: &Window) -> String {
 pub fn add_window_notes(output: &mut Output, windows: &[RankWindow]) {
     let whole: Vec<String> = windows
         .iter()
-        .filter(|w| w.window.source == WindowSource::Whole)
+        .filter(|w| w.window.source == WindowSource::NoAnchor)
         .map(|w| w.rank.rank.to_string())
         .collect();
     for w in windows {
@@ -127,6 +137,7 @@ pub fn add_window_notes(output: &mut Output, windows: &[RankWindow]) {
             }
             WindowSource::Explicit => "given --start/--end".to_string(),
             WindowSource::Whole => "whole capture".to_string(),
+            WindowSource::NoAnchor => "whole capture: no anchor range".to_string(),
         };
         output.heading.push(format!(
             "window rank {}: {} to {} ({how})",

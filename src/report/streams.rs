@@ -1,6 +1,6 @@
 //! `streams`: the role of every CUDA stream per rank, with its work inside the window.
 
-use super::ranks::{RankWindow, add_window_notes, context, key_cells};
+use super::ranks::{RankWindow, key_cells, per_rank_output};
 use super::table::{Cell, Output, Table};
 use crate::classify::{RankStreams, RoleRules};
 use crate::model::Timeline;
@@ -32,12 +32,5 @@ pub fn streams_output(
             table.push(row);
         }
     }
-    let mut output = Output {
-        table,
-        context: context(timeline),
-        ..Output::default()
-    };
-    let windows: Vec<RankWindow> = ranks.iter().map(|(w, _)| w.clone()).collect();
-    add_window_notes(&mut output, &windows);
-    output
+    per_rank_output(timeline, table, ranks.iter().map(|(w, _)| w))
 }

@@ -17,6 +17,7 @@ mod program;
 mod rng;
 pub mod schema;
 mod sim;
+mod truth;
 mod writer;
 
 pub use presets::Preset;
@@ -143,7 +144,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         register(&mut nodes[place.node], place, options.session_gap)?;
     }
     let start = (node_count as i64 - 1) * options.session_gap + CAPTURE_LEAD_NS;
-    sim::run(
+    let schedules = sim::run(
         &workload.programs,
         &places,
         &workload.groups,
@@ -151,6 +152,9 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         start,
         options.seed,
     )?;
+    if options.preset == Preset::Megatron {
+        truth::write(dir, &schedules)?;
+    }
     nodes.into_iter().map(NodeExport::finish).collect()
 }
 

@@ -27,6 +27,27 @@ pub struct Placement {
     pub autograd_tid: u32,
 }
 
+/// What a placed kernel was, for the ground truth a preset may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// A compute kernel.
+    Compute,
+    /// A collective (all members' kernels end together).
+    Collective,
+    /// A point-to-point send or receive (pipeline traffic).
+    PointToPoint,
+}
+
+/// What the simulator placed for one rank, on the generator's clock (which is the merged clock
+/// of the exports it writes): every kernel with its kind, and the `ProfilerStep#N` ranges.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    /// (start, end, kind) of every kernel.
+    pub kernels: Vec<(i64, i64, Work)>,
+    /// (start, end) of every `ProfilerStep#N` range, in order.
+    pub steps: Vec<(i64, i64)>,
+}
+
 /// First correlation id of every process (CUPTI numbers calls per process).
 const FIRST_CORRELATION: u32 = 1_200;
 
@@ -40,6 +61,7 @@ struct RankState {
     correlation: u32,
     open: Vec<(i64, u32, String)>,
     rng: Rng,
+    schedule: Schedule,
 }
 
 impl RankState {
@@ -66,8 +88,8 @@ impl RankState {
     }
 }
 
-/// Runs all programs from CPU time `start` (ranks start within 2 ms of each other) and writes
-/// their rows into `nodes`.
+/// Runs all programs from CPU time `start` (ranks start within 2 ms of each other), writes
+/// their rows into `nodes`, and returns what it placed per rank.
 pub fn run(
     programs: &[Program],
     places: &[Placement],
@@ -75,7 +97,7 @@ pub fn run(
     nodes: &mut [NodeExport],
     start: i64,
     seed: u64,
-) -> Result<()> {
+) -> Result<Vec<Schedule>> {
     let mut ranks: Vec<RankState> = places
         .iter()
         .enumerate()
@@ -90,6 +112,7 @@ pub fn run(
                 correlation: FIRST_CORRELATION,
                 open: Vec::new(),
                 rng,
+                schedule: Schedule::default(),
             }
         })
         .collect();
@@ -121,7 +144,7 @@ pub fn run(
             .enumerate()
             .all(|(r, s)| s.pc >= programs[r].ops.len());
         if done {
-            return Ok(());
+            return Ok(ranks.into_iter().map(|r| r.schedule).collect());
         }
         if !progressed {
             bail!("the preset's programs deadlock (a collective some member never reaches)");
@@ -199,6 +222,7 @@ fn p2p(
     let end = (start + dur).max(earliest_end);
     *rank.stream_free(stream) = end;
     node.kernel((start, end), rank.gpu(stream), correlation, &NCCL_SENDRECV)?;
+    rank.schedule.kernels.push((start, end, Work::PointToPoint));
     Ok(end)
 }
 
@@ -212,6 +236,9 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
         Op::Pop => {
             if let Some((start, tid, text)) = rank.open.pop() {
                 rank.cpu += 300;
+                if text.starts_with("ProfilerStep#") {
+                    rank.schedule.steps.push((start, rank.cpu));
+                }
                 let who = (rank.place.pid, tid);
                 node.nvtx_range((start, rank.cpu), who, NvtxText::Inline(&text), 0)?;
             }
@@ -223,6 +250,9 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             let start = ready.max(*rank.stream_free(*stream));
             *rank.stream_free(*stream) = start + dur;
             node.kernel((start, start + dur), rank.gpu(*stream), correlation, kind)?;
+            rank.schedule
+                .kernels
+                .push((start, start + dur, Work::Compute));
         }
         Op::Wait { stream, on } => {
             let (_, correlation) = launch(rank, node, "cudaStreamWaitEvent_v3020", 0)?;
@@ -332,6 +362,7 @@ fn resolve_comm(
         *rank.stream_free(stream) = end;
         let kind: &KernelKind = kind;
         nodes[rank.place.node].kernel((ready, end), rank.gpu(stream), correlation, kind)?;
+        rank.schedule.kernels.push((ready, end, Work::Collective));
     }
     Ok(())
 }

@@ -1,0 +1,147 @@
+//! Pipeline bubbles: per rank and step, the time the GPU was not busy (busy = compute kernels
+//! and non-pipeline communication), split into the pipeline wait (only pipeline point-to-point
+//! in flight) and idle (nothing at all), beside the ideal 1F1B bubble `(pp-1)/(m+pp-1)`.
+//!
+//! Pipeline communication is what the stream roles call `pp_p2p`; without PithTrain-style NVTX
+//! (Megatron emits none around its point-to-point calls) it is the NCCL `SendRecv` kernels of
+//! streams that run only those (`nccl:SendRecv`). `--roles` can say otherwise.
+
+use super::IntervalSet;
+use crate::classify::rules::is_nccl;
+use crate::classify::streams::clip;
+use crate::classify::{Activity, RankStreams, Role, RoleRules};
+use crate::model::ProcessId;
+
+/// Stream roles whose NCCL kernels are pipeline communication.
+pub const PIPELINE_ROLES: &[&str] = &["pp_p2p", "nccl:SendRecv"];
+
+/// One step of one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepBubble {
+    /// Step start, ns.
+    pub start: i64,
+    /// Step span, ns.
+    pub step_ns: i64,
+    /// Compute and non-pipeline communication running, ns.
+    pub busy_ns: i64,
+    /// `step_ns - busy_ns`.
+    pub bubble_ns: i64,
+    /// Of the bubble: only pipeline communication in flight, ns.
+    pub pp_wait_ns: i64,
+    /// Of the bubble: nothing running, ns.
+    pub idle_ns: i64,
+    /// The bubble in the warm-up, steady and cool-down phases, when the step's `forward…` and
+    /// `backward…` NVTX ranges show them: warm-up until the first backward starts, cool-down
+    /// after the last forward ends.
+    pub phases: Option<[i64; 3]>,
+}
+
+impl StepBubble {
+    /// Bubble share of the step, %.
+    pub fn bubble_pct(&self) -> f64 {
+        super::overlap::percent(self.bubble_ns, self.step_ns)
+    }
+}
+
+/// The ideal 1F1B bubble, %: `100 (pp-1) / (m+pp-1)`.
+pub fn ideal_pct(pp: u32, micro_batches: u32) -> Option<f64> {
+    (pp >= 1 && micro_batches >= 1)
+        .then(|| 100.0 * f64::from(pp - 1) / f64::from(micro_batches + pp - 1))
+}
+
+/// The bubbles of `process` in each step, with its streams classified over the whole window.
+pub fn rank_bubbles(
+    activity: &Activity,
+    process: ProcessId,
+    steps: &[(i64, i64)],
+    streams: &RankStreams,
+    rules: &RoleRules,
+) -> Vec<StepBubble> {
+    let timeline = activity.timeline;
+    let pipeline = |role: Option<Role>| {
+        role.is_some_and(|r| r.is_comm() && PIPELINE_ROLES.contains(&r.name(rules)))
+    };
+    let mut busy = Vec::new();
+    let mut transfers = Vec::new();
+    for k in activity.kernels(process) {
+        let span = (k.start.0, k.end.0);
+        if !is_nccl(timeline.text(k.short_name)) {
+            busy.push(span);
+        } else if pipeline(streams.role(k.stream)) {
+            transfers.push(span);
+        } else {
+            busy.push(span);
+        }
+    }
+    let busy = IntervalSet::from_intervals(busy);
+    let transfers = IntervalSet::from_intervals(transfers);
+    steps
+        .iter()
+        .map(|&(start, end)| {
+            let step = IntervalSet::from_intervals([(start, end)]);
+            let busy_ns = busy.intersection(&step).measure();
+            let pp_wait_ns = transfers.intersection(&step).difference(&busy).measure();
+            let bubble_ns = (end - start) - busy_ns;
+            let phases = phases(activity, process, (start, end)).map(|bounds| {
+                bounds.map(|(s, e)| {
+                    let phase = IntervalSet::from_intervals([(s, e)]);
+                    (e - s) - busy.intersection(&phase).measure()
+                })
+            });
+            StepBubble {
+                start,
+                step_ns: end - start,
+                busy_ns,
+                bubble_ns,
+                pp_wait_ns,
+                idle_ns: bubble_ns - pp_wait_ns,
+                phases,
+            }
+        })
+        .collect()
+}
+
+/// Warm-up, steady and cool-down bounds of a step from its `forward…`/`backward…` ranges.
+fn phases(
+    activity: &Activity,
+    process: ProcessId,
+    (start, end): (i64, i64),
+) -> Option<[(i64, i64); 3]> {
+    let timeline = activity.timeline;
+    let mut first_backward = None;
+    let mut last_forward = None;
+    for e in activity.nvtx(process).filter(|e| e.kind.is_range()) {
+        let Some(e_end) = e.end else { continue };
+        if e.start.0 < start || e_end.0 > end {
+            continue;
+        }
+        let text = timeline.text(e.text).to_ascii_lowercase();
+        if text.starts_with("backward") {
+            first_backward = Some(first_backward.map_or(e.start.0, |b: i64| b.min(e.start.0)));
+        } else if text.starts_with("forward") {
+            last_forward = Some(last_forward.map_or(e_end.0, |f: i64| f.max(e_end.0)));
+        }
+    }
+    let (b, f) = (first_backward?, last_forward?);
+    (start <= b && b <= f && f <= end).then_some([(start, b), (b, f), (f, end)])
+}
+
+/// How many micro-batches a rank runs per step: its `forward…` NVTX ranges inside the step,
+/// not nested in another such range (None when it has none).
+pub fn micro_batches(activity: &Activity, process: ProcessId, step: (i64, i64)) -> Option<u32> {
+    let timeline = activity.timeline;
+    let mut last_end = i64::MIN;
+    let mut count = 0;
+    for e in activity.nvtx(process).filter(|e| e.kind.is_range()) {
+        let (Some(end), text) = (e.end, timeline.text(e.text)) else {
+            continue;
+        };
+        let inside =
+            clip((e.start.0, end.0), step).is_some_and(|(s, t)| (s, t) == (e.start.0, end.0));
+        if inside && text.to_ascii_lowercase().starts_with("forward") && e.start.0 >= last_end {
+            count += 1;
+            last_end = end.0;
+        }
+    }
+    (count > 0).then_some(count)
+}

@@ -1,0 +1,153 @@
+//! GPU idle time per stream, by cause (HTA's categories): between two consecutive operations of
+//! a stream, the GPU waited for the host when the second was launched after the first ended;
+//! it waited on launch latency ("kernel wait") when it was launched before and the gap is
+//! shorter than the launch-gap threshold; anything else is "other".
+
+use crate::classify::Activity;
+use crate::classify::streams::clip;
+use crate::model::{ProcessId, StreamId, ThreadId};
+use std::collections::BTreeMap;
+
+/// Why a stream was idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The next operation was launched after the previous one ended.
+    HostWait,
+    /// Launched in time; a short gap (launch latency).
+    KernelWait,
+    /// Anything else (dependencies on other streams, events).
+    Other,
+}
+
+/// One idle gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// The stream.
+    pub stream: StreamId,
+    /// Gap start (the previous operation's end), ns.
+    pub start: i64,
+    /// Gap end (the next operation's start), ns.
+    pub end: i64,
+    /// Why.
+    pub cause: Cause,
+    /// The thread that launched the next operation, when known.
+    pub launcher: Option<ThreadId>,
+}
+
+/// One stream's idle time inside the window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamIdle {
+    /// The stream.
+    pub stream: StreamId,
+    /// Operations inside the window.
+    pub ops: u64,
+    /// Time from its first operation's start to its last one's end, ns.
+    pub span_ns: i64,
+    /// Idle time between its operations, ns.
+    pub idle_ns: i64,
+    /// Of which host wait, ns.
+    pub host_wait_ns: i64,
+    /// Of which kernel wait, ns.
+    pub kernel_wait_ns: i64,
+    /// Of which other, ns.
+    pub other_ns: i64,
+}
+
+/// Per stream idle times, and every gap (for the longest ones).
+pub fn rank_idle(
+    activity: &Activity,
+    process: ProcessId,
+    window: (i64, i64),
+    launch_gap: i64,
+) -> (Vec<StreamIdle>, Vec<Gap>) {
+    let mut per_stream: BTreeMap<StreamId, Vec<(i64, i64, u32)>> = BTreeMap::new();
+    let ops = activity
+        .kernels(process)
+        .map(|k| (k.stream, k.start.0, k.end.0, k.correlation))
+        .chain(
+            activity
+                .memcpys(process)
+                .map(|m| (m.stream, m.start.0, m.end.0, m.correlation)),
+        )
+        .chain(
+            activity
+                .memsets(process)
+                .map(|m| (m.stream, m.start.0, m.end.0, m.correlation)),
+        );
+    for (stream, start, end, correlation) in ops {
+        if let Some((s, e)) = clip((start, end), window) {
+            per_stream
+                .entry(stream)
+                .or_default()
+                .push((s, e, correlation));
+        }
+    }
+    let mut streams = Vec::new();
+    let mut gaps = Vec::new();
+    for (stream, mut ops) in per_stream {
+        ops.sort_unstable();
+        let mut idle = StreamIdle {
+            stream,
+            ops: ops.len() as u64,
+            span_ns: 0,
+            idle_ns: 0,
+            host_wait_ns: 0,
+            kernel_wait_ns: 0,
+            other_ns: 0,
+        };
+        let mut reach = ops[0].1;
+        for &(start, end, correlation) in &ops[1..] {
+            if start > reach {
+                let launch = activity.launch_call(process, correlation);
+                let cause = match launch {
+                    Some(call) if call.start.0 > reach => Cause::HostWait,
+                    Some(_) if start - reach < launch_gap => Cause::KernelWait,
+                    _ => Cause::Other,
+                };
+                let length = start - reach;
+                idle.idle_ns += length;
+                *match cause {
+                    Cause::HostWait => &mut idle.host_wait_ns,
+                    Cause::KernelWait => &mut idle.kernel_wait_ns,
+                    Cause::Other => &mut idle.other_ns,
+                } += length;
+                gaps.push(Gap {
+                    stream,
+                    start: reach,
+                    end: start,
+                    cause,
+                    launcher: launch.map(|c| c.thread),
+                });
+            }
+            reach = reach.max(end);
+        }
+        idle.span_ns = reach - ops[0].0;
+        streams.push(idle);
+    }
+    (streams, gaps)
+}
+
+/// What a thread was doing at `t`: the API call it was in, else its innermost NVTX range.
+pub fn cpu_activity(
+    activity: &Activity,
+    process: ProcessId,
+    thread: ThreadId,
+    t: i64,
+) -> Option<String> {
+    let timeline = activity.timeline;
+    let encloses = |s: i64, e: i64| s <= t && t < e;
+    if let Some(call) = activity
+        .api_calls(process)
+        .find(|a| a.thread == thread && encloses(a.start.0, a.end.0))
+    {
+        return Some(timeline.text(call.name).to_string());
+    }
+    activity
+        .nvtx(process)
+        .filter(|e| e.kind.is_range() && (e.thread == thread || e.end_thread == Some(thread)))
+        .filter_map(|e| Some((e.start.0, e.end?.0, e.text)))
+        .filter(|&(s, e, _)| encloses(s, e))
+        .min_by_key(|&(s, e, _)| e - s)
+        .map(|(_, _, text)| timeline.text(text).to_string())
+}

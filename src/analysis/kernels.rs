@@ -1,0 +1,94 @@
+//! Where a rank's GPU time goes: time per kernel family (memcpy and memset included, so the
+//! families add up to the total), per step, and the step time minus total kernel time
+//! decomposed into its two causes: idle time (nothing running) minus concurrency excess (the
+//! summed kernel time beyond the union of kernels, which concurrent streams produce).
+
+use super::IntervalSet;
+use crate::classify::Activity;
+use crate::classify::families::{FamilyCache, MEMCPY, MEMSET};
+use crate::classify::streams::clip;
+use crate::model::ProcessId;
+use std::collections::BTreeMap;
+
+/// Time of one family on one rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyTime {
+    /// Family name.
+    pub family: String,
+    /// Operations.
+    pub kernels: u64,
+    /// Summed duration inside the window, ns.
+    pub time_ns: i64,
+}
+
+/// One rank's breakdown over its window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankKernels {
+    /// Families, longest first.
+    pub families: Vec<FamilyTime>,
+    /// The window's length, ns.
+    pub span_ns: i64,
+    /// Summed duration of every GPU operation, ns.
+    pub kernel_ns: i64,
+    /// Time with no GPU operation running, ns.
+    pub idle_ns: i64,
+    /// `kernel_ns` minus the union of GPU operations, ns.
+    pub concurrency_excess_ns: i64,
+}
+
+impl RankKernels {
+    /// `span - kernel_ns` = `idle - concurrency_excess`.
+    pub fn step_minus_kernel_ns(&self) -> i64 {
+        self.span_ns - self.kernel_ns
+    }
+}
+
+/// The breakdown of `process` over `window`.
+pub fn rank_kernels(
+    activity: &Activity,
+    process: ProcessId,
+    window: (i64, i64),
+    families: &mut FamilyCache,
+) -> RankKernels {
+    let mut times: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    let mut spans = Vec::new();
+    let mut add = |family: &str, span: Option<(i64, i64)>| {
+        if let Some((s, e)) = span {
+            let entry = times.entry(family.to_string()).or_default();
+            entry.0 += 1;
+            entry.1 += e - s;
+            spans.push((s, e));
+        }
+    };
+    for k in activity.kernels(process) {
+        let span = clip((k.start.0, k.end.0), window);
+        if span.is_some() {
+            add(families.kernel(k.short_name), span);
+        }
+    }
+    for m in activity.memcpys(process) {
+        add(MEMCPY, clip((m.start.0, m.end.0), window));
+    }
+    for m in activity.memsets(process) {
+        add(MEMSET, clip((m.start.0, m.end.0), window));
+    }
+    let union = IntervalSet::from_intervals(spans).measure();
+    let mut families: Vec<FamilyTime> = times
+        .into_iter()
+        .map(|(family, (kernels, time_ns))| FamilyTime {
+            family,
+            kernels,
+            time_ns,
+        })
+        .collect();
+    families.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.family.cmp(&b.family)));
+    let kernel_ns = families.iter().map(|f| f.time_ns).sum();
+    let span_ns = window.1 - window.0;
+    RankKernels {
+        families,
+        span_ns,
+        kernel_ns,
+        idle_ns: span_ns - union,
+        concurrency_excess_ns: kernel_ns - union,
+    }
+}

@@ -1,0 +1,165 @@
+//! `nsys-lens compare A... -- B... [WINDOW]`
+
+use super::Outcome;
+use super::analysis::{self, Compat, FormatArg, WindowArgs};
+use super::inputs::Inputs;
+use nsys_lens::analysis::bubbles::rank_bubbles;
+use nsys_lens::analysis::kernels::rank_kernels;
+use nsys_lens::analysis::overlap::{RoleKey, StageKey, rank_exposure};
+use nsys_lens::classify::families::{Families, FamilyCache};
+use nsys_lens::classify::{self, Activity, RoleRules};
+use nsys_lens::report::{Cell, Format, Output, Table};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Options of `compare`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  nsys-lens compare fp32/*.sqlite -- bf16/*.sqlite          two runs side by side
+  nsys-lens compare --whole accum1.sqlite -- accum4.sqlite  over the whole captures")]
+pub struct Args {
+    /// Run A: its reports (one per node).
+    #[arg(required = true, value_name = "A")]
+    a: Vec<PathBuf>,
+
+    /// Run B, after `--`.
+    #[arg(last = true, required = true, value_name = "B")]
+    b: Vec<PathBuf>,
+
+    /// Where .nsys-rep inputs are exported to (default: beside each report).
+    #[arg(long, value_name = "DIR")]
+    export_dir: Option<PathBuf>,
+
+    /// Print nothing but errors and the requested output (no warnings).
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: FormatArg,
+
+    #[command(flatten)]
+    window: WindowArgs,
+}
+
+/// Prints the two runs' numbers side by side, with the differences.
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let a = args.measure(&args.a)?;
+    let b = args.measure(&args.b)?;
+    let mut table = Table::new(&["metric", "a", "b", "diff", "diff_pct"]);
+    let metrics: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for metric in metrics {
+        let (x, y) = (a.get(metric).copied(), b.get(metric).copied());
+        let cell = |v: Option<f64>| match v {
+            None => Cell::Empty,
+            Some(v) if metric.ends_with("_pct") => Cell::Percent(v),
+            Some(v) => Cell::Int(v.round() as i64),
+        };
+        let diff = x.zip(y).map(|(x, y)| y - x);
+        let relative = x
+            .zip(y)
+            .and_then(|(x, y)| (x != 0.0).then(|| 100.0 * (y - x) / x.abs()));
+        table.push(vec![
+            Cell::text(metric.as_str()),
+            cell(x),
+            cell(y),
+            cell(diff),
+            relative.map_or(Cell::Empty, Cell::Percent),
+        ]);
+    }
+    let output = Output {
+        table,
+        heading: vec![format!(
+            "a = {}; b = {}; values are per GPU (mean over ranks), per step where they say so, over \
+             each rank's window ({})",
+            list(&args.a),
+            list(&args.b),
+            if args.window.whole {
+                "whole capture"
+            } else {
+                "steady state unless --whole/--start"
+            }
+        )],
+        ..Output::default()
+    };
+    let mut stdout = std::io::stdout().lock();
+    output.write(Format::from(args.format), &mut stdout)?;
+    Ok(Outcome::Done)
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Args {
+    /// One run's metrics, averaged over its ranks.
+    fn measure(&self, reports: &[PathBuf]) -> anyhow::Result<BTreeMap<String, f64>> {
+        let common = analysis::Common {
+            inputs: Inputs {
+                reports: reports.to_vec(),
+                export_dir: self.export_dir.clone(),
+                quiet: self.quiet,
+            },
+            format: self.format,
+            compat: None::<Compat>,
+        };
+        let timeline = common.load()?;
+        let activity = Activity::new(&timeline);
+        let ranks = analysis::ranks(&activity)?;
+        let windows = self.window.windows(&activity, &ranks)?;
+        let anchor = self.window.anchor_regex()?;
+        let rules = RoleRules::default();
+        let families = Families::default();
+        let mut cache = FamilyCache::new(&families, &timeline);
+        let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+        let mut add = |metric: String, v: f64| *sums.entry(metric).or_default() += v;
+        for (w, streams) in analysis::classify_streams(&activity, windows, &rules) {
+            let process = w.rank.process;
+            let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
+            if steps.is_empty() {
+                steps.push(w.bounds);
+            }
+            let n = steps.len() as f64;
+            let extent = (steps[0].0, steps[steps.len() - 1].1);
+            let k = rank_kernels(&activity, process, extent, &mut cache);
+            let step = k.span_ns as f64 / n;
+            add("step_ns".into(), step);
+            add("kernel_ns per step".into(), k.kernel_ns as f64 / n);
+            add("idle_ns per step".into(), k.idle_ns as f64 / n);
+            add(
+                "concurrency_excess_ns per step".into(),
+                k.concurrency_excess_ns as f64 / n,
+            );
+            add(
+                "step_minus_kernel_ns per step".into(),
+                k.step_minus_kernel_ns() as f64 / n,
+            );
+            for f in &k.families {
+                add(
+                    format!("family {} ns per step", f.family),
+                    f.time_ns as f64 / n,
+                );
+                let share = 100.0 * f.time_ns as f64 / k.span_ns.max(1) as f64;
+                add(format!("family {} share_of_step_pct", f.family), share);
+            }
+            for ((stage, role), e) in rank_exposure(&streams, &rules) {
+                if stage == StageKey::All {
+                    let role = match role {
+                        RoleKey::All => "all".to_string(),
+                        RoleKey::Role(r) => r,
+                    };
+                    add(format!("exposed_comm_ns {role}"), e.exposed_wall_ns as f64);
+                }
+            }
+            let bubbles = rank_bubbles(&activity, process, &steps, &streams, &rules);
+            let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / n;
+            add("bubble_pct".into(), mean);
+        }
+        let ranks = ranks.len() as f64;
+        Ok(sums.into_iter().map(|(k, v)| (k, v / ranks)).collect())
+    }
+}
