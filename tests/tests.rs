@@ -1,6 +1,7 @@
 //! Integration tests: the built `nsys-lens` on fixtures, real exports and damaged inputs, and the
 //! library on synthetic exports. One binary, one module per area.
 
+mod align;
 mod analyses;
 mod bad_input;
 mod breakdown;

@@ -2,7 +2,7 @@
 
 use super::Outcome;
 use super::analysis::{self, Compat, FormatArg, WindowArgs};
-use super::inputs::Inputs;
+use super::inputs::{Align, Inputs};
 use nsys_lens::analysis::bubbles::rank_bubbles;
 use nsys_lens::analysis::kernels::rank_kernels;
 use nsys_lens::analysis::overlap::{RoleKey, StageKey, rank_exposure};
@@ -33,6 +33,10 @@ pub struct Args {
     /// Print nothing but errors and the requested output (no warnings).
     #[arg(short, long)]
     quiet: bool,
+
+    /// How hosts' clocks are put together (see `info --help`).
+    #[arg(long, value_enum, default_value_t)]
+    align: Align,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
@@ -103,6 +107,7 @@ impl Args {
                 reports: reports.to_vec(),
                 export_dir: self.export_dir.clone(),
                 quiet: self.quiet,
+                align: self.align,
             },
             format: self.format,
             compat: None::<Compat>,

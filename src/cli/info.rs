@@ -2,7 +2,7 @@
 
 use super::Outcome;
 use super::inputs::{FormatArg, Inputs};
-use nsys_lens::report::{self, Format, InfoOutput};
+use nsys_lens::report::{self, AlignmentSummary, Format, InfoOutput};
 use std::io::Write;
 
 /// Options of `info`.
@@ -10,7 +10,8 @@ use std::io::Write;
 #[command(after_help = "Examples:
   nsys-lens info node0.sqlite node1.sqlite        two nodes on one clock
   nsys-lens info --format json run/*.sqlite       the same for scripts
-  nsys-lens info run.nsys-rep --export-dir /tmp   export with nsys first (cached)")]
+  nsys-lens info run.nsys-rep --export-dir /tmp   export with nsys first (cached)
+  nsys-lens info --align collectives node*.sqlite  correct each host's clock from the collectives")]
 pub struct Args {
     #[command(flatten)]
     inputs: Inputs,
@@ -26,8 +27,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if format == Format::Csv {
         anyhow::bail!("info has no CSV form (its output is nested): use --format json");
     }
-    let timeline = args.inputs.load()?;
-    let output = InfoOutput::new(&timeline);
+    let (timeline, alignment) = args.inputs.load_aligned()?;
+    let mut output = InfoOutput::new(&timeline);
+    output.alignment = alignment.map(|a| AlignmentSummary::new(&timeline, &a));
     let mut stdout = std::io::stdout().lock();
     match format {
         Format::Json => report::write_json(&output, &mut stdout)?,

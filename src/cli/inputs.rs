@@ -1,6 +1,7 @@
 //! Options shared by every command that reads reports.
 
 use anyhow::Context as _;
+use nsys_lens::analysis::align::{self, Alignment};
 use nsys_lens::model::Timeline;
 use nsys_lens::nsys;
 use std::path::PathBuf;
@@ -20,11 +21,44 @@ pub struct Inputs {
     /// Print nothing but errors and the requested output (no warnings).
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// How hosts' clocks are put together: session starts, or corrected from the collectives
+    /// that span hosts.
+    #[arg(long, value_enum, default_value_t)]
+    pub align: Align,
+}
+
+/// Clock alignment across hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Align {
+    /// Each report's session start (its host's system clock).
+    #[default]
+    Session,
+    /// Session starts, then one correction per host from the collectives' end times.
+    Collectives,
 }
 
 impl Inputs {
-    /// Exports `.nsys-rep` inputs when needed, then loads every report into one timeline.
+    /// Exports `.nsys-rep` inputs when needed, loads every report into one timeline, and with
+    /// `--align collectives` corrects each host's clock.
     pub fn load(&self) -> anyhow::Result<Timeline> {
+        Ok(self.load_aligned()?.0)
+    }
+
+    /// [`Inputs::load`], and the alignment estimate when `--align collectives` asked for one.
+    pub fn load_aligned(&self) -> anyhow::Result<(Timeline, Option<Alignment>)> {
+        let mut timeline = self.load_session()?;
+        if self.align == Align::Session {
+            return Ok((timeline, None));
+        }
+        let alignment = align::estimate(&timeline);
+        let corrections: Vec<i64> = alignment.hosts.iter().map(|h| h.correction_ns).collect();
+        timeline.shift_hosts(&corrections);
+        Ok((timeline, Some(alignment)))
+    }
+
+    /// The reports on the session-start clock.
+    fn load_session(&self) -> anyhow::Result<Timeline> {
         let paths = self
             .expanded()?
             .iter()

@@ -79,6 +79,15 @@ pub struct Args {
     #[arg(long, default_value_t = 37_251_904)]
     session_gap: i64,
 
+    /// Node i's clock reads i x NS ahead of true time (to test --align collectives).
+    #[arg(
+        long,
+        value_name = "NS",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    clock_skew: i64,
+
     /// Seed: the same options and seed give the same rows.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -121,6 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         slow_dataloader: args.slow_dataloader,
         overlap: !args.no_overlap,
         session_gap: args.session_gap,
+        clock_skew: args.clock_skew,
         seed: args.seed,
         ..Options::new(preset)
     };

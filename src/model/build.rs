@@ -388,8 +388,16 @@ impl Builder {
     }
 
     fn finish(mut self, strings: StringTable) -> Timeline {
-        let t = &mut self.timeline;
-        t.strings = strings;
+        self.timeline.strings = strings;
+        self.timeline.sort_events();
+        self.timeline
+    }
+}
+
+impl Timeline {
+    /// Sorts every event vector by time (and a total tie-break, so the order is deterministic).
+    pub(crate) fn sort_events(&mut self) {
+        let t = self;
         t.kernels
             .sort_unstable_by_key(|k| (k.start, k.end, k.stream, k.correlation));
         t.memcpys
@@ -403,6 +411,5 @@ impl Builder {
         // Enclosing ranges first on equal starts; an open range encloses everything after it.
         t.nvtx
             .sort_by_key(|n| (n.start, Reverse(n.end.map_or(i64::MAX, |e| e.0)), n.thread));
-        self.timeline
     }
 }

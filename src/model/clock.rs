@@ -22,9 +22,12 @@ pub enum TimeBase {
 pub struct ClockMapping {
     /// What the raw times count from.
     pub base: TimeBase,
-    /// Added to every raw time, ns.
+    /// Added to every raw time, ns (the session offset, plus `correction` once aligned).
     #[serde(rename = "offset_ns")]
     pub offset: i64,
+    /// Of `offset`, the correction `--align collectives` estimated for the report's host, ns.
+    #[serde(rename = "collective_correction_ns")]
+    pub correction: i64,
 }
 
 /// The mapping of every report, in input order.
@@ -50,6 +53,7 @@ pub fn plan(metas: &[&ExportMeta]) -> Vec<ClockMapping> {
             ClockMapping {
                 base: base(m),
                 offset,
+                correction: 0,
             }
         })
         .collect()

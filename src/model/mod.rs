@@ -11,6 +11,7 @@ mod build;
 mod clock;
 mod entities;
 mod events;
+mod shift;
 mod strings;
 
 pub use clock::{ClockMapping, TimeBase};

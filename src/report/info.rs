@@ -1,6 +1,8 @@
 //! `info`: what each report holds, and how the reports were put on one clock.
 
+use super::table::{Cell, Table};
 use super::{format_seconds, utc_iso};
+use crate::analysis::align::Alignment;
 use crate::model::{ClockMapping, RowCounts, TimeBase, Timeline};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -14,6 +16,105 @@ pub struct InfoOutput {
     pub clock: String,
     /// Hosts, processes, GPUs and streams across all reports.
     pub totals: Totals,
+    /// With `--align collectives`: the clock correction of every report's host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alignment: Option<AlignmentSummary>,
+}
+
+/// The clock alignment from collectives, per report.
+#[derive(Debug, Clone, Serialize)]
+pub struct AlignmentSummary {
+    /// One row per report.
+    pub rows: Vec<AlignmentRow>,
+    /// Collective instances spanning two hosts or more.
+    pub instances: usize,
+    /// Median end-time spread of those instances before the corrections, ns.
+    pub spread_before_ns: i64,
+    /// The same after, ns.
+    pub spread_after_ns: i64,
+    /// What the estimate rests on.
+    pub notes: Vec<String>,
+}
+
+/// One report's clock.
+#[derive(Debug, Clone, Serialize)]
+pub struct AlignmentRow {
+    /// The report file.
+    pub report: String,
+    /// Its host.
+    pub host: String,
+    /// Offset from the session starts, ns.
+    pub session_offset_ns: i64,
+    /// Correction from the collectives added to every time of the host, ns.
+    pub collective_correction_ns: i64,
+    /// Collective instances the host's estimate used.
+    pub collectives_used: usize,
+    /// The host's median end-time distance from the consensus before, ns.
+    pub residual_before_ns: i64,
+    /// The same after, ns.
+    pub residual_after_ns: i64,
+}
+
+impl AlignmentSummary {
+    /// The rows of an estimate applied to `timeline`.
+    pub fn new(timeline: &Timeline, alignment: &Alignment) -> AlignmentSummary {
+        let rows = timeline
+            .reports
+            .iter()
+            .map(|r| {
+                let h = &alignment.hosts[r.host.index()];
+                AlignmentRow {
+                    report: r.path.display().to_string(),
+                    host: timeline.host(r.host).name.clone(),
+                    session_offset_ns: r.clock.offset - r.clock.correction,
+                    collective_correction_ns: h.correction_ns,
+                    collectives_used: h.collectives_used,
+                    residual_before_ns: h.residual_before_ns,
+                    residual_after_ns: h.residual_after_ns,
+                }
+            })
+            .collect();
+        AlignmentSummary {
+            rows,
+            instances: alignment.instances,
+            spread_before_ns: alignment.spread_before_ns,
+            spread_after_ns: alignment.spread_after_ns,
+            notes: alignment.notes.clone(),
+        }
+    }
+
+    fn write_table(&self, out: &mut String) {
+        let mut table = Table::new(&[
+            "report",
+            "host",
+            "session_offset_ns",
+            "collective_correction_ns",
+            "collectives_used",
+            "residual_before_ns",
+            "residual_after_ns",
+        ]);
+        for r in &self.rows {
+            table.push(vec![
+                Cell::text(&r.report),
+                Cell::text(&r.host),
+                Cell::Int(r.session_offset_ns),
+                Cell::Int(r.collective_correction_ns),
+                Cell::Int(r.collectives_used as i64),
+                Cell::Int(r.residual_before_ns),
+                Cell::Int(r.residual_after_ns),
+            ]);
+        }
+        let _ = writeln!(
+            out,
+            "\nclock alignment from collectives ({} instance(s) spanning hosts; median end spread \
+             {} ns before, {} ns after)",
+            self.instances, self.spread_before_ns, self.spread_after_ns
+        );
+        out.push_str(&table.to_text());
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
+    }
 }
 
 /// Entity counts over every report.
@@ -142,6 +243,7 @@ impl InfoOutput {
                 gpus: timeline.gpus.len(),
                 streams: timeline.streams.len(),
             },
+            alignment: None,
         }
     }
 
@@ -157,6 +259,9 @@ impl InfoOutput {
         for row in &self.rows {
             out.push('\n');
             row.write_table(&mut out, quiet);
+        }
+        if let Some(alignment) = &self.alignment {
+            alignment.write_table(&mut out);
         }
         out
     }

@@ -15,7 +15,7 @@ mod time;
 pub use breakdown::{
     RankBreakdown, RankBubbles, RankIdle, bubbles_output, idle_output, kernels_output,
 };
-pub use info::{InfoOutput, ReportSummary};
+pub use info::{AlignmentSummary, InfoOutput, ReportSummary};
 pub use overlap::overlap_output;
 pub use ranks::{RankWindow, ranks_output, window_output};
 pub use streams::streams_output;

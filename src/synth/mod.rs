@@ -64,6 +64,9 @@ pub struct Options {
     pub seq_len: usize,
     /// How far apart (ns) consecutive nodes' sessions started.
     pub session_gap: i64,
+    /// Node i's clock reads i x this many ns ahead of true time (its session start and so every
+    /// time it records), while the collectives that cross nodes stay coupled in true time.
+    pub clock_skew: i64,
     /// Seed: the same options and seed give the same rows.
     pub seed: u64,
 }
@@ -89,6 +92,7 @@ impl Options {
             overlap: true,
             seq_len: 4096,
             session_gap: 37_251_904,
+            clock_skew: 0,
             seed: 1,
         }
     }
@@ -131,7 +135,8 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
                 hostname: format!("node{i}"),
                 session_start_utc: FIRST_SESSION_UTC
                     + (options.seed % 1000) as i64 * 1_000_000
-                    + start,
+                    + start
+                    + i as i64 * options.clock_skew,
                 session_start: start,
                 gpus: options.gpus_per_node as u32,
                 gpu_name: "NVIDIA H100 80GB HBM3",

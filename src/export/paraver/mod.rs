@@ -129,9 +129,10 @@ fn provenance(scope: &Scope) -> String {
     for r in &scope.activity.timeline.reports {
         let _ = writeln!(
             out,
-            "# nsys-lens: {} onto the merged clock: {:+} ns",
+            "# nsys-lens: {} onto the merged clock: {:+} ns (of which collective correction {:+} ns)",
             r.path.display(),
-            r.clock.offset
+            r.clock.offset,
+            r.clock.correction
         );
     }
     out

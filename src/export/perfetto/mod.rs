@@ -172,15 +172,24 @@ impl<'a, W: Write> Writer<'_, 'a, '_, W> {
         Sequence::new(self.next_sequence - 1, track)
     }
 
-    /// An `nsys-lens` track with one instant at 0 recording the rebase offset.
+    /// An `nsys-lens` track with one instant at 0 recording the rebase offset; its description
+    /// gives every report's clock offset (and collective correction).
     fn metadata(&mut self) -> anyhow::Result<()> {
+        let mut description = String::from(
+            "Times are ns since the earliest exported event: merged-clock time minus \
+             rebase_offset_ns. Reports onto the merged clock:",
+        );
+        for r in &self.scope.activity.timeline.reports {
+            description += &format!(
+                " {}: {:+} ns (of which collective correction {:+} ns);",
+                r.path.display(),
+                r.clock.offset,
+                r.clock.correction
+            );
+        }
         let uuid = self.track(TrackDescriptor {
             name: Some("nsys-lens".to_string()),
-            description: Some(
-                "Times are ns since the earliest exported event: merged-clock time minus \
-                 rebase_offset_ns (see `nsys-lens info` for each report's clock offset)."
-                    .to_string(),
-            ),
+            description: Some(description),
             ..TrackDescriptor::default()
         })?;
         let mut seq = self.sequence(uuid);
