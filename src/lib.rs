@@ -27,6 +27,6 @@ pub mod export;
 mod hash;
 pub mod model;
 pub mod nsys;
-mod output;
+pub mod output;
 pub mod report;
 pub mod synth;

@@ -1,5 +1,6 @@
 //! The `nsys-lens` binary: parses arguments, runs one subcommand, and turns the outcome into the
-//! exit code (0 success, 1 nothing found to report, 2 bad input or usage) in this one place.
+//! exit code (0 success, 1 nothing found to report, 2 bad input or usage; 130 on Ctrl-C, after
+//! removing partial outputs) in this one place.
 
 mod cli;
 
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
+    nsys_lens::output::remove_temporaries_on_interrupt();
     match cli::run(args) {
         Ok(cli::Outcome::Done) => ExitCode::SUCCESS,
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,

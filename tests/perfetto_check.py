@@ -185,6 +185,8 @@ def main():
                 problem(f"packet {index}: event type {kind} on track {track} (counter={is_counter})")
             if kind == BEGIN:
                 depth += 1
+                if depth > 512:
+                    problem(f"packet {index}: nesting deeper than 512 on track {track}")
             elif kind == END:
                 depth -= 1
                 if depth < 0:

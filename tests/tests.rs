@@ -5,6 +5,7 @@ mod align;
 mod analyses;
 mod bad_input;
 mod breakdown;
+mod hostile;
 mod nsys_rep;
 mod paraver;
 mod perfetto;

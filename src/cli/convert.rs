@@ -5,7 +5,7 @@ use super::inputs::Inputs;
 use anyhow::Context as _;
 use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
 use nsys_lens::export::{Scope, paraver, perfetto};
-use nsys_lens::model::Ns;
+use nsys_lens::model::{Ns, Timeline};
 use regex::Regex;
 use std::path::{Path, PathBuf};
 
@@ -101,15 +101,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     let scope = Scope::new(&activity, &rules, &ranks, &spec, args.ranks.is_none());
     let base = args.base();
+    let prv = if args.gzip { "prv.gz" } else { "prv" };
+    let outputs: Vec<PathBuf> = args
+        .to
+        .iter()
+        .flat_map(|target| match target {
+            Target::Perfetto => vec![with_extension(&base, perfetto_extension(args.gzip))],
+            Target::Paraver => [prv, "pcf", "row"]
+                .map(|ext| with_extension(&base, ext))
+                .to_vec(),
+        })
+        .collect();
+    refuse_overwriting_inputs(&outputs, &timeline)?;
     for target in &args.to {
         match target {
             Target::Perfetto => {
-                let ext = if args.gzip {
-                    "perfetto-trace.gz"
-                } else {
-                    "perfetto-trace"
-                };
-                let path = with_extension(&base, ext);
+                let path = with_extension(&base, perfetto_extension(args.gzip));
                 let options = perfetto::Options { gzip: args.gzip };
                 let summary = perfetto::write(&scope, &path, options)?;
                 if !args.inputs.quiet {
@@ -156,6 +163,36 @@ impl Args {
             PathBuf::from(stem)
         })
     }
+}
+
+/// The Perfetto trace's extension.
+fn perfetto_extension(gzip: bool) -> &'static str {
+    if gzip {
+        "perfetto-trace.gz"
+    } else {
+        "perfetto-trace"
+    }
+}
+
+/// Fails when an output would replace one of the inputs.
+fn refuse_overwriting_inputs(outputs: &[PathBuf], timeline: &Timeline) -> anyhow::Result<()> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    for output in outputs {
+        let Some(out) = canonical(output) else {
+            continue;
+        };
+        if let Some(input) = timeline
+            .reports
+            .iter()
+            .find(|r| canonical(&r.path).as_ref() == Some(&out))
+        {
+            anyhow::bail!(
+                "{}: the output would overwrite this input; choose another -o",
+                input.path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `base.ext`, unless `base` already ends with `.ext`.
@@ -229,6 +266,9 @@ fn report_paraver(summary: &paraver::Summary) {
         c.nvtx,
         c.comms
     );
+    for warning in &summary.warnings {
+        eprintln!("nsys-lens: warning: {warning}");
+    }
     if c.comms_skipped > 0 {
         eprintln!(
             "nsys-lens: warning: {} launch(es) not drawn as communication: their GPU operation \

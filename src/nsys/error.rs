@@ -113,9 +113,10 @@ pub enum Error {
         /// The missing id.
         id: i64,
     },
-    /// A time does not fit the merged clock (it overflows 64 bits once the offset is applied).
+    /// A time is out of the range nsys-lens accepts on the merged clock (±2^61 ns, about 73
+    /// years either side of the origin, so that any difference of two times fits 64 bits).
     #[error(
-        "{path}: {table} row {row}: time {time} overflows when shifted by {offset} ns onto the merged clock"
+        "{path}: {table} row {row}: time {time} is out of range once shifted by {offset} ns onto the merged clock (times must lie within ±2^61 ns; this overflow points to a corrupt value)"
     )]
     TimeOverflow {
         /// The input.

@@ -19,11 +19,17 @@ pub struct Clock {
     pub offset: i64,
 }
 
+/// The largest time (in absolute value) on the merged clock: 2^61 ns, about 73 years, so that
+/// the difference of any two times fits in 64 bits (UTC epoch times of ts-normalized exports,
+/// about 1.8e18 in 2027, stay below it until 2043).
+pub const TIME_LIMIT: i64 = 1 << 61;
+
 impl Clock {
-    /// Maps one time of row `f` onto the merged clock.
+    /// Maps one time of row `f` onto the merged clock; times beyond ±[`TIME_LIMIT`] are refused.
     pub(crate) fn map(self, time: i64, f: &Fields) -> Result<Ns> {
         let (path, table) = f.location();
         time.checked_add(self.offset)
+            .filter(|t| t.abs() <= TIME_LIMIT)
             .map(Ns)
             .ok_or_else(|| Error::TimeOverflow {
                 path: path.to_path_buf(),

@@ -50,6 +50,7 @@ pub fn resolve_input(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> 
     // nsys writes where it is told; export to a temporary name and rename, so that an interrupted
     // export never leaves a cache that looks complete.
     let partial = cache.with_extension("nsys-lens-partial.sqlite");
+    crate::output::register(&partial);
     let status = Command::new(nsys)
         .arg("export")
         .arg("--type=sqlite")
@@ -68,7 +69,9 @@ pub fn resolve_input(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> 
             "`nsys export` failed ({status}); run by hand to see why:\n    {command}"
         )));
     }
-    std::fs::rename(&partial, &cache).map_err(|source| Error::Io {
+    let renamed = std::fs::rename(&partial, &cache);
+    crate::output::unregister(&partial);
+    renamed.map_err(|source| Error::Io {
         path: cache.clone(),
         source,
     })?;

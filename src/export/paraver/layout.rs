@@ -107,11 +107,13 @@ pub struct Layout<'t> {
     pub receivers: Vec<Receiver>,
     /// The latest record time (rebased): the header's end time.
     pub end: u64,
+    /// Limits the trace exceeds.
+    pub warnings: Vec<String>,
 }
 
 impl<'t> Layout<'t> {
     /// Builds the model of a scope.
-    pub fn new(scope: &Scope<'_, 't>) -> anyhow::Result<Layout<'t>> {
+    pub fn new(scope: &Scope<'_, 't>) -> Layout<'t> {
         let timeline = scope.activity.timeline;
         let mut hosts: Vec<HostId> = Vec::new();
         let mut tasks = Vec::new();
@@ -124,15 +126,18 @@ impl<'t> Layout<'t> {
             tasks.push(task(scope, index, part, node));
         }
         let threads: usize = tasks.iter().map(|t| t.threads.len()).sum();
-        anyhow::ensure!(
-            threads <= MAX_THREADS,
-            "{threads} Paraver threads exceed the {MAX_THREADS} a default Paraver build can \
-             index: export fewer ranks (--ranks) or a window"
-        );
+        let mut warnings = Vec::new();
+        if threads > MAX_THREADS {
+            warnings.push(format!(
+                "{threads} Paraver threads exceed the {MAX_THREADS} a default Paraver build can \
+                 index (builds with --enable-extended-objects open it): export fewer ranks \
+                 (--ranks) for a default build"
+            ));
+        }
         let values = values(scope, &tasks);
         let receivers = receivers(scope, &tasks);
         let end = end_time(scope, &tasks);
-        Ok(Layout {
+        Layout {
             nodes: hosts
                 .iter()
                 .map(|&h| timeline.host(h).name.clone())
@@ -141,7 +146,8 @@ impl<'t> Layout<'t> {
             values,
             receivers,
             end,
-        })
+            warnings,
+        }
     }
 }
 

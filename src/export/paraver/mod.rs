@@ -40,11 +40,13 @@ pub struct Summary {
     pub tasks: usize,
     /// Threads over all tasks.
     pub threads: usize,
+    /// What the user should know (e.g. more objects than a default Paraver build indexes).
+    pub warnings: Vec<String>,
 }
 
 /// Writes `base.prv[.gz]`, `base.pcf` and `base.row`, each under a temporary name first.
 pub fn write(scope: &Scope, base: &Path, options: Options) -> anyhow::Result<Summary> {
-    let layout = Layout::new(scope)?;
+    let layout = Layout::new(scope);
     let prv = path_with(base, if options.gzip { "prv.gz" } else { "prv" });
     let temp = crate::output::temporary_beside(&prv)?;
     let buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
@@ -72,6 +74,7 @@ pub fn write(scope: &Scope, base: &Path, options: Options) -> anyhow::Result<Sum
         counts,
         tasks: layout.tasks.len(),
         threads: layout.tasks.iter().map(|t| t.threads.len()).sum(),
+        warnings: layout.warnings,
     })
 }
 
@@ -234,7 +237,9 @@ fn block(out: &mut String, ty: u32, label: &str, values: &[(u32, &str)]) {
     out.push('\n');
 }
 
-/// Labels are one line each in the `.pcf`.
+/// Labels are one line each in the `.pcf`, without control characters (NUL included).
 fn one_line(text: &str) -> String {
-    text.replace(['\n', '\r'], " ")
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }

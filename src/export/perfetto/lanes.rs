@@ -6,6 +6,9 @@
 use super::sequence::{PacketStream, Sequence};
 use std::io::{self, Write};
 
+/// Deepest nesting on one lane; deeper slices open another lane (trace_processor stops at 512).
+const MAX_DEPTH: usize = 256;
+
 /// One lane: its sequence and the ends of its open slices, innermost last.
 struct Lane {
     sequence: Sequence,
@@ -39,7 +42,7 @@ impl Lanes {
             close_until(lane, out, start)?;
             let fits = match lane.open.last() {
                 None => true,
-                Some(&open_end) => self.nest && end <= open_end,
+                Some(&open_end) => self.nest && end <= open_end && lane.open.len() < MAX_DEPTH,
             };
             if fits {
                 return Ok(Some(i));
