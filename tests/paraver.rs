@@ -44,8 +44,8 @@ type Process = (String, u32);
 /// Per (device, stream): kernels.
 type KernelCounts = BTreeMap<(u32, u32), u64>;
 
-/// A parsed trace.
-struct Trace {
+/// A parsed trace (fields used by this module; the fuzz harness uses [`check`]).
+pub struct Trace {
     end: u64,
     nodes: usize,
     /// Threads per task, and each task's node.
@@ -59,7 +59,7 @@ struct Trace {
     comms: Vec<[u64; 8]>,
 }
 
-fn parse(prv: &Path) -> Trace {
+pub fn parse(prv: &Path) -> Trace {
     let text = std::fs::read_to_string(prv).expect("prv");
     let mut lines = text.lines();
     let header = lines.next().expect("header");
@@ -176,7 +176,7 @@ fn parse_pcf(path: &Path) -> HashMap<u32, (String, HashMap<u64, String>)> {
 
 /// Checks every format rule; returns per (task, thread name) kernel begins and per task the
 /// GPU-active time.
-fn check(trace: &Trace) -> (BTreeMap<(usize, String), u64>, Vec<i64>) {
+pub fn check(trace: &Trace) -> (BTreeMap<(usize, String), u64>, Vec<i64>) {
     assert_eq!(trace.row["NODE"].len(), trace.nodes);
     assert_eq!(trace.row["TASK"].len(), trace.tasks.len());
     let threads: usize = trace.tasks.iter().map(|t| t.0).sum();

@@ -12,7 +12,7 @@ use std::process::Command;
 
 /// The checker's summary of a trace, or None when the `perfetto` Python package is missing
 /// (outside CI, which installs it: there a missing checker fails the test).
-fn check(trace: &Path) -> Option<Value> {
+pub fn check(trace: &Path) -> Option<Value> {
     let out = Command::new("python3")
         .arg(root().join("tests/perfetto_check.py"))
         .arg(trace)

@@ -5,6 +5,7 @@ mod align;
 mod analyses;
 mod bad_input;
 mod breakdown;
+mod fuzz;
 mod hostile;
 mod nsys_rep;
 mod paraver;

@@ -29,7 +29,7 @@ impl Clock {
     pub(crate) fn map(self, time: i64, f: &Fields) -> Result<Ns> {
         let (path, table) = f.location();
         time.checked_add(self.offset)
-            .filter(|t| t.abs() <= TIME_LIMIT)
+            .filter(|t| (-TIME_LIMIT..=TIME_LIMIT).contains(t))
             .map(Ns)
             .ok_or_else(|| Error::TimeOverflow {
                 path: path.to_path_buf(),

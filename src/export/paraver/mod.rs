@@ -237,9 +237,16 @@ fn block(out: &mut String, ty: u32, label: &str, values: &[(u32, &str)]) {
     out.push('\n');
 }
 
-/// Labels are one line each in the `.pcf`, without control characters (NUL included).
+/// Labels are one line each in the `.pcf`, without control characters (NUL included), and
+/// never empty (a value line needs a label).
 fn one_line(text: &str) -> String {
-    text.chars()
+    let line: String = text
+        .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+        .collect();
+    if line.trim().is_empty() {
+        "(unnamed)".to_string()
+    } else {
+        line
+    }
 }
