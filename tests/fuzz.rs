@@ -146,7 +146,7 @@ fn random_export(seed: u64) -> (tempfile::TempDir, std::path::PathBuf) {
         .unwrap();
     }
     let pids = [PID, PID + 13, 777];
-    let mut insert = |sql: &str, values: &[&dyn rusqlite::ToSql]| {
+    let insert = |sql: &str, values: &[&dyn rusqlite::ToSql]| {
         // Rows the schema refuses (NOT NULL) are simply not inserted.
         let _ = conn.execute(sql, values);
     };
