@@ -136,3 +136,20 @@ pub struct NvtxEvent {
     /// Text.
     pub text: StringId,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented memory per event (README, "Limits"): a guard against bloating the records
+    /// that tens of millions of rows become.
+    #[test]
+    fn events_stay_small() {
+        assert!(std::mem::size_of::<Kernel>() <= 72);
+        assert!(std::mem::size_of::<ApiCall>() <= 32);
+        assert!(std::mem::size_of::<NvtxEvent>() <= 48);
+        assert!(std::mem::size_of::<Memcpy>() <= 40);
+        assert!(std::mem::size_of::<Memset>() <= 40);
+        assert!(std::mem::size_of::<SyncEvent>() <= 40);
+    }
+}
