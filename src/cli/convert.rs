@@ -76,7 +76,7 @@ pub struct Args {
 }
 
 /// Export formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 enum Target {
     /// Perfetto protobuf trace (`.perfetto-trace`).
     Perfetto,
@@ -113,26 +113,50 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         })
         .collect();
     refuse_overwriting_inputs(&outputs, &timeline)?;
-    for target in &args.to {
-        match target {
-            Target::Perfetto => {
-                let path = with_extension(&base, perfetto_extension(args.gzip));
-                let options = perfetto::Options { gzip: args.gzip };
-                let summary = perfetto::write(&scope, &path, options)?;
-                if !args.inputs.quiet {
-                    report(&summary);
-                }
+    // The two formats are written at once, one per core: they only read the scope.
+    let mut targets = args.to.clone();
+    targets.sort();
+    targets.dedup();
+    let results: Vec<anyhow::Result<()>> = std::thread::scope(|threads| {
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|&target| {
+                let (scope, base, args) = (&scope, &base, &args);
+                threads.spawn(move || write_target(target, scope, base, args))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a writer thread panicked")))
+            })
+            .collect()
+    });
+    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+    Ok(Outcome::Done)
+}
+
+/// Writes one format and reports it.
+fn write_target(target: Target, scope: &Scope, base: &Path, args: &Args) -> anyhow::Result<()> {
+    match target {
+        Target::Perfetto => {
+            let path = with_extension(base, perfetto_extension(args.gzip));
+            let options = perfetto::Options { gzip: args.gzip };
+            let summary = perfetto::write(scope, &path, options)?;
+            if !args.inputs.quiet {
+                report(&summary);
             }
-            Target::Paraver => {
-                let options = paraver::Options { gzip: args.gzip };
-                let summary = paraver::write(&scope, &base, options)?;
-                if !args.inputs.quiet {
-                    report_paraver(&summary);
-                }
+        }
+        Target::Paraver => {
+            let options = paraver::Options { gzip: args.gzip };
+            let summary = paraver::write(scope, base, options)?;
+            if !args.inputs.quiet {
+                report_paraver(&summary);
             }
         }
     }
-    Ok(Outcome::Done)
+    Ok(())
 }
 
 impl Args {
