@@ -113,11 +113,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         })
         .collect();
     refuse_overwriting_inputs(&outputs, &timeline)?;
+    let progress = super::progress::Progress::start("writing".to_string(), args.inputs.quiet);
     // The two formats are written at once, one per core: they only read the scope.
     let mut targets = args.to.clone();
     targets.sort();
     targets.dedup();
-    let results: Vec<anyhow::Result<()>> = std::thread::scope(|threads| {
+    let results: Vec<anyhow::Result<Vec<String>>> = std::thread::scope(|threads| {
         let handles: Vec<_> = targets
             .iter()
             .map(|&target| {
@@ -133,30 +134,34 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             })
             .collect()
     });
-    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+    let lines = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    drop(progress);
+    if !args.inputs.quiet {
+        for line in lines.into_iter().flatten() {
+            eprintln!("{line}");
+        }
+    }
     Ok(Outcome::Done)
 }
 
-/// Writes one format and reports it.
-fn write_target(target: Target, scope: &Scope, base: &Path, args: &Args) -> anyhow::Result<()> {
-    match target {
+/// Writes one format; returns the lines that report it.
+fn write_target(
+    target: Target,
+    scope: &Scope,
+    base: &Path,
+    args: &Args,
+) -> anyhow::Result<Vec<String>> {
+    Ok(match target {
         Target::Perfetto => {
             let path = with_extension(base, perfetto_extension(args.gzip));
             let options = perfetto::Options { gzip: args.gzip };
-            let summary = perfetto::write(scope, &path, options)?;
-            if !args.inputs.quiet {
-                report(&summary);
-            }
+            report(&perfetto::write(scope, &path, options)?)
         }
         Target::Paraver => {
             let options = paraver::Options { gzip: args.gzip };
-            let summary = paraver::write(scope, base, options)?;
-            if !args.inputs.quiet {
-                report_paraver(&summary);
-            }
+            report_paraver(&paraver::write(scope, base, options)?)
         }
-    }
-    Ok(())
+    })
 }
 
 impl Args {
@@ -247,10 +252,10 @@ fn parse_ranks(list: &str) -> anyhow::Result<Vec<u32>> {
     Ok(ranks)
 }
 
-/// One line per output on stderr, and a warning when the UI may not open it.
-fn report(summary: &perfetto::Summary) {
+/// The summary line of the Perfetto trace, and a warning when the UI may not open it.
+fn report(summary: &perfetto::Summary) -> Vec<String> {
     let c = summary.counts;
-    eprintln!(
+    let mut lines = vec![format!(
         "wrote {} ({} bytes): {} kernels, {} memcpy, {} memset, {} CUDA API calls, {} NVTX \
          events, {} flows, {} tracks",
         summary.path.display(),
@@ -262,22 +267,23 @@ fn report(summary: &perfetto::Summary) {
         c.nvtx,
         c.flows,
         c.tracks
-    );
+    )];
     if c.slices() > perfetto::UI_SLICE_LIMIT {
-        eprintln!(
+        lines.push(format!(
             "nsys-lens: warning: {} slices may be more than ui.perfetto.dev can hold in a \
              browser; export part of the run (--ranks, --steady, --start/--end) or open it with \
              `trace_processor server http {}`",
             c.slices(),
             summary.path.display()
-        );
+        ));
     }
+    lines
 }
 
-/// One line on stderr for the Paraver files.
-fn report_paraver(summary: &paraver::Summary) {
+/// The summary line of the Paraver files, and their warnings.
+fn report_paraver(summary: &paraver::Summary) -> Vec<String> {
     let c = summary.counts;
-    eprintln!(
+    let mut lines = vec![format!(
         "wrote {} ({} bytes; .pcf and .row beside it): {} tasks, {} threads, {} kernels, {} \
          memcpy/memset, {} CUDA API calls, {} NVTX events, {} communications",
         summary.prv.display(),
@@ -289,17 +295,18 @@ fn report_paraver(summary: &paraver::Summary) {
         c.api,
         c.nvtx,
         c.comms
-    );
+    )];
     for warning in &summary.warnings {
-        eprintln!("nsys-lens: warning: {warning}");
+        lines.push(format!("nsys-lens: warning: {warning}"));
     }
     if c.comms_skipped > 0 {
-        eprintln!(
+        lines.push(format!(
             "nsys-lens: warning: {} launch(es) not drawn as communication: their GPU operation \
              starts before the API call (clock skew)",
             c.comms_skipped
-        );
+        ));
     }
+    lines
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod info;
 mod inputs;
 mod kernels;
 mod overlap;
+mod progress;
 mod ranks;
 mod streams;
 mod synth;
@@ -23,7 +24,10 @@ Examples:
   nsys-lens info run.nsys-rep                  exports the report with nsys first (cached)
   nsys-lens info --format json node*.sqlite    the same for scripts
   nsys-lens ranks node0.sqlite node1.sqlite    which process is which rank
-  nsys-lens overlap node0.sqlite node1.sqlite  how much communication compute hides";
+  nsys-lens overlap node0.sqlite node1.sqlite  how much communication compute hides
+  nsys-lens kernels --whole run/               kernel families per GPU per step
+  nsys-lens bubbles --whole --pp 2 run/        pipeline bubble per rank and step
+  nsys-lens convert run/ -o run                run.perfetto-trace and run.prv/.pcf/.row";
 
 /// Merge Nsight Systems exports of distributed GPU training into one timeline and answer what
 /// it shows.
