@@ -7,6 +7,7 @@ mod bad_input;
 mod breakdown;
 mod fuzz;
 mod hostile;
+mod html;
 mod nsys_rep;
 mod paraver;
 mod perfetto;

@@ -12,6 +12,7 @@ mod kernels;
 mod overlap;
 mod progress;
 mod ranks;
+mod report;
 mod streams;
 mod synth;
 mod window;
@@ -58,6 +59,8 @@ enum Command {
     Bubbles(bubbles::Args),
     /// Two runs side by side: kernel families, step time, exposed communication, bubbles.
     Compare(compare::Args),
+    /// One self-contained HTML page: ranks, where each step goes, overlap, families, bubbles.
+    Report(report::Args),
     /// Write the merged timeline as a Perfetto trace (ui.perfetto.dev) and a Paraver trace.
     Convert(convert::Args),
     /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
@@ -87,6 +90,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Idle(args) => idle::run(args),
         Command::Bubbles(args) => bubbles::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Report(args) => report::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Synth(args) => synth::run(args),
     }

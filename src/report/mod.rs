@@ -4,6 +4,7 @@
 //! table's column names in snake_case. JSON is `{"rows": [...]}` plus context fields.
 
 mod breakdown;
+pub mod html;
 mod info;
 mod overlap;
 pub mod pithtrain;
