@@ -1,0 +1,70 @@
+//! The documentation cannot rot: every command in a ```sh block of `docs/*.md` runs (in the
+//! repository root, `nsys-lens` being the built binary), and every line of the ```text block
+//! after it appears in what the commands printed.
+
+use crate::util::root;
+use std::process::Command;
+
+/// (commands, expected lines) of each ```sh block, in page order.
+fn blocks(page: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    let mut out: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+    let mut lines = page.lines();
+    while let Some(line) = lines.next() {
+        let kind = match line.trim_end() {
+            "```sh" => "sh",
+            "```text" => "text",
+            _ => continue,
+        };
+        let body: Vec<String> = lines
+            .by_ref()
+            .take_while(|l| !l.starts_with("```"))
+            .map(str::to_string)
+            .collect();
+        match kind {
+            "sh" => out.push((body, Vec::new())),
+            _ => out.last_mut().expect("a text block follows a command").1 = body,
+        }
+    }
+    out
+}
+
+#[test]
+fn every_documented_command_runs_and_prints_what_the_page_says() {
+    let docs = root().join("docs");
+    let mut pages = 0;
+    for entry in std::fs::read_dir(&docs).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "md") {
+            continue;
+        }
+        let page = std::fs::read_to_string(&path).unwrap();
+        for (commands, expected) in blocks(&page) {
+            let mut printed = String::new();
+            for command in &commands {
+                let words: Vec<&str> = command.split_whitespace().collect();
+                assert_eq!(words[0], "nsys-lens", "{}: `{command}`", path.display());
+                let out = Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+                    .args(&words[1..])
+                    .current_dir(root())
+                    .output()
+                    .unwrap();
+                printed += &String::from_utf8_lossy(&out.stdout);
+                printed += &String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success(),
+                    "{}: `{command}` failed:\n{printed}",
+                    path.display()
+                );
+            }
+            for line in expected {
+                assert!(
+                    printed.contains(&line),
+                    "{}: the page says {line:?}, the commands printed:\n{printed}",
+                    path.display()
+                );
+            }
+        }
+        pages += 1;
+    }
+    assert!(pages >= 5, "docs pages: {pages}");
+}
