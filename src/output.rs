@@ -28,12 +28,14 @@ pub fn unregister(path: &Path) {
     }
 }
 
-/// A private temporary file in the directory of `path`, registered until persisted.
+/// A private temporary file in the directory of `path` (created when missing), registered
+/// until persisted.
 pub fn temporary_beside(path: &Path) -> anyhow::Result<NamedTempFile> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let temp = NamedTempFile::new_in(dir)
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
     register(temp.path());

@@ -31,12 +31,14 @@ fn blocks(page: &str) -> Vec<(Vec<String>, Vec<String>)> {
 #[test]
 fn every_documented_command_runs_and_prints_what_the_page_says() {
     let docs = root().join("docs");
+    let mut paths: Vec<_> = std::fs::read_dir(&docs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
     let mut pages = 0;
-    for entry in std::fs::read_dir(&docs).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "md") {
-            continue;
-        }
+    for path in paths {
         let page = std::fs::read_to_string(&path).unwrap();
         for (commands, expected) in blocks(&page) {
             let mut printed = String::new();

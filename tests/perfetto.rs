@@ -266,8 +266,10 @@ fn gzip_ranks_and_windows_export_part_of_a_run() {
 
 #[test]
 fn a_failed_conversion_leaves_no_file() {
+    // The output directory would have to be created under a regular file: refused.
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("missing-dir/out");
+    std::fs::write(dir.path().join("plain"), b"x").unwrap();
+    let target = dir.path().join("plain/sub/out");
     let report = fixture("pithtrain_pp2_ep2/node0.sqlite");
     let output = nsys_lens(&[
         "convert",
@@ -276,7 +278,22 @@ fn a_failed_conversion_leaves_no_file() {
         report.to_str().unwrap(),
     ]);
     assert_eq!(output.status.code(), Some(2));
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "only the file itself"
+    );
+    // A missing directory is created.
+    let made = dir.path().join("new/dir/out");
+    let output = nsys_lens(&[
+        "convert",
+        "-q",
+        "-o",
+        made.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(output.status.success());
+    assert!(made.with_extension("prv").exists());
     let output = nsys_lens(&["convert", "--ranks", "9", report.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
 }
