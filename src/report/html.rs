@@ -282,7 +282,7 @@ fn strip(out: &mut String, run: &RunView) {
     }
     let _ = write!(
         out,
-        "<h3>Timeline of the steady-state window ({})</h3>",
+        "<h3>Timeline of the window ({})</h3>",
         ms(run.strip_ns)
     );
     let (width, row) = (640.0, 16);
@@ -301,15 +301,65 @@ fn strip(out: &mut String, run: &RunView) {
             y + 11,
             esc(&r.name)
         );
-        for &(s, e) in &r.spans {
-            let w = ((e - s) as f64 * scale).max(0.5);
+        // Operations closer than half a pixel are drawn as one rectangle, so a row holds at
+        // most one rectangle per pixel however many kernels the window has.
+        let mut pending: Option<(f64, f64)> = None;
+        let draw = |out: &mut String, (x0, x1): (f64, f64)| {
             let _ = write!(
                 out,
-                "<rect x=\"{:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"12\" fill=\"{}\"/>",
-                280.0 + s as f64 * scale,
+                "<rect x=\"{:.1}\" y=\"{y}\" width=\"{:.1}\" height=\"12\" fill=\"{}\"/>",
+                280.0 + x0,
+                (x1 - x0).max(0.5),
                 colour(&r.key)
             );
+        };
+        for &(s, e) in &r.spans {
+            let (x0, x1) = (s as f64 * scale, e as f64 * scale);
+            pending = match pending {
+                Some((a, b)) if x0 <= b + 0.5 => Some((a, b.max(x1))),
+                Some(done) => {
+                    draw(out, done);
+                    Some((x0, x1))
+                }
+                None => Some((x0, x1)),
+            };
+        }
+        if let Some(done) = pending {
+            draw(out, done);
         }
     }
     out.push_str("</svg>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dense_strip_row_draws_at_most_one_rectangle_per_pixel() {
+        // 100,000 kernels of 5 ns every 10 ns: far below a pixel each.
+        let spans: Vec<(i64, i64)> = (0..100_000).map(|i| (i * 10, i * 10 + 5)).collect();
+        let run = RunView {
+            title: "t".into(),
+            summary: vec![],
+            ranks: vec![],
+            strip: vec![StripRow {
+                name: "rank 0 · GPU 0 · stream 7 · compute".into(),
+                key: "compute".into(),
+                spans,
+            }],
+            strip_ns: 1_000_000,
+        };
+        let html = page(&[run]);
+        let rects = html.matches("<rect").count();
+        assert!((1..=640).contains(&rects), "{rects} rectangles");
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            esc("<a href=\"x\">&</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
+        );
+    }
 }
