@@ -72,6 +72,30 @@ pub struct WindowArgs {
     pub gpu_window: bool,
 }
 
+/// The window `--start/--end` (checked) or `--anchor` (compiled) ask for, else `otherwise`.
+pub fn window_spec(
+    start_end: Option<(i64, i64)>,
+    anchor: Option<&str>,
+    otherwise: WindowSpec,
+) -> anyhow::Result<WindowSpec> {
+    Ok(match (start_end, anchor) {
+        (Some((start, end)), _) => {
+            anyhow::ensure!(start < end, "--start {start} is not before --end {end}");
+            WindowSpec::Explicit {
+                start: Ns(start),
+                end: Ns(end),
+            }
+        }
+        (None, Some(pattern)) => WindowSpec::Anchor(anchor_regex(pattern)?),
+        (None, None) => otherwise,
+    })
+}
+
+/// An `--anchor` pattern, compiled.
+fn anchor_regex(pattern: &str) -> anyhow::Result<Regex> {
+    Regex::new(pattern).with_context(|| format!("bad --anchor regex `{pattern}`"))
+}
+
 /// Options of the commands that analyse each rank over a window.
 #[derive(Debug, clap::Args)]
 pub struct RankArgs {
@@ -86,6 +110,33 @@ pub struct RankArgs {
 }
 
 impl RankArgs {
+    /// PithTrain's rows for every `show_setup` record that `--rank` keeps, each computed by
+    /// `rows` over the record's window (`--start/--end`, else its median chunk), tagged with
+    /// the record's pid.
+    pub fn pithtrain_rows<T>(
+        &self,
+        activity: &Activity,
+        rows: impl Fn(&Setup, (i64, i64)) -> Vec<T>,
+    ) -> anyhow::Result<Vec<(u32, T)>> {
+        anyhow::ensure!(
+            self.streams.roles.is_none(),
+            "--compat pithtrain uses PithTrain's own rules: drop --roles"
+        );
+        let mut out = Vec::new();
+        for record in compat_setup(activity)? {
+            if self.streams.rank.is_some_and(|r| r != record.label.rank) {
+                continue;
+            }
+            let window = self.window.pithtrain(activity, &record)?;
+            out.extend(
+                rows(&record, window)
+                    .into_iter()
+                    .map(|row| (record.pid, row)),
+            );
+        }
+        Ok(out)
+    }
+
     /// The selected ranks over their windows, with their streams classified, and the rules.
     pub fn classified(
         &self,
@@ -174,20 +225,12 @@ impl WindowArgs {
 
     /// The window specification these options ask for.
     pub fn spec(&self) -> anyhow::Result<WindowSpec> {
-        Ok(match (&self.anchor, self.start.zip(self.end), self.whole) {
-            (_, Some((start, end)), _) => {
-                anyhow::ensure!(start < end, "--start {start} is not before --end {end}");
-                WindowSpec::Explicit {
-                    start: Ns(start),
-                    end: Ns(end),
-                }
-            }
-            (_, None, true) => WindowSpec::Whole,
-            (Some(pattern), None, false) => WindowSpec::Anchor(
-                Regex::new(pattern).with_context(|| format!("bad --anchor regex `{pattern}`"))?,
-            ),
-            (None, None, false) => WindowSpec::Steady,
-        })
+        let otherwise = if self.whole {
+            WindowSpec::Whole
+        } else {
+            WindowSpec::Steady
+        };
+        window_spec(self.start.zip(self.end), self.anchor.as_deref(), otherwise)
     }
 
     /// PithTrain's window for one record: `--start/--end` when given, else its median chunk.
@@ -205,10 +248,7 @@ impl WindowArgs {
 
     /// `--anchor` compiled, when given.
     pub fn anchor_regex(&self) -> anyhow::Result<Option<Regex>> {
-        self.anchor
-            .as_deref()
-            .map(|p| Regex::new(p).with_context(|| format!("bad --anchor regex `{p}`")))
-            .transpose()
+        self.anchor.as_deref().map(anchor_regex).transpose()
     }
 
     /// Each rank's window.

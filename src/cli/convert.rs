@@ -5,8 +5,7 @@ use super::inputs::Inputs;
 use anyhow::Context as _;
 use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
 use nsys_lens::export::{Scope, paraver, perfetto};
-use nsys_lens::model::{Ns, Timeline};
-use regex::Regex;
+use nsys_lens::model::Timeline;
 use std::path::{Path, PathBuf};
 
 /// Options of `convert`.
@@ -166,20 +165,12 @@ fn write_target(
 
 impl Args {
     fn window(&self) -> anyhow::Result<WindowSpec> {
-        Ok(match (self.start.zip(self.end), &self.anchor) {
-            (Some((start, end)), _) => {
-                anyhow::ensure!(start < end, "--start {start} is not before --end {end}");
-                WindowSpec::Explicit {
-                    start: Ns(start),
-                    end: Ns(end),
-                }
-            }
-            (None, Some(pattern)) => WindowSpec::Anchor(
-                Regex::new(pattern).with_context(|| format!("bad --anchor regex `{pattern}`"))?,
-            ),
-            (None, None) if self.steady => WindowSpec::Steady,
-            (None, None) => WindowSpec::Whole,
-        })
+        let otherwise = if self.steady {
+            WindowSpec::Steady
+        } else {
+            WindowSpec::Whole
+        };
+        super::analysis::window_spec(self.start.zip(self.end), self.anchor.as_deref(), otherwise)
     }
 
     /// `-o`, else the first report's stem in the current directory.

@@ -1,7 +1,7 @@
 //! `nsys-lens overlap REPORT... [--rank N] [WINDOW]`
 
 use super::Outcome;
-use super::analysis::{self, Compat, RankArgs};
+use super::analysis::{Compat, RankArgs};
 use nsys_lens::analysis::{overlap, pithtrain};
 use nsys_lens::classify::Activity;
 use nsys_lens::report;
@@ -24,19 +24,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let activity = Activity::new(&timeline);
     match args.r.common.compat {
         Some(Compat::Pithtrain) => {
-            anyhow::ensure!(
-                args.r.streams.roles.is_none(),
-                "--compat pithtrain uses PithTrain's own rules: drop --roles"
-            );
-            let mut rows = Vec::new();
-            for record in analysis::compat_setup(&activity)? {
-                if args.r.streams.rank.is_some_and(|r| r != record.label.rank) {
-                    continue;
-                }
-                let window = args.r.window.pithtrain(&activity, &record)?;
-                let stages = pithtrain::compute_overlap(&activity, &record, window);
-                rows.extend(stages.into_iter().map(|s| (record.pid, s)));
-            }
+            let rows = args.r.pithtrain_rows(&activity, |record, window| {
+                pithtrain::compute_overlap(&activity, record, window)
+            })?;
             args.r
                 .common
                 .print_compat(report::pithtrain::overlap_table(&rows))
