@@ -2,7 +2,7 @@
 //! on the real 3-node set the chosen offsets respect causality; converters shift each node's
 //! events by its correction.
 
-use crate::util::{convert_to, nsys_lens, real, sqlite_files, texts};
+use crate::util::{convert_to, nsys_lens, real, sqlite_files, synth, texts};
 use nsys_lens::analysis::align;
 use nsys_lens::classify::rules::is_nccl;
 use nsys_lens::model::Timeline;
@@ -15,20 +15,8 @@ const SKEW: i64 = 3_000_000;
 const TOLERANCE_NS: i64 = 1_000;
 
 /// Writes a skewed synthetic run; returns its directory.
-fn skewed(preset_args: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let skew = SKEW.to_string();
-    let mut args = vec![
-        "synth",
-        "-o",
-        dir.path().to_str().unwrap(),
-        "--clock-skew",
-        &skew,
-    ];
-    args.extend(preset_args);
-    let out = nsys_lens(&args);
-    assert!(out.status.success(), "{preset_args:?}: {}", texts(&out).1);
-    dir
+fn skewed(preset_args: &str) -> tempfile::TempDir {
+    synth(&format!("--clock-skew {SKEW} {preset_args}"))
 }
 
 /// `info --align collectives` as JSON.
@@ -76,8 +64,7 @@ fn injected_skew_is_recovered_on_every_preset_for_2_4_8_nodes() {
         ),
     ];
     for (nodes, args) in runs {
-        let args: Vec<&str> = args.split_whitespace().collect();
-        let dir = skewed(&args);
+        let dir = skewed(args);
         let a = alignment(dir.path());
         let rows = a["rows"].as_array().unwrap();
         assert_eq!(rows.len(), nodes, "{args:?}");
@@ -136,7 +123,7 @@ fn the_real_three_node_set_is_aligned_causally_on_its_one_collective() {
 
 #[test]
 fn converters_shift_each_node_by_its_correction() {
-    let dir = skewed(&["--preset", "ddp", "--nodes", "2", "--gpus-per-node", "1"]);
+    let dir = skewed("--preset ddp --nodes 2 --gpus-per-node 1");
     let files = sqlite_files(dir.path());
     // Paraver: node 1's records move by -SKEW relative to node 0's.
     let (_a, plain) = convert_to("paraver", &files, &[]);

@@ -3,7 +3,7 @@
 //! exports against sums computed in SQL.
 
 use crate::scenario::{PID, Scenario};
-use crate::util::{nsys_lens, real, sql_gpu_ops, sqlite_files, texts, union_length};
+use crate::util::{nsys_lens, real, sql_gpu_ops, sqlite_files, synth, texts, union_length};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -181,29 +181,10 @@ fn concurrent_streams_make_kernel_time_exceed_the_step() {
 
 /// Runs the megatron preset; returns the directory.
 fn megatron(pp: usize) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let gpus = (2 * pp).to_string();
-    let pp = pp.to_string();
-    let out = nsys_lens(&[
-        "synth",
-        "-o",
-        dir.path().to_str().unwrap(),
-        "--preset",
-        "megatron",
-        "--tp",
-        "2",
-        "--pp",
-        &pp,
-        "--gpus-per-node",
-        &gpus,
-        "--chunks",
-        "4",
-        "--steps",
-        "2",
-        "--mixed-precision",
-    ]);
-    assert!(out.status.success(), "{}", texts(&out).1);
-    dir
+    synth(&format!(
+        "--preset megatron --tp 2 --pp {pp} --gpus-per-node {} --chunks 4 --steps 2 --mixed-precision",
+        2 * pp
+    ))
 }
 
 /// Per rank, bubble % of each step: from `bubbles` and from the simulator's truth.
@@ -270,31 +251,15 @@ fn bubbles_match_the_simulated_schedule_for_pp_1_2_4() {
 }
 
 /// Runs the ddp preset with extra options; returns the directory.
-fn ddp(extra: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "synth",
-        "-o",
-        dir.path().to_str().unwrap(),
-        "--preset",
-        "ddp",
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "2",
-        "--steps",
-        "3",
-        "--mixed-precision",
-    ];
-    args.extend(extra);
-    let out = nsys_lens(&args);
-    assert!(out.status.success(), "{}", texts(&out).1);
-    dir
+fn ddp(extra: &str) -> tempfile::TempDir {
+    synth(&format!(
+        "--preset ddp --nodes 1 --gpus-per-node 2 --steps 3 --mixed-precision {extra}"
+    ))
 }
 
 #[test]
 fn compare_shows_the_all_reduce_share_dropping_with_gradient_accumulation() {
-    let (one, four) = (ddp(&["--grad-accum", "1"]), ddp(&["--grad-accum", "4"]));
+    let (one, four) = (ddp("--grad-accum 1"), ddp("--grad-accum 4"));
     let (a, b) = (
         one.path().join("node0.sqlite"),
         four.path().join("node0.sqlite"),
@@ -329,7 +294,7 @@ fn compare_shows_the_all_reduce_share_dropping_with_gradient_accumulation() {
 
 #[test]
 fn a_slow_data_loader_shows_up_as_host_wait() {
-    let (fast, slow) = (ddp(&[]), ddp(&["--slow-dataloader"]));
+    let (fast, slow) = (ddp(""), ddp("--slow-dataloader"));
     let host_wait = |dir: &Path| {
         let idle = json(&[
             "idle",

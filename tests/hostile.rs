@@ -2,7 +2,7 @@
 //! Every case ends with the documented exit code, no panic, one error line naming the file and
 //! the problem when refused, and no output file (nor temporary file) left behind by a failure.
 
-use crate::util::{damaged_copy, fixture, nsys_lens, texts};
+use crate::util::{damaged_copy, fixture, nsys_lens, synth, texts};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -281,23 +281,7 @@ fn outputs_that_cannot_be_written() {
 #[test]
 fn an_interrupt_removes_partial_outputs() {
     // A run big enough that the conversion is still writing when interrupted.
-    let dir = tempfile::tempdir().unwrap();
-    let synth = nsys_lens(&[
-        "synth",
-        "-o",
-        dir.path().to_str().unwrap(),
-        "--preset",
-        "ddp",
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "1",
-        "--layers",
-        "8",
-        "--steps",
-        "150",
-    ]);
-    assert!(synth.status.success(), "{}", texts(&synth).1);
+    let dir = synth("--preset ddp --nodes 1 --gpus-per-node 1 --layers 8 --steps 150");
     let out_dir = tempfile::tempdir().unwrap();
     let base = out_dir.path().join("out");
     let mut child = Command::new(env!("CARGO_BIN_EXE_nsys-lens"))

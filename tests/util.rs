@@ -163,3 +163,14 @@ pub fn union_length(mut spans: Vec<(i64, i64)>) -> i64 {
     }
     total
 }
+
+/// Runs `nsys-lens synth -o <fresh temp dir> ARGS` (ARGS space-separated) and returns the
+/// directory holding the exports.
+pub fn synth(args: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut all = vec!["synth", "-o", dir.path().to_str().expect("utf-8")];
+    all.extend(args.split_whitespace());
+    let out = nsys_lens(&all);
+    assert!(out.status.success(), "synth {args}: {}", texts(&out).1);
+    dir
+}

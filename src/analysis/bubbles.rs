@@ -8,7 +8,6 @@
 
 use super::IntervalSet;
 use crate::classify::rules::is_nccl;
-use crate::classify::streams::clip;
 use crate::classify::{Activity, RankStreams, Role, RoleRules};
 use crate::model::ProcessId;
 
@@ -112,7 +111,7 @@ fn phases(
     let mut last_forward = None;
     for e in activity.nvtx(process).filter(|e| e.kind.is_range()) {
         let Some(e_end) = e.end else { continue };
-        if e.start.0 < start || e_end.0 > end {
+        if !within((e.start.0, e_end.0), (start, end)) {
             continue;
         }
         let text = timeline.text(e.text).to_ascii_lowercase();
@@ -126,6 +125,11 @@ fn phases(
     (start <= b && b <= f && f <= end).then_some([(start, b), (b, f), (f, end)])
 }
 
+/// Whether a range lies wholly inside a step.
+fn within((s, e): (i64, i64), (start, end): (i64, i64)) -> bool {
+    start <= s && e <= end
+}
+
 /// How many micro-batches a rank runs per step: its `forward…` NVTX ranges inside the step,
 /// not nested in another such range (None when it has none).
 pub fn micro_batches(activity: &Activity, process: ProcessId, step: (i64, i64)) -> Option<u32> {
@@ -136,9 +140,10 @@ pub fn micro_batches(activity: &Activity, process: ProcessId, step: (i64, i64)) 
         let (Some(end), text) = (e.end, timeline.text(e.text)) else {
             continue;
         };
-        let inside =
-            clip((e.start.0, end.0), step).is_some_and(|(s, t)| (s, t) == (e.start.0, end.0));
-        if inside && text.to_ascii_lowercase().starts_with("forward") && e.start.0 >= last_end {
+        if within((e.start.0, end.0), step)
+            && text.to_ascii_lowercase().starts_with("forward")
+            && e.start.0 >= last_end
+        {
             count += 1;
             last_end = end.0;
         }
