@@ -62,7 +62,7 @@ impl<'a, 't> Scope<'a, 't> {
                     .map(|p| (p, None)),
             );
         }
-        let parts: Vec<Part> = processes
+        let parts: Vec<(i64, Part)> = processes
             .into_iter()
             .map(|(process, rank)| {
                 let window = crate::classify::window::find(activity, process, spec);
@@ -74,13 +74,10 @@ impl<'a, 't> Scope<'a, 't> {
                     streams: crate::classify::streams::classify(activity, process, window, rules),
                 }
             })
-            .filter(|part| first_start(activity, part).is_some())
+            .filter_map(|part| Some((first_start(activity, &part)?, part)))
             .collect();
-        let offset = parts
-            .iter()
-            .filter_map(|p| first_start(activity, p))
-            .min()
-            .unwrap_or(0);
+        let offset = parts.iter().map(|(first, _)| *first).min().unwrap_or(0);
+        let parts = parts.into_iter().map(|(_, part)| part).collect();
         Scope {
             activity,
             rules,
