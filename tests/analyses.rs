@@ -230,7 +230,8 @@ fn default_window_reports_cpu_extent_and_gpu_projection() {
 fn default_streams_name_roles_and_clip_to_the_window() {
     // Kernels are clipped: C4 counts [8900, 9000] and K9 [8950, 9000]. K5 (in
     // `loss1.backward()`, matched by no rule) and K8 (launched at 0) fall back to their
-    // collective; K7 (no runtime row, GPU start 8000 in no rule range) too, so 24 is mixed.
+    // collective. K7 has no runtime row (launched before the capture): it takes the role of
+    // the other SendRecv kernel of stream 24 (K6, ep_a2a), so 24 is ep_a2a.
     let (_dir, file) = scenario::worked_example().write();
     let s = json(&["streams", path(&file)]);
     let role = |stream: &str| one(&s, &[("stream", stream)])["role"].clone();
@@ -238,7 +239,7 @@ fn default_streams_name_roles_and_clip_to_the_window() {
         ("7", "compute"),
         ("8", "compute"),
         ("20", "ep_a2a"),
-        ("24", "mixed"),
+        ("24", "ep_a2a"),
         ("28", "cp_ring"),
         ("32", "pp_p2p"),
         ("36", "nccl:SendRecv"),
@@ -261,6 +262,61 @@ fn default_streams_name_roles_and_clip_to_the_window() {
     assert_eq!(
         (&s20["n_comm"], &s20["comm_ns"]),
         (&Value::from(3), &Value::from(1550))
+    );
+    // The evidence behind each role.
+    let evidence = |stream: &str| {
+        let groups = one(&s, &[("stream", stream)])["comm_roles"].clone();
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                let f = |k: &str| g[k].as_str().unwrap().to_string();
+                (
+                    f("role"),
+                    f("evidence"),
+                    f("example"),
+                    g["kernels"].as_u64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let e = |role: &str, evidence: &str, example: &str, n| {
+        (
+            role.to_string(),
+            evidence.to_string(),
+            example.to_string(),
+            n,
+        )
+    };
+    assert_eq!(
+        evidence("24"),
+        [
+            e("ep_a2a", "framework", "layer00.stage2_b", 1),
+            e(
+                "ep_a2a",
+                "stream",
+                "launched before the capture; as its stream's other kernels",
+                1
+            ),
+        ]
+    );
+    assert_eq!(
+        evidence("36"),
+        [e("nccl:SendRecv", "kernel_name", "kernel name", 1)]
+    );
+    assert_eq!(
+        evidence("7"),
+        [e("barrier", "kernel_name", "kernel name", 1)]
+    );
+    assert_eq!(
+        evidence("28"),
+        [e(
+            "cp_ring",
+            "framework",
+            "layer01_stage5_f_layer02_stage1_f",
+            1
+        )]
     );
 }
 
@@ -291,9 +347,15 @@ fn default_overlap_sums_and_wall_clock_differ_by_the_concurrent_exposed_time() {
     // Barrier: B1 on the compute stream, in stage1_f.
     assert_eq!(numbers(row("stage1_f", "barrier")), [1, 100, 0, 100, 100]);
     assert_eq!(numbers(row("stage1_f", "cp_ring")), [1, 200, 100, 100, 100]);
-    // Mixed stream 24: K6 [5000, 5800] hides 500; K7 [8000, 8200] none.
-    assert_eq!(numbers(row("all", "mixed")), [2, 1000, 500, 500, 500]);
-    assert_eq!(numbers(row("all", "ep_a2a")), [3, 1550, 850, 700, 700]);
+    // Roles are the kernels' own: K6 [5000, 5800] (stage2_b) hides 500; K7 [8000, 8200], on
+    // K6's stream with no launch record, is ep_a2a too and hides none. With K1, K2 [6000,
+    // 6400] (400 exposed) and K9: 2550 of communication, 1350 hidden; on the wall
+    // [5200, 5500] + [6000, 6400] + [8000, 8200] = 900 exposed.
+    assert_eq!(numbers(row("stage2_b", "ep_a2a")), [1, 800, 500, 300, 300]);
+    assert_eq!(numbers(row("all", "ep_a2a")), [5, 2550, 1350, 1200, 900]);
+    assert!(find(&o, &[("role", "mixed")]).is_empty());
+    assert_eq!(row("all", "ep_a2a")["in_stream"], false);
+    assert_eq!(row("stage1_f", "barrier")["in_stream"], true);
     // Totals over nine communication kernels (barrier excluded): summed exposed 2000. On the
     // wall, K5 [7200, 7300] lies inside K4 [7000, 7500] (100) and K1 and K6 are both exposed
     // over [5200, 5500] (300): 2000 - 400 = 1600.
@@ -310,7 +372,7 @@ fn gpu_window_clips_to_the_projection_instead() {
     let (_dir, file) = scenario::worked_example().write();
     let o = json(&["overlap", "--gpu-window", path(&file)]);
     let row = one(&o, &[("stage", "all"), ("role", "ep_a2a")]);
-    assert_eq!(numbers(row), [3, 1600, 900, 700, 700]);
+    assert_eq!(numbers(row), [5, 2600, 1400, 1200, 900]);
 }
 
 #[test]
@@ -404,8 +466,48 @@ fn two_nodes_with_the_same_pids_give_four_distinct_ranks() {
 
 // ---- a real 2-GPU pipeline run: NCCL on the compute streams ----
 
+/// `[start, end)` intervals merged.
+fn merged(mut spans: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    spans.sort_unstable();
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for (s, e) in spans {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Length of `a` not covered by `b` (both merged).
+fn uncovered(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
+    a.iter()
+        .map(|&(s, e)| {
+            let covered: i64 = b.iter().map(|&(x, y)| (y.min(e) - x.max(s)).max(0)).sum();
+            (e - s) - covered
+        })
+        .sum()
+}
+
+/// (start, end) of one pid's kernels whose short name matches `like` (or does not, `negate`).
+fn kernel_spans(db: &rusqlite::Connection, pid: i64, like: &str, negate: bool) -> Vec<(i64, i64)> {
+    let sql = format!(
+        "SELECT k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = \
+         k.shortName WHERE (k.globalPid >> 24) & 0xFFFFFF = ?1 AND s.value {} LIKE ?2",
+        if negate { "NOT" } else { "" }
+    );
+    let mut stmt = db.prepare(&sql).unwrap();
+    stmt.query_map((pid, like), |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
 #[test]
-fn real_two_gpu_run_has_barrier_communication_only() {
+fn real_two_gpu_all_to_all_on_the_compute_stream_is_exposed_in_stream_communication() {
+    // The mfu capture's 66 SendRecv kernels run on the compute streams under PyTorch's
+    // `c10d::alltoall_base_` > `nccl:all_to_all` ranges, each inside an NCCL group with one
+    // send and one receive per peer: all-to-all (sequence-parallel), not pipeline traffic.
     let Some(file) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
         return;
     };
@@ -419,31 +521,77 @@ fn real_two_gpu_run_has_barrier_communication_only() {
     );
     assert!(rows.iter().all(|r| r["source"] == "order"));
 
-    let streams = json(&["streams", f]);
+    let streams = json(&["streams", "--whole", f]);
     let rows = streams["rows"].as_array().unwrap();
     let got: Vec<(i64, &str)> = rows
         .iter()
         .map(|r| (r["stream"].as_i64().unwrap(), r["role"].as_str().unwrap()))
         .collect();
     assert_eq!(got, [(7, "compute"), (15, "compute")]);
-    assert!(rows.iter().all(|r| r["n_comm"].as_i64().unwrap() > 0));
-
-    let overlap = json(&["overlap", f]);
-    for rank in ["0", "1"] {
-        let stream_comm = find(&streams, &[("rank", rank)])[0]["comm_ns"].clone();
-        let barrier = one(
-            &overlap,
-            &[("rank", rank), ("stage", "all"), ("role", "barrier")],
+    for r in rows {
+        // 32 launches inside `nccl:all_to_all`; the first kernel of each rank was launched
+        // before the slice began and takes its stream's role.
+        let groups = r["comm_roles"].as_array().unwrap();
+        let summary: Vec<(&str, &str, u64)> = groups
+            .iter()
+            .map(|g| {
+                let s = |k: &str| g[k].as_str().unwrap();
+                (s("role"), s("evidence"), g["kernels"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("nccl:AllToAll", "stream", 1),
+                ("nccl:AllToAll", "torch", 32)
+            ]
         );
-        assert_eq!(barrier["comm_ns"], stream_comm);
+    }
+
+    let db = rusqlite::Connection::open(&file).unwrap();
+    let overlap = json(&["overlap", "--whole", f]);
+    let bubbles = json(&["bubbles", "--whole", f]);
+    for (rank, pid) in [("0", 144), ("1", 145)] {
+        let sendrecv = kernel_spans(&db, pid, "ncclDevKernel_SendRecv%", false);
+        let compute = merged(kernel_spans(&db, pid, "nccl%", true));
+        let comm_ns: i64 = sendrecv.iter().map(|(s, e)| e - s).sum();
+        let exposed = uncovered(&merged(sendrecv.clone()), &compute);
+        let row = one(
+            &overlap,
+            &[("rank", rank), ("stage", "all"), ("role", "nccl:AllToAll")],
+        );
+        assert_eq!(row["in_stream"], true);
+        assert_eq!(
+            numbers(row),
+            [sendrecv.len() as i64, comm_ns, 0, comm_ns, exposed],
+            "rank {rank}"
+        );
+        assert_eq!(sendrecv.len(), 33);
         let total = one(
             &overlap,
             &[("rank", rank), ("stage", "all"), ("role", "all")],
         );
-        assert_eq!(numbers(total), [0, 0, 0, 0, 0]);
+        assert_eq!(numbers(total), numbers(row));
+        assert!(find(&overlap, &[("rank", rank), ("role", "barrier")]).is_empty());
+        // Not pipeline traffic: no pipeline wait; the all-to-all keeps the GPU busy.
+        let b = one(&bubbles, &[("rank", rank)]);
+        assert_eq!(b["pp_wait_ns"], 0);
+        let all = merged([sendrecv, compute].concat());
+        let busy: i64 = all.iter().map(|(s, e)| e - s).sum();
+        assert_eq!(b["busy_ns"], busy, "rank {rank}");
     }
+    // Rank 0 waits 17.2 ms in its all-to-alls, rank 1 8.2 ms (rank 0 arrives first).
+    let exposed = |rank| {
+        one(
+            &overlap,
+            &[("rank", rank), ("stage", "all"), ("role", "all")],
+        )["exposed_wall_ns"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!((exposed("0"), exposed("1")), (17_172_652, 8_229_100));
     let notes = overlap["notes"].to_string();
-    assert!(notes.contains("no communication stream"), "{notes}");
+    assert!(notes.contains("66 NCCL kernel(s) ran in-stream"), "{notes}");
     // No PithTrain label: compatibility mode has nothing to report.
     let (code, _, err) = run(&["ranks", "--compat", "pithtrain", f]);
     assert_eq!(code, 1, "{err}");

@@ -2,17 +2,24 @@
 //! and non-pipeline communication), split into the pipeline wait (only pipeline point-to-point
 //! in flight) and idle (nothing at all), beside the ideal 1F1B bubble `(pp-1)/(m+pp-1)`.
 //!
-//! Pipeline communication is what the stream roles call `pp_p2p`; without PithTrain-style NVTX
-//! (Megatron emits none around its point-to-point calls) it is the NCCL `SendRecv` kernels of
-//! streams that run only those (`nccl:SendRecv`). `--roles` can say otherwise.
+//! Pipeline communication is every NCCL kernel whose own role is `pp_p2p`, or point-to-point
+//! traffic no evidence gives another purpose (`p2p`: one peer per NCCL group; `nccl:SendRecv`:
+//! a `SendRecv` kernel with no NVTX at all), on whatever stream it ran: a transfer on the compute
+//! stream spins until its peer arrives, and that is pipeline wait too. `--roles` can say
+//! otherwise.
 
 use super::IntervalSet;
-use crate::classify::rules::is_nccl;
-use crate::classify::{Activity, RankStreams, Role, RoleRules};
+use crate::classify::rules::{P2P, is_nccl};
+use crate::classify::{Activity, NcclKernel, RankStreams, RoleRules};
 use crate::model::ProcessId;
 
-/// Stream roles whose NCCL kernels are pipeline communication.
-pub const PIPELINE_ROLES: &[&str] = &["pp_p2p", "nccl:SendRecv"];
+/// Kernel roles that are pipeline communication.
+pub const PIPELINE_ROLES: &[&str] = &["pp_p2p", P2P, "nccl:SendRecv"];
+
+/// Whether a kernel is pipeline communication.
+pub fn is_pipeline(kernel: &NcclKernel, rules: &RoleRules) -> bool {
+    !kernel.is_barrier() && PIPELINE_ROLES.contains(&rules.label(kernel.purpose))
+}
 
 /// One step of one rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +55,8 @@ pub fn ideal_pct(pp: u32, micro_batches: u32) -> Option<f64> {
         .then(|| 100.0 * f64::from(pp - 1) / f64::from(micro_batches + pp - 1))
 }
 
-/// The bubbles of `process` in each step, with its streams classified over the whole window.
+/// The bubbles of `process` in each step, with its kernels classified over a window that holds
+/// every step.
 pub fn rank_bubbles(
     activity: &Activity,
     process: ProcessId,
@@ -57,19 +65,16 @@ pub fn rank_bubbles(
     rules: &RoleRules,
 ) -> Vec<StepBubble> {
     let timeline = activity.timeline;
-    let pipeline = |role: Option<Role>| {
-        role.is_some_and(|r| r.is_comm() && PIPELINE_ROLES.contains(&r.name(rules)))
-    };
-    let mut busy = Vec::new();
+    let mut busy: Vec<(i64, i64)> = activity
+        .kernels(process)
+        .filter(|k| !is_nccl(timeline.text(k.short_name)))
+        .map(|k| (k.start.0, k.end.0))
+        .collect();
     let mut transfers = Vec::new();
-    for k in activity.kernels(process) {
-        let span = (k.start.0, k.end.0);
-        if !is_nccl(timeline.text(k.short_name)) {
-            busy.push(span);
-        } else if pipeline(streams.role(k.stream)) {
-            transfers.push(span);
-        } else {
-            busy.push(span);
+    for k in &streams.nccl {
+        match is_pipeline(k, rules) {
+            true => transfers.push((k.start, k.end)),
+            false => busy.push((k.start, k.end)),
         }
     }
     let busy = IntervalSet::from_intervals(busy);

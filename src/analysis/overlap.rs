@@ -1,9 +1,11 @@
 //! Hidden and exposed communication per rank, stage and role.
 //!
-//! For every NCCL kernel on a communication stream (clipped to the window): `hidden` is the part
-//! that non-NCCL kernels of the same rank cover, `exposed` the rest. Groups report both the
-//! per-kernel sum of exposed time (PithTrain's number, which counts two exposed kernels running
-//! at once twice) and the wall-clock exposed time `|⋃ comm \ ⋃ compute|`. NCCL kernels on
+//! For every NCCL kernel (clipped to the window): `hidden` is the part that non-NCCL kernels of
+//! the same rank cover, `exposed` the rest. Kernels are grouped by their own role and by where
+//! they ran (their own stream, or in-stream on a compute stream, where a point-to-point kernel
+//! blocks the compute behind it). Groups report both the per-kernel sum of exposed time
+//! (PithTrain's number, which counts two exposed kernels running at once twice) and the
+//! wall-clock exposed time `|⋃ comm \ ⋃ compute|`. Collectives other than point-to-point on
 //! compute streams form the `barrier` role: reported, never counted in the rank's totals.
 
 use super::IntervalSet;
@@ -31,26 +33,51 @@ impl std::fmt::Display for StageKey {
     }
 }
 
-/// The role a group covers: one label, or all communication roles.
+/// The role a group covers: one label where the kernels ran, or all communication roles.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RoleKey {
-    /// Kernels of streams with this role (`ep_a2a`, `mixed`, `nccl:AllReduce`), or `barrier`.
-    Role(String),
+    /// Kernels with this role (`ep_a2a`, `nccl:AllReduce`, or `barrier`).
+    Role {
+        /// The role.
+        name: String,
+        /// Whether they ran in-stream, on a compute stream.
+        in_stream: bool,
+    },
     /// Every communication kernel (barrier excluded).
     All,
+}
+
+impl RoleKey {
+    /// Whether the group's kernels ran in-stream (None for `all`, which holds both).
+    pub fn in_stream(&self) -> Option<bool> {
+        match self {
+            RoleKey::Role { in_stream, .. } => Some(*in_stream),
+            RoleKey::All => None,
+        }
+    }
+
+    /// The role for people: `ep_a2a`, `pp_p2p (in-stream)`, `all`.
+    pub fn label(&self) -> String {
+        match self {
+            RoleKey::Role {
+                name,
+                in_stream: true,
+            } if name != BARRIER => format!("{name} (in-stream)"),
+            _ => self.to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for RoleKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RoleKey::Role(r) => f.write_str(r),
+            RoleKey::Role { name, .. } => f.write_str(name),
             RoleKey::All => f.write_str("all"),
         }
     }
 }
 
-/// The role name of barrier communication.
-pub const BARRIER: &str = "barrier";
+pub use crate::classify::streams::BARRIER;
 
 /// The numbers of one group of communication kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -80,23 +107,20 @@ pub type RankExposure = Vec<((StageKey, RoleKey), Exposure)>;
 pub fn rank_exposure(streams: &RankStreams, rules: &RoleRules) -> RankExposure {
     let mut groups: BTreeMap<(StageKey, RoleKey), Vec<&NcclKernel>> = BTreeMap::new();
     for k in &streams.nccl {
-        let role = if k.barrier {
-            BARRIER.to_string()
-        } else {
-            let stream_role = streams.role(k.stream).expect("the stream ran the kernel");
-            stream_role.name(rules).to_string()
+        let role = RoleKey::Role {
+            name: k.role_name(rules).to_string(),
+            in_stream: k.in_stream,
         };
         let stage = if rules.label(k.purpose) == "pp_p2p" {
             Some(StageKey::PpP2p)
         } else {
             k.stage.map(StageKey::Stage)
         };
-        let role = RoleKey::Role(role);
         if let Some(stage) = stage {
             groups.entry((stage, role.clone())).or_default().push(k);
         }
         groups.entry((StageKey::All, role)).or_default().push(k);
-        if !k.barrier {
+        if !k.is_barrier() {
             groups
                 .entry((StageKey::All, RoleKey::All))
                 .or_default()
@@ -220,8 +244,10 @@ mod tests {
             end,
             stream: StreamId(stream),
             purpose,
+            evidence: crate::classify::Evidence::KernelName,
             stage: Stage::last_in("layer00.stage2_f"),
-            barrier: false,
+            point_to_point: true,
+            in_stream: false,
         }
     }
 
@@ -243,7 +269,7 @@ mod tests {
         // Compute covers [0, 40). Two ep_a2a kernels on two streams run [20, 100) and [30, 90):
         // hidden 20 + 10, exposed 60 + 50 = 110 summed; the wall sees [40, 100) = 60 exposed.
         let rules = RoleRules::default();
-        let a2a = rules.purpose_of("layer00.stage2_f").unwrap();
+        let a2a = rules.named("ep_a2a");
         let streams = RankStreams {
             streams: vec![usage(1, Role::Comm(a2a)), usage(2, Role::Comm(a2a))],
             nccl: vec![kernel(1, 20, 100, a2a), kernel(2, 30, 90, a2a)],

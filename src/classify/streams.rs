@@ -2,18 +2,25 @@
 //! NCCL kernels with their purpose and stage: what `streams` and `overlap` print and what the
 //! exporters label tracks with.
 //!
+//! Roles belong to kernels first. Each NCCL kernel takes the role of the strongest evidence
+//! around its launch ([`Evidence`]): a `--roles` rule, then a framework's NVTX name, then
+//! PyTorch's collective name (each the innermost matching range on any thread of the process),
+//! then NCCL's own NVTX calls on the launching thread (collective, point-to-point `p2p`, or
+//! `nccl:AllToAll` for one group with transfers to several peers), then the kernel name.
+//!
 //! A stream running any non-NCCL kernel is `compute`; one running only copies and sets is
-//! `copy`; one running only NCCL kernels (and maybe copies) gets the purpose its kernels agree
-//! on, else `mixed`. A kernel's purpose comes from the innermost range enclosing its launch time
-//! (any thread of the process) among those a rule matches, else its collective
-//! (`nccl:AllReduce`). NCCL kernels on compute streams are `barrier` communication.
+//! `copy`; one running only NCCL kernels (and maybe copies) gets the role its kernels agree on,
+//! else `mixed`. An NCCL kernel on a compute stream runs in-stream: a point-to-point one keeps
+//! its role (it spins until its peers arrive: pipeline wait when it is pipeline traffic), any
+//! other collective there is `barrier` communication.
 
 use super::activity::Activity;
 use super::enclosing::{Candidate, innermost};
-use super::rules::{Purpose, RoleRules, Stage, is_nccl};
+use super::nccl_calls::{NcclCalls, NcclEvidence, Pattern};
+use super::rules::{Matches, P2P, Purpose, RoleRules, Stage, Tier, is_nccl, is_point_to_point};
 use crate::analysis::IntervalSet;
 use crate::hash::FxHashMap;
-use crate::model::{Kernel, ProcessId, StreamId, StringId};
+use crate::model::{ApiCall, Kernel, ProcessId, StreamId, StringId};
 use std::collections::BTreeMap;
 
 /// What a stream does.
@@ -67,6 +74,56 @@ pub struct StreamUse {
     pub busy_ns: i64,
 }
 
+/// Why an NCCL kernel has its role: the strongest evidence found, in the order a `--roles` rule,
+/// a framework's NVTX range, PyTorch's collective range, NCCL's own NVTX calls, the kernel name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// A rule of this tier matched this range around the launch.
+    Rule {
+        /// User rule, framework or PyTorch name.
+        tier: Tier,
+        /// The range's text.
+        range: StringId,
+    },
+    /// The NCCL API call the launch sat in, and what its group shows.
+    Nccl(NcclEvidence),
+    /// The kernel's launch is not in the export (it was launched before the capture): the role
+    /// every other kernel of its name on its stream has, from stronger evidence.
+    Stream,
+    /// Only the kernel name (`ncclDevKernel_AllReduce...`).
+    KernelName,
+}
+
+impl Evidence {
+    /// `rule`, `framework`, `torch`, `nccl_nvtx` or `kernel_name`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Evidence::Rule { tier, .. } => tier.name(),
+            Evidence::Nccl(_) => "nccl_nvtx",
+            Evidence::Stream => "stream",
+            Evidence::KernelName => "kernel_name",
+        }
+    }
+
+    /// The evidence in words: the range text, or the NCCL call with its sends and receives.
+    pub fn describe(&self, timeline: &crate::model::Timeline) -> String {
+        match self {
+            Evidence::Rule { range, .. } => timeline.text(*range).to_string(),
+            Evidence::Nccl(n) => {
+                let call = timeline.text(n.range);
+                match n.pattern {
+                    Pattern::Collective(_) => call.to_string(),
+                    Pattern::PointToPoint { sends, recvs } | Pattern::AllToAll { sends, recvs } => {
+                        format!("{call} ({sends} send, {recvs} recv)")
+                    }
+                }
+            }
+            Evidence::Stream => "launched before the capture; as its stream's other kernels".into(),
+            Evidence::KernelName => "kernel name".to_string(),
+        }
+    }
+}
+
 /// One NCCL kernel inside the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NcclKernel {
@@ -76,12 +133,36 @@ pub struct NcclKernel {
     pub end: i64,
     /// Its stream.
     pub stream: StreamId,
-    /// Its own purpose (the stream's role is what the kernels agree on).
+    /// Its own role (the stream's role is what its kernels agree on).
     pub purpose: Purpose,
+    /// Why.
+    pub evidence: Evidence,
     /// The stage range its launch sits in, when any.
     pub stage: Option<Stage>,
-    /// Whether it ran on a compute stream (barrier communication).
-    pub barrier: bool,
+    /// Whether it is a point-to-point kernel (`SendRecv`): it spins until its peers arrive.
+    pub point_to_point: bool,
+    /// Whether it ran on a compute stream, blocking the compute queued behind it.
+    pub in_stream: bool,
+}
+
+/// The role name of barrier communication.
+pub const BARRIER: &str = "barrier";
+
+impl NcclKernel {
+    /// The role the outputs file it under: `barrier`, or its own.
+    pub fn role_name<'r>(&self, rules: &'r RoleRules) -> &'r str {
+        if self.is_barrier() {
+            BARRIER
+        } else {
+            rules.label(self.purpose)
+        }
+    }
+
+    /// Barrier communication: a collective other than point-to-point on a compute stream
+    /// (PithTrain's synchronous all-reduces), reported apart and never counted as exposed.
+    pub fn is_barrier(&self) -> bool {
+        self.in_stream && !self.point_to_point
+    }
 }
 
 /// A rank's streams inside one window.
@@ -174,7 +255,7 @@ pub fn classify(
     let nccl = nccl
         .into_iter()
         .map(|k| NcclKernel {
-            barrier: compute_streams.contains(&k.stream),
+            in_stream: compute_streams.contains(&k.stream),
             ..k
         })
         .collect();
@@ -230,7 +311,7 @@ fn role(usage: &StreamUse, nccl: &[NcclKernel]) -> Role {
     }
 }
 
-/// Each NCCL kernel's purpose and stage, from the ranges enclosing its launch.
+/// Each NCCL kernel's role, evidence and stage, from the ranges enclosing its launch.
 fn label_kernels(
     activity: &Activity,
     process: ProcessId,
@@ -238,13 +319,23 @@ fn label_kernels(
     rules: &RoleRules,
 ) -> Vec<NcclKernel> {
     let timeline = activity.timeline;
+    let calls: Vec<Option<&ApiCall>> = kernels
+        .iter()
+        .map(|(k, ..)| activity.launch_call(process, k.correlation))
+        .collect();
     let launches: Vec<i64> = kernels
         .iter()
-        .map(|(k, ..)| activity.launch(process, k.correlation).unwrap_or(k.start).0)
+        .zip(&calls)
+        .map(|((k, ..), call)| call.map_or(k.start.0, |c| c.start.0))
         .collect();
-    let mut purposes: FxHashMap<StringId, Option<Purpose>> = FxHashMap::default();
+    let p2p: Vec<bool> = kernels
+        .iter()
+        .map(|(k, ..)| is_point_to_point(timeline.text(k.short_name)))
+        .collect();
+    let mut matches: FxHashMap<StringId, Matches> = FxHashMap::default();
     let mut stages: FxHashMap<StringId, Option<Stage>> = FxHashMap::default();
-    let mut purpose_ranges = Vec::new();
+    // Per tier, per kind of kernel (other, point-to-point): the ranges a rule names.
+    let mut rule_ranges: [[RuleRanges; 2]; 3] = Default::default();
     let mut stage_ranges = Vec::new();
     for e in activity.nvtx(process).filter(|e| e.kind.is_range()) {
         let text = timeline.text(e.text);
@@ -252,30 +343,103 @@ fn label_kernels(
             start: e.start.0,
             end: e.end.map_or(i64::MAX, |t| t.0),
         };
-        if let Some(p) = *purposes
-            .entry(e.text)
-            .or_insert_with(|| rules.purpose_of(text))
-        {
-            purpose_ranges.push((candidate, p));
+        let m = *matches.entry(e.text).or_insert_with(|| rules.matches(text));
+        if !m.is_empty() {
+            for tier in Tier::ALL {
+                for kind in [false, true] {
+                    if let Some(p) = m.get(tier, kind) {
+                        rule_ranges[tier as usize][usize::from(kind)]
+                            .push((candidate, (p, e.text)));
+                    }
+                }
+            }
         }
         if let Some(s) = *stages.entry(e.text).or_insert_with(|| Stage::last_in(text)) {
             stage_ranges.push((candidate, s));
         }
     }
-    let by_purpose = lookup(&purpose_ranges, &launches);
+    // The innermost matching range of each tier, for the kernels of each kind.
+    let mut by_rule: Vec<Option<(Purpose, Evidence)>> = vec![None; kernels.len()];
+    for kind in [false, true] {
+        let (indices, times): (Vec<usize>, Vec<i64>) = (0..kernels.len())
+            .filter(|&i| p2p[i] == kind)
+            .map(|i| (i, launches[i]))
+            .unzip();
+        for tier in Tier::ALL {
+            let found = lookup(&rule_ranges[tier as usize][usize::from(kind)], &times);
+            for (&i, hit) in indices.iter().zip(found) {
+                if let (None, Some((purpose, range))) = (by_rule[i], hit) {
+                    by_rule[i] = Some((purpose, Evidence::Rule { tier, range }));
+                }
+            }
+        }
+    }
+    let nccl_calls = NcclCalls::new(activity, process);
     let by_stage = lookup(&stage_ranges, &launches);
-    kernels
+    let mut labelled: Vec<NcclKernel> = kernels
         .iter()
-        .zip(by_purpose.into_iter().zip(by_stage))
-        .map(|(&(k, start, end), (purpose, stage))| NcclKernel {
-            start,
-            end,
-            stream: k.stream,
-            purpose: purpose.unwrap_or_else(|| rules.collective(timeline.text(k.short_name))),
-            stage,
-            barrier: false,
+        .enumerate()
+        .map(|(i, &(k, start, end))| {
+            let (purpose, evidence) = by_rule[i]
+                .or_else(|| {
+                    let found = nccl_calls.around(calls[i]?)?;
+                    Some((pattern_role(found.pattern, rules), Evidence::Nccl(found)))
+                })
+                .unwrap_or_else(|| {
+                    let role = rules.collective(timeline.text(k.short_name));
+                    (role, Evidence::KernelName)
+                });
+            NcclKernel {
+                start,
+                end,
+                stream: k.stream,
+                purpose,
+                evidence,
+                stage: by_stage[i],
+                point_to_point: p2p[i],
+                in_stream: false,
+            }
         })
-        .collect()
+        .collect();
+    let consensus = stream_consensus(&labelled, kernels);
+    for i in (0..kernels.len()).filter(|&i| calls[i].is_none()) {
+        let key = (labelled[i].stream, kernels[i].0.short_name);
+        if let Some(&Some(role)) = consensus.get(&key) {
+            labelled[i].purpose = role;
+            labelled[i].evidence = Evidence::Stream;
+        }
+    }
+    labelled
+}
+
+/// Per (stream, kernel name), the role its kernels have from evidence stronger than the name:
+/// `Some` when they agree, `None` when they do not.
+fn stream_consensus(
+    labelled: &[NcclKernel],
+    kernels: &[(&Kernel, i64, i64)],
+) -> FxHashMap<(StreamId, StringId), Option<Purpose>> {
+    let mut consensus: FxHashMap<(StreamId, StringId), Option<Purpose>> = FxHashMap::default();
+    for (l, (k, ..)) in labelled.iter().zip(kernels) {
+        if l.evidence != Evidence::KernelName {
+            consensus
+                .entry((l.stream, k.short_name))
+                .and_modify(|role| *role = role.filter(|&r| r == l.purpose))
+                .or_insert(Some(l.purpose));
+        }
+    }
+    consensus
+}
+
+/// Ranges a rule names, with the role and the range's text.
+type RuleRanges = Vec<(Candidate, (Purpose, StringId))>;
+
+/// The role an NCCL call pattern supports: its collective, `nccl:AllToAll`, or `p2p`.
+fn pattern_role(pattern: Pattern, rules: &RoleRules) -> Purpose {
+    match pattern {
+        Pattern::Collective(c) => rules.named(&format!("nccl:{c}")),
+        Pattern::AllToAll { .. } => rules.named("nccl:AllToAll"),
+        Pattern::PointToPoint { .. } => rules.named(P2P),
+    }
 }
 
 /// The value of the innermost range enclosing each time.

@@ -5,7 +5,7 @@ use super::analysis::{self, Compat, FormatArg, WindowArgs};
 use super::inputs::{Align, Inputs};
 use nsys_lens::analysis::bubbles::rank_bubbles;
 use nsys_lens::analysis::kernels::rank_kernels;
-use nsys_lens::analysis::overlap::{RoleKey, StageKey, rank_exposure};
+use nsys_lens::analysis::overlap::{StageKey, rank_exposure};
 use nsys_lens::classify::families::{Families, FamilyCache};
 use nsys_lens::classify::{self, Activity, RoleRules};
 use nsys_lens::report::{Cell, Format, Output, Table};
@@ -153,10 +153,7 @@ impl Args {
             }
             for ((stage, role), e) in rank_exposure(&streams, &rules) {
                 if stage == StageKey::All {
-                    let role = match role {
-                        RoleKey::All => "all".to_string(),
-                        RoleKey::Role(r) => r,
-                    };
+                    let role = role.label();
                     add(format!("exposed_comm_ns {role}"), e.exposed_wall_ns as f64);
                 }
             }

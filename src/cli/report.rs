@@ -6,7 +6,7 @@ use super::inputs::{Align, Inputs};
 use nsys_lens::analysis::IntervalSet;
 use nsys_lens::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
 use nsys_lens::analysis::kernels::rank_kernels;
-use nsys_lens::analysis::overlap::{RoleKey, rank_exposure};
+use nsys_lens::analysis::overlap::rank_exposure;
 use nsys_lens::classify::families::{Families, FamilyCache};
 use nsys_lens::classify::{self, Activity, RankStreams, Role, RoleRules};
 use nsys_lens::model::Timeline;
@@ -168,10 +168,7 @@ fn rank_view(
     let overlap = rank_exposure(streams, rules)
         .into_iter()
         .map(|((stage, role), e)| {
-            let role = match role {
-                RoleKey::All => "all".to_string(),
-                RoleKey::Role(r) => r,
-            };
+            let role = role.label();
             (
                 stage.to_string(),
                 role,
@@ -216,12 +213,11 @@ fn bar(w: &RankWindow, streams: &RankStreams, rules: &RoleRules) -> (Vec<Segment
     let mut by_role: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     let mut barrier = Vec::new();
     for k in &streams.nccl {
-        if k.barrier {
+        if k.is_barrier() {
             barrier.push((k.start, k.end));
         } else {
-            let role = streams.role(k.stream).unwrap_or(Role::Mixed);
             by_role
-                .entry(role.name(rules).to_string())
+                .entry(k.role_name(rules).to_string())
                 .or_default()
                 .push((k.start, k.end));
         }

@@ -1,5 +1,5 @@
 //! The step functions that draw the overlap analysis in a trace: compute kernels in flight,
-//! communication in flight per stream role, and exposed communication (1 while non-barrier
+//! communication in flight per kernel role, and exposed communication (1 while non-barrier
 //! communication runs with no compute). They are built from the part's [`RankStreams`], the
 //! very sets `overlap` measures, so a counter integrated over a window is the table's number.
 //!
@@ -7,8 +7,6 @@
 
 use super::{Part, Scope};
 use crate::analysis::IntervalSet;
-use crate::analysis::overlap::BARRIER;
-use crate::classify::Role;
 use crate::classify::rules::is_nccl;
 use crate::classify::streams::clip;
 use std::collections::BTreeMap;
@@ -21,7 +19,7 @@ pub type Steps = Vec<(i64, i64)>;
 pub struct Counters {
     /// Non-NCCL kernels running.
     pub compute: Steps,
-    /// NCCL kernels running, per stream role (`barrier` for those on compute streams).
+    /// NCCL kernels running, per kernel role (`barrier` for collectives on compute streams).
     pub by_role: Vec<(String, Steps)>,
     /// Non-barrier NCCL kernels running.
     pub comm: Steps,
@@ -45,17 +43,12 @@ impl Counters {
         }
         let mut by_role: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
         for k in nccl {
-            let role = if k.barrier {
-                BARRIER.to_string()
-            } else {
-                let role = part.streams.role(k.stream).unwrap_or(Role::Mixed);
-                role.name(scope.rules).to_string()
-            };
+            let role = k.role_name(scope.rules).to_string();
             by_role.entry(role).or_default().push((k.start, k.end));
         }
         let comm: Vec<(i64, i64)> = nccl
             .iter()
-            .filter(|k| !k.barrier)
+            .filter(|k| !k.is_barrier())
             .map(|k| (k.start, k.end))
             .collect();
         let exposed = IntervalSet::from_intervals(comm.iter().copied())

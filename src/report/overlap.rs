@@ -2,7 +2,7 @@
 
 use super::ranks::{RankWindow, key_cells, per_rank_output};
 use super::table::{Cell, Output, Table};
-use crate::analysis::overlap::{BARRIER, Exposure, RankExposure, RoleKey, summarize};
+use crate::analysis::overlap::{BARRIER, Exposure, RankExposure, summarize};
 use crate::classify::RankStreams;
 use crate::model::Timeline;
 
@@ -12,6 +12,7 @@ const COLUMNS: &[&str] = &[
     "pid",
     "stage",
     "role",
+    "in_stream",
     "kernels",
     "comm_ns",
     "hidden_ns",
@@ -31,7 +32,11 @@ pub fn overlap_output(
     for (w, _, groups) in ranks {
         for ((stage, role), e) in groups {
             let mut row = key_cells(timeline, &w.rank);
-            row.extend([Cell::text(stage.to_string()), Cell::text(role.to_string())]);
+            row.extend([
+                Cell::text(stage.to_string()),
+                Cell::text(role.to_string()),
+                Cell::opt_bool(role.in_stream()),
+            ]);
             row.extend(numbers(e, e.overlap_min_pct, e.overlap_max_pct));
             table.push(row);
         }
@@ -47,6 +52,7 @@ pub fn overlap_output(
                 Cell::Int(process.pid.into()),
                 Cell::text(stage.to_string()),
                 Cell::text(role.to_string()),
+                Cell::opt_bool(role.in_stream()),
             ];
             row.extend(numbers(&s.median, s.worst_pct, s.best_pct));
             table.push(row);
@@ -79,29 +85,22 @@ fn numbers(e: &Exposure, min_pct: f64, max_pct: f64) -> [Cell; 8] {
     ]
 }
 
-/// Says so when no communication stream exists, or no NCCL kernel at all.
+/// Says so when no NCCL kernel ran, and what in-stream communication means when some did.
 fn stream_notes(ranks: &[(RankWindow, RankStreams, RankExposure)]) -> Vec<String> {
-    let any_comm_stream = ranks
-        .iter()
-        .any(|(_, s, _)| s.streams.iter().any(|u| u.role.is_comm()));
-    if any_comm_stream {
+    let kernels = || ranks.iter().flat_map(|(_, s, _)| &s.nccl);
+    if kernels().next().is_none() {
+        return vec!["no NCCL kernel ran inside the window(s): nothing to hide or expose".into()];
+    }
+    let in_stream = kernels().filter(|k| k.in_stream).count();
+    let barrier = kernels().filter(|k| k.is_barrier()).count();
+    if in_stream == 0 {
         return Vec::new();
     }
-    let (kernels, ns) = ranks
-        .iter()
-        .flat_map(|(_, _, groups)| groups)
-        .filter(|((stage, role), _)| {
-            *stage == crate::analysis::overlap::StageKey::All
-                && *role == RoleKey::Role(BARRIER.to_string())
-        })
-        .fold((0, 0), |(k, t), (_, e)| (k + e.kernels, t + e.comm_ns));
-    if kernels == 0 {
-        vec!["no NCCL kernel ran inside the window(s): nothing to hide or expose".to_string()]
-    } else {
-        vec![format!(
-            "no communication stream: all {kernels} NCCL kernel(s) ran on compute streams \
-             ({ns} ns of in-stream communication, in the `{BARRIER}` rows; it blocks its stream \
-             and is never counted as exposed communication)"
-        )]
-    }
+    vec![format!(
+        "{in_stream} NCCL kernel(s) ran in-stream, on compute streams (in_stream = yes): the \
+         {} point-to-point one(s) keep their role and count as exposed where no other stream's \
+         compute covers them (they block the compute queued behind them); the {barrier} other \
+         collective(s) are `{BARRIER}` rows, never counted in the totals",
+        in_stream - barrier
+    )]
 }

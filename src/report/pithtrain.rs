@@ -109,8 +109,9 @@ pub fn python_text(table: &Table) -> String {
 fn python_str(cell: &Cell) -> String {
     match cell {
         Cell::Int(v) => v.to_string(),
-        Cell::Text(s) => s.clone(),
+        Cell::Text(s) | Cell::Detail(s, _) => s.clone(),
         Cell::Percent(p) => python_percent(*p),
+        Cell::Bool(b) => if *b { "True" } else { "False" }.to_string(),
         Cell::Empty => "None".to_string(),
     }
 }

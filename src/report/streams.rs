@@ -3,7 +3,8 @@
 use super::ranks::{RankWindow, key_cells, per_rank_output};
 use super::table::{Cell, Output, Table};
 use crate::classify::{RankStreams, RoleRules};
-use crate::model::Timeline;
+use crate::model::{StreamId, Timeline};
+use indexmap::IndexMap;
 
 /// The `streams` output: one row per (rank, stream with work in the window).
 pub fn streams_output(
@@ -12,8 +13,18 @@ pub fn streams_output(
     rules: &RoleRules,
 ) -> Output {
     let mut table = Table::new(&[
-        "rank", "host", "pid", "device", "stream", "role", "n_comm", "n_comp", "comm_ns",
-        "comp_ns", "busy_ns",
+        "rank",
+        "host",
+        "pid",
+        "device",
+        "stream",
+        "role",
+        "n_comm",
+        "n_comp",
+        "comm_ns",
+        "comp_ns",
+        "busy_ns",
+        "comm_roles",
     ]);
     for (w, streams) in ranks {
         for s in &streams.streams {
@@ -28,9 +39,52 @@ pub fn streams_output(
                 Cell::Int(s.comm_ns),
                 Cell::Int(s.comp_ns),
                 Cell::Int(s.busy_ns),
+                comm_roles(timeline, streams, s.stream, rules),
             ]);
             table.push(row);
         }
     }
-    per_rank_output(timeline, table, ranks.iter().map(|(w, _)| w))
+    let mut output = per_rank_output(timeline, table, ranks.iter().map(|(w, _)| w));
+    output.notes.push(
+        "comm_roles: the stream's NCCL kernels by role, with the evidence that decided it (rule, \
+         framework, torch, nccl_nvtx, stream, kernel_name; see docs/roles.md)"
+            .to_string(),
+    );
+    output
+}
+
+/// The stream's NCCL kernels grouped by (role, evidence kind): `ep_a2a 12 [framework]` for
+/// people; in JSON a list of `{role, in_stream, evidence, example, kernels}`.
+fn comm_roles(
+    timeline: &Timeline,
+    streams: &RankStreams,
+    stream: StreamId,
+    rules: &RoleRules,
+) -> Cell {
+    let mut groups: IndexMap<(&str, &str), (u64, String, bool)> = IndexMap::new();
+    for k in streams.nccl.iter().filter(|k| k.stream == stream) {
+        let key = (k.role_name(rules), k.evidence.kind());
+        let entry = groups
+            .entry(key)
+            .or_insert_with(|| (0, k.evidence.describe(timeline), k.in_stream));
+        entry.0 += 1;
+    }
+    let text = groups
+        .iter()
+        .map(|((role, evidence), (n, ..))| format!("{role} {n} [{evidence}]"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let json = groups
+        .into_iter()
+        .map(|((role, evidence), (kernels, example, in_stream))| {
+            serde_json::json!({
+                "role": role,
+                "in_stream": in_stream,
+                "evidence": evidence,
+                "example": example,
+                "kernels": kernels,
+            })
+        })
+        .collect();
+    Cell::Detail(text, serde_json::Value::Array(json))
 }

@@ -14,6 +14,10 @@ pub enum Cell {
     Text(String),
     /// A percentage in 0..100: `58.4%` in tables, a number in JSON and CSV.
     Percent(f64),
+    /// A yes/no: `yes`/`no` in tables, `true`/`false` in JSON and CSV.
+    Bool(bool),
+    /// Structured detail: a short text in tables and CSV, the value itself in JSON.
+    Detail(String, Value),
     /// No value: `-` in tables, empty in CSV, null in JSON.
     Empty,
 }
@@ -22,6 +26,11 @@ impl Cell {
     /// Text cell.
     pub fn text(s: impl Into<String>) -> Cell {
         Cell::Text(s.into())
+    }
+
+    /// An optional yes/no.
+    pub fn opt_bool(v: Option<bool>) -> Cell {
+        v.map_or(Cell::Empty, Cell::Bool)
     }
 
     /// An optional integer.
@@ -34,6 +43,9 @@ impl Cell {
             Cell::Int(v) => v.to_string(),
             Cell::Text(s) => s.clone(),
             Cell::Percent(p) => format!("{p:.1}%"),
+            Cell::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
+            Cell::Detail(text, _) if text.is_empty() => "-".to_string(),
+            Cell::Detail(text, _) => text.clone(),
             Cell::Empty => "-".to_string(),
         }
     }
@@ -41,11 +53,12 @@ impl Cell {
     fn for_csv(&self) -> String {
         match self {
             Cell::Int(v) => v.to_string(),
-            Cell::Text(s) if s.contains([',', '"', '\n', '\r']) => {
+            Cell::Text(s) | Cell::Detail(s, _) if s.contains([',', '"', '\n', '\r']) => {
                 format!("\"{}\"", s.replace('"', "\"\""))
             }
-            Cell::Text(s) => s.clone(),
+            Cell::Text(s) | Cell::Detail(s, _) => s.clone(),
             Cell::Percent(p) => p.to_string(),
+            Cell::Bool(b) => b.to_string(),
             Cell::Empty => String::new(),
         }
     }
@@ -55,6 +68,8 @@ impl Cell {
             Cell::Int(v) => Value::from(*v),
             Cell::Text(s) => Value::from(s.as_str()),
             Cell::Percent(p) => Value::from(*p),
+            Cell::Bool(b) => Value::from(*b),
+            Cell::Detail(_, v) => v.clone(),
             Cell::Empty => Value::Null,
         }
     }
