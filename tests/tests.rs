@@ -13,6 +13,7 @@ mod nsys_rep;
 mod paraver;
 mod perfetto;
 mod real_data;
+mod roles;
 mod scenario;
 mod synth;
 mod util;

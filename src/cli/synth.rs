@@ -75,6 +75,15 @@ pub struct Args {
     #[arg(long)]
     no_overlap: bool,
 
+    /// Launch communication on the compute stream instead of its own streams (every preset).
+    #[arg(long)]
+    nccl_on_compute: bool,
+
+    /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
+    /// ranges (every preset).
+    #[arg(long)]
+    no_framework_nvtx: bool,
+
     /// How far apart (ns) consecutive nodes' sessions started.
     #[arg(long, default_value_t = 37_251_904)]
     session_gap: i64,
@@ -131,6 +140,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         overlap: !args.no_overlap,
         session_gap: args.session_gap,
         clock_skew: args.clock_skew,
+        nccl_on_compute: args.nccl_on_compute,
+        framework_nvtx: !args.no_framework_nvtx,
         seed: args.seed,
         ..Options::new(preset)
     };

@@ -67,6 +67,10 @@ pub struct Options {
     /// Node i's clock reads i x this many ns ahead of true time (its session start and so every
     /// time it records), while the collectives that cross nodes stay coupled in true time.
     pub clock_skew: i64,
+    /// Communication launched on the compute stream instead of its own streams.
+    pub nccl_on_compute: bool,
+    /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
+    pub framework_nvtx: bool,
     /// Seed: the same options and seed give the same rows.
     pub seed: u64,
 }
@@ -93,6 +97,8 @@ impl Options {
             seq_len: 4096,
             session_gap: 37_251_904,
             clock_skew: 0,
+            nccl_on_compute: false,
+            framework_nvtx: true,
             seed: 1,
         }
     }
@@ -149,17 +155,19 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         register(&mut nodes[place.node], place, options.session_gap)?;
     }
     let start = (node_count as i64 - 1) * options.session_gap + CAPTURE_LEAD_NS;
+    let style = sim::Style {
+        nccl_on_compute: options.nccl_on_compute,
+        framework_nvtx: options.framework_nvtx,
+    };
     let schedules = sim::run(
         &workload.programs,
         &places,
         &workload.groups,
         &mut nodes,
-        start,
-        options.seed,
+        (start, options.seed),
+        style,
     )?;
-    if options.preset == Preset::Megatron {
-        truth::write(dir, &schedules)?;
-    }
+    truth::write(dir, &schedules, &places)?;
     nodes.into_iter().map(NodeExport::finish).collect()
 }
 

@@ -19,6 +19,18 @@ pub enum Launcher {
 /// same ranks (e.g. forward and backward pipeline messages).
 pub type GroupId = u32;
 
+/// The NCCL API calls of a collective operation, as NCCL's NVTX ranges show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// One collective call (`ncclAllReduce`, ...) that launches the kernel.
+    Collective(&'static str),
+    /// A group with one send and one receive per member, self included (PyTorch's
+    /// `all_to_all_single`).
+    AllToAll,
+    /// A group with one send to the next member and one receive from the previous (a ring step).
+    Ring,
+}
+
 /// One operation of a rank.
 #[derive(Debug, Clone)]
 pub enum Op {
@@ -50,10 +62,13 @@ pub enum Op {
         kind: &'static KernelKind,
         /// Transfer time once every member is ready, ns.
         dur: i64,
-        /// The NCCL API call (`ncclAllReduce`, `ncclSend`, ...), shown as an NVTX range.
-        api: &'static str,
+        /// The NCCL API calls, shown as NCCL's NVTX ranges.
+        call: Call,
+        /// What the framework does it for (`ep_a2a`, `cp_ring`), when its NVTX says so.
+        role: Option<&'static str>,
     },
-    /// A point-to-point send on `channel` (buffered: the sender does not wait for the receiver).
+    /// A point-to-point send on `channel` (buffered: the sender does not wait for the receiver),
+    /// one `ncclSend` call.
     Send {
         /// The (sender, receiver) channel.
         channel: GroupId,
@@ -61,14 +76,18 @@ pub enum Op {
         stream: u32,
         /// Transfer time, ns.
         dur: i64,
+        /// What the framework does it for (`pp_p2p`), when its NVTX says so.
+        role: Option<&'static str>,
     },
-    /// The receive matching the next unmatched send on `channel`: it cannot end before that send
-    /// started plus the transfer time.
+    /// The receive matching the next unmatched send on `channel`, one `ncclRecv` call: it cannot
+    /// end before that send started plus the transfer time.
     Recv {
         /// The (sender, receiver) channel.
         channel: GroupId,
         /// Stream id.
         stream: u32,
+        /// What the framework does it for (`pp_p2p`), when its NVTX says so.
+        role: Option<&'static str>,
     },
     /// `cudaStreamWaitEvent`: `stream` waits for the work queued so far on `on`.
     Wait {
@@ -140,14 +159,15 @@ impl Program {
         self.ops.push(Op::Kernel { stream, kind, dur });
     }
 
-    /// A collective or transfer of about `ns` with the other members of `group`.
+    /// A collective or transfer of about `ns` with the other members of `group`, made by
+    /// `call`, for the framework purpose `role` when there is one.
     pub fn comm(
         &mut self,
         group: GroupId,
         stream: u32,
         kind: &'static KernelKind,
         ns: i64,
-        api: &'static str,
+        (call, role): (Call, Option<&'static str>),
     ) {
         let dur = self.rng.around(ns, 0.2);
         self.ops.push(Op::Comm {
@@ -155,23 +175,29 @@ impl Program {
             stream,
             kind,
             dur,
-            api,
+            call,
+            role,
         });
     }
 
     /// Sends about `ns` worth of data on `channel`.
-    pub fn send(&mut self, channel: GroupId, stream: u32, ns: i64) {
+    pub fn send(&mut self, channel: GroupId, stream: u32, ns: i64, role: Option<&'static str>) {
         let dur = self.rng.around(ns, 0.2);
         self.ops.push(Op::Send {
             channel,
             stream,
             dur,
+            role,
         });
     }
 
     /// Receives the next message of `channel`.
-    pub fn recv(&mut self, channel: GroupId, stream: u32) {
-        self.ops.push(Op::Recv { channel, stream });
+    pub fn recv(&mut self, channel: GroupId, stream: u32, role: Option<&'static str>) {
+        self.ops.push(Op::Recv {
+            channel,
+            stream,
+            role,
+        });
     }
 
     /// `stream` waits for `on`.

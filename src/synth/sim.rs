@@ -7,8 +7,8 @@
 //! never ends before its send started and a collective ends almost together everywhere.
 
 use super::kernels::{KernelKind, NCCL_SENDRECV};
-use super::node::{NCCL_DOMAIN, NodeExport, NvtxText};
-use super::program::{GroupId, Groups, Launcher, Op, Program};
+use super::node::{DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText};
+use super::program::{Call, GroupId, Groups, Launcher, Op, Program};
 use super::rng::Rng;
 use crate::hash::FxHashMap;
 use anyhow::{Result, bail};
@@ -27,25 +27,71 @@ pub struct Placement {
     pub autograd_tid: u32,
 }
 
-/// What a placed kernel was, for the ground truth a preset may write.
+/// How the captured program looks: where NCCL runs and which NVTX the framework emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Work {
-    /// A compute kernel.
-    Compute,
-    /// A collective (all members' kernels end together).
-    Collective,
-    /// A point-to-point send or receive (pipeline traffic).
-    PointToPoint,
+pub struct Style {
+    /// Communication is launched on the compute stream instead of its own streams.
+    pub nccl_on_compute: bool,
+    /// The framework's NVTX ranges (rank label, steps, stages) are written; NCCL's always are.
+    pub framework_nvtx: bool,
+}
+
+/// One kernel the simulator placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    /// Start, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// Stream id.
+    pub stream: u32,
+    /// `compute`, or the role the capture's evidence supports for a communication kernel:
+    /// `barrier` (a collective on the compute stream), the framework's purpose when its NVTX is
+    /// written, else what NCCL's calls show (`nccl:AllReduce`, `nccl:AllToAll`, `p2p`).
+    pub role: &'static str,
 }
 
 /// What the simulator placed for one rank, on the generator's clock (which is the merged clock
-/// of the exports it writes): every kernel with its kind, and the `ProfilerStep#N` ranges.
+/// of the exports it writes): every kernel with its role, and the `ProfilerStep#N` ranges.
 #[derive(Debug, Clone, Default)]
 pub struct Schedule {
-    /// (start, end, kind) of every kernel.
-    pub kernels: Vec<(i64, i64, Work)>,
+    /// Every kernel.
+    pub kernels: Vec<Placed>,
     /// (start, end) of every `ProfilerStep#N` range, in order.
     pub steps: Vec<(i64, i64)>,
+}
+
+impl Style {
+    /// The stream a communication operation runs on.
+    fn comm_stream(self, stream: u32) -> u32 {
+        if self.nccl_on_compute {
+            DEFAULT_STREAM
+        } else {
+            stream
+        }
+    }
+
+    /// The role the capture supports for a communication kernel (see [`Placed::role`]).
+    fn role(self, stream: u32, call: Call, purpose: Option<&'static str>) -> &'static str {
+        match (call, purpose) {
+            (Call::Collective(_), _) if stream == DEFAULT_STREAM => "barrier",
+            (_, Some(purpose)) if self.framework_nvtx => purpose,
+            (Call::Collective(api), _) => collective_role(api),
+            (Call::AllToAll, _) => "nccl:AllToAll",
+            (Call::Ring, _) => "p2p",
+        }
+    }
+}
+
+/// `nccl:AllReduce` for `ncclAllReduce`.
+fn collective_role(api: &str) -> &'static str {
+    match api {
+        "ncclAllReduce" => "nccl:AllReduce",
+        "ncclAllGather" => "nccl:AllGather",
+        "ncclReduceScatter" => "nccl:ReduceScatter",
+        "ncclBroadcast" => "nccl:Broadcast",
+        _ => "nccl:other",
+    }
 }
 
 /// First correlation id of every process (CUPTI numbers calls per process).
@@ -54,6 +100,7 @@ const FIRST_CORRELATION: u32 = 1_200;
 /// Mutable state of one rank while its program runs.
 struct RankState {
     place: Placement,
+    style: Style,
     pc: usize,
     cpu: i64,
     launcher: Launcher,
@@ -95,8 +142,8 @@ pub fn run(
     places: &[Placement],
     groups: &Groups,
     nodes: &mut [NodeExport],
-    start: i64,
-    seed: u64,
+    (start, seed): (i64, u64),
+    style: Style,
 ) -> Result<Vec<Schedule>> {
     let mut ranks: Vec<RankState> = places
         .iter()
@@ -105,6 +152,7 @@ pub fn run(
             let mut rng = Rng::new(seed ^ 0x5EED, r as u64);
             RankState {
                 place,
+                style,
                 pc: 0,
                 cpu: start + (rng.unit() * 2_000_000.0) as i64,
                 launcher: Launcher::Main,
@@ -167,21 +215,36 @@ fn run_local(
     while let Some(op) = program.ops.get(rank.pc) {
         match op {
             Op::Comm { group, .. } => return Ok(Some(*group)),
-            Op::Recv { channel, stream } => {
+            Op::Recv {
+                channel,
+                stream,
+                role,
+            } => {
                 let Some(sent) = mailboxes.0.get_mut(channel).and_then(VecDeque::pop_front) else {
                     return Ok(None);
                 };
                 rank.pc += 1;
-                p2p(rank, node, *stream, RECV_MIN_NS, sent)?;
+                let transfer = Transfer {
+                    stream: *stream,
+                    api: "ncclRecv",
+                    purpose: *role,
+                };
+                p2p(rank, node, transfer, RECV_MIN_NS, sent)?;
             }
             Op::Send {
                 channel,
                 stream,
                 dur,
+                role,
             } => {
                 rank.pc += 1;
+                let transfer = Transfer {
+                    stream: *stream,
+                    api: "ncclSend",
+                    purpose: *role,
+                };
                 // The receive can end no earlier than the send (started then, plus the transfer).
-                let sent = p2p(rank, node, *stream, *dur, i64::MIN)?;
+                let sent = p2p(rank, node, transfer, *dur, i64::MIN)?;
                 mailboxes.0.entry(*channel).or_default().push_back(sent);
             }
             _ => {
@@ -193,36 +256,87 @@ fn run_local(
     Ok(None)
 }
 
-/// NCCL's NVTX range opens 200 ns before its kernel launch: returns its start and moves the
-/// rank's CPU time past it (so consecutive NCCL ranges of one thread never overlap).
-fn nccl_range_start(rank: &mut RankState) -> i64 {
+/// NCCL's NVTX ranges before a launch (a group's start, its sends and receives: `before`), then
+/// the range the launch sits in, which opens 200 ns before it: returns that range's start and
+/// moves the rank's CPU time past it (so consecutive NCCL ranges of one thread never overlap).
+fn open_nccl_calls(
+    rank: &mut RankState,
+    node: &mut NodeExport,
+    before: &[&'static str],
+) -> Result<i64> {
+    let who = (rank.place.pid, rank.tid());
+    for &text in before {
+        let start = rank.cpu;
+        rank.cpu += 600;
+        node.nvtx_range(
+            (start, start + 450),
+            who,
+            NvtxText::Registered(text),
+            NCCL_DOMAIN,
+        )?;
+    }
     let start = rank.cpu;
     rank.cpu += 200;
-    start
+    Ok(start)
+}
+
+/// The calls before a collective's launch, and the call it is launched in.
+fn call_ranges(call: Call, members: usize) -> (Vec<&'static str>, &'static str) {
+    match call {
+        Call::Collective(api) => (Vec::new(), api),
+        Call::AllToAll => {
+            let mut before = vec!["ncclGroupStart"];
+            for _ in 0..members {
+                before.extend(["ncclSend", "ncclRecv"]);
+            }
+            (before, "ncclGroupEnd")
+        }
+        Call::Ring => (
+            vec!["ncclGroupStart", "ncclSend", "ncclRecv"],
+            "ncclGroupEnd",
+        ),
+    }
+}
+
+/// One point-to-point call: its stream, NCCL API and framework purpose.
+struct Transfer {
+    stream: u32,
+    api: &'static str,
+    purpose: Option<&'static str>,
 }
 
 /// Shortest receive kernel, ns.
 const RECV_MIN_NS: i64 = 8_000;
 
-/// Launches a `SendRecv` kernel of at least `dur` that cannot end before `earliest_end`; returns
-/// its end.
+/// Launches a `SendRecv` kernel of at least `dur` that cannot end before `earliest_end`, in its
+/// own `ncclSend` or `ncclRecv` call; returns its end.
 fn p2p(
     rank: &mut RankState,
     node: &mut NodeExport,
-    stream: u32,
+    transfer: Transfer,
     dur: i64,
     earliest_end: i64,
 ) -> Result<i64> {
-    let range_start = nccl_range_start(rank);
+    let stream = rank.style.comm_stream(transfer.stream);
+    let range_start = open_nccl_calls(rank, node, &[])?;
     let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
     let who = (rank.place.pid, rank.tid());
-    let text = NvtxText::Registered("ncclGroupEnd");
+    let text = NvtxText::Registered(transfer.api);
     node.nvtx_range((range_start, rank.cpu), who, text, NCCL_DOMAIN)?;
     let start = ready.max(*rank.stream_free(stream));
     let end = (start + dur).max(earliest_end);
     *rank.stream_free(stream) = end;
     node.kernel((start, end), rank.gpu(stream), correlation, &NCCL_SENDRECV)?;
-    rank.schedule.kernels.push((start, end, Work::PointToPoint));
+    let role = match (transfer.purpose, rank.style.framework_nvtx) {
+        (Some(purpose), true) => purpose,
+        _ => "p2p",
+    };
+    rank.schedule.kernels.push(Placed {
+        start,
+        end,
+        stream,
+        role,
+    });
     Ok(end)
 }
 
@@ -239,8 +353,10 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
                 if text.starts_with("ProfilerStep#") {
                     rank.schedule.steps.push((start, rank.cpu));
                 }
-                let who = (rank.place.pid, tid);
-                node.nvtx_range((start, rank.cpu), who, NvtxText::Inline(&text), 0)?;
+                if rank.style.framework_nvtx {
+                    let who = (rank.place.pid, tid);
+                    node.nvtx_range((start, rank.cpu), who, NvtxText::Inline(&text), 0)?;
+                }
             }
         }
         Op::Cpu(ns) => rank.cpu += ns,
@@ -250,9 +366,12 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             let start = ready.max(*rank.stream_free(*stream));
             *rank.stream_free(*stream) = start + dur;
             node.kernel((start, start + dur), rank.gpu(*stream), correlation, kind)?;
-            rank.schedule
-                .kernels
-                .push((start, start + dur, Work::Compute));
+            rank.schedule.kernels.push(Placed {
+                start,
+                end: start + dur,
+                stream: *stream,
+                role: "compute",
+            });
         }
         Op::Wait { stream, on } => {
             let (_, correlation) = launch(rank, node, "cudaStreamWaitEvent_v3020", 0)?;
@@ -334,15 +453,19 @@ fn resolve_comm(
             stream,
             kind,
             dur,
-            api,
+            call,
+            role,
             ..
         } = &programs[m].ops[rank.pc]
         else {
             unreachable!("blocked ranks stand at a collective")
         };
         rank.pc += 1;
+        let stream = rank.style.comm_stream(*stream);
+        let role = rank.style.role(stream, *call, *role);
         let node = &mut nodes[rank.place.node];
-        let range_start = nccl_range_start(rank);
+        let (before, api) = call_ranges(*call, members.len());
+        let range_start = open_nccl_calls(rank, node, &before)?;
         let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
         let who = (rank.place.pid, rank.tid());
         node.nvtx_range(
@@ -351,18 +474,23 @@ fn resolve_comm(
             NvtxText::Registered(api),
             NCCL_DOMAIN,
         )?;
-        let ready = ready.max(*rank.stream_free(*stream));
+        let ready = ready.max(*rank.stream_free(stream));
         last_ready = last_ready.max(ready);
         transfer = transfer.max(*dur);
-        launches.push((m, *stream, *kind, ready, correlation));
+        launches.push((m, stream, *kind, ready, correlation, role));
     }
     let end = last_ready + transfer;
-    for (m, stream, kind, ready, correlation) in launches {
+    for (m, stream, kind, ready, correlation, role) in launches {
         let rank = &mut ranks[m];
         *rank.stream_free(stream) = end;
         let kind: &KernelKind = kind;
         nodes[rank.place.node].kernel((ready, end), rank.gpu(stream), correlation, kind)?;
-        rank.schedule.kernels.push((ready, end, Work::Collective));
+        rank.schedule.kernels.push(Placed {
+            start: ready,
+            end,
+            stream,
+            role,
+        });
     }
     Ok(())
 }

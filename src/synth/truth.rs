@@ -1,12 +1,25 @@
-//! The ground truth of a simulated pipeline: per rank and `ProfilerStep#N`, the step's span, the
-//! time the GPU was busy (compute kernels and collectives), the pipeline wait (only
-//! point-to-point transfers in flight) and the bubble (span minus busy). Computed from what the
-//! simulator placed ([`Schedule`]), independently of nsys-lens' analyses, so `bubbles` can be
-//! tested against it. Written as `truth.json` beside the exports of the `megatron` preset.
+//! The ground truth of a simulated run, computed from what the simulator placed ([`Schedule`]),
+//! independently of nsys-lens' analyses, so they can be tested against it. Written as
+//! `truth.json` beside the exports:
+//!
+//! - `kernels`: every communication kernel with the role the capture's evidence supports
+//!   ([`Placed::role`]);
+//! - `ranks`: per rank over the whole run, the time the GPU was busy (compute kernels and
+//!   communication other than pipeline transfers), the pipeline wait (only pipeline transfers in
+//!   flight) and the exposed communication (communication other than barriers running with no
+//!   compute kernel);
+//! - `steps`: the same busy and pipeline wait per `ProfilerStep#N`, with the bubble (span minus
+//!   busy).
+//!
+//! Pipeline transfers are the kernels whose role is `pp_p2p`, or point-to-point traffic that no
+//! framework evidence names (`p2p`): the definition `bubbles` documents.
 
-use super::sim::{Schedule, Work};
+use super::sim::{Placed, Placement, Schedule};
 use anyhow::{Context, Result};
 use std::path::Path;
+
+/// Roles that are pipeline transfers.
+const PIPELINE: &[&str] = &["pp_p2p", "p2p"];
 
 /// One step of one rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -17,55 +30,157 @@ pub struct StepTruth {
     pub step: usize,
     /// Step span (the `ProfilerStep#N` range), ns.
     pub step_ns: i64,
-    /// Compute kernels and collectives running, ns.
+    /// Compute kernels and non-pipeline communication running, ns.
     pub busy_ns: i64,
     /// Span minus busy, ns.
     pub bubble_ns: i64,
-    /// Of the bubble, the time only point-to-point transfers ran, ns.
+    /// Of the bubble, the time only pipeline transfers ran, ns.
     pub pp_wait_ns: i64,
 }
 
-/// The truth of every rank's steps.
+/// One rank over the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RankTruth {
+    /// Global rank.
+    pub rank: usize,
+    /// Its node (export) index.
+    pub node: usize,
+    /// Its process id.
+    pub pid: u32,
+    /// Compute kernels and non-pipeline communication running, ns.
+    pub busy_ns: i64,
+    /// Only pipeline transfers running, ns.
+    pub pp_wait_ns: i64,
+    /// Communication other than barriers running with no compute kernel, ns.
+    pub exposed_comm_ns: i64,
+}
+
+/// One communication kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct KernelTruth {
+    /// Global rank.
+    pub rank: usize,
+    /// Stream id.
+    pub stream: u32,
+    /// Start on the generator's clock (the merged clock of its exports), ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// The role the capture's evidence supports.
+    pub role: &'static str,
+}
+
+/// Writes `truth.json` into `dir`.
+pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result<()> {
+    let path = dir.join("truth.json");
+    let truth = serde_json::json!({
+        "ranks": ranks(schedules, places),
+        "steps": steps(schedules),
+        "kernels": kernels(schedules),
+    });
+    let text = serde_json::to_string_pretty(&truth)?;
+    std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Every communication kernel, per rank in start order.
+fn kernels(schedules: &[Schedule]) -> Vec<KernelTruth> {
+    let mut out = Vec::new();
+    for (rank, schedule) in schedules.iter().enumerate() {
+        let mut comm: Vec<&Placed> = schedule
+            .kernels
+            .iter()
+            .filter(|k| k.role != "compute")
+            .collect();
+        comm.sort_by_key(|k| (k.start, k.stream));
+        out.extend(comm.into_iter().map(|k| KernelTruth {
+            rank,
+            stream: k.stream,
+            start: k.start,
+            end: k.end,
+            role: k.role,
+        }));
+    }
+    out
+}
+
+/// Every rank over the whole run.
+fn ranks(schedules: &[Schedule], places: &[Placement]) -> Vec<RankTruth> {
+    schedules
+        .iter()
+        .zip(places)
+        .enumerate()
+        .map(|(rank, (schedule, place))| {
+            let split = Split::new(&schedule.kernels, (i64::MIN, i64::MAX));
+            RankTruth {
+                rank,
+                node: place.node,
+                pid: place.pid,
+                busy_ns: length(&split.busy),
+                pp_wait_ns: uncovered(&split.transfers, &split.busy),
+                exposed_comm_ns: uncovered(&split.comm, &split.compute),
+            }
+        })
+        .collect()
+}
+
+/// Every rank's steps.
 pub fn steps(schedules: &[Schedule]) -> Vec<StepTruth> {
     let mut out = Vec::new();
     for (rank, schedule) in schedules.iter().enumerate() {
+        let mut kernels = schedule.kernels.clone();
+        kernels.sort_unstable_by_key(|k| k.start);
+        let longest = kernels.iter().map(|k| k.end - k.start).max().unwrap_or(0);
         for (step, &(start, end)) in schedule.steps.iter().enumerate() {
-            let inside = |work: &dyn Fn(Work) -> bool| {
-                merged(
-                    schedule
-                        .kernels
-                        .iter()
-                        .filter(|k| work(k.2))
-                        .map(|k| (k.0.max(start), k.1.min(end)))
-                        .filter(|(s, e)| s < e)
-                        .collect(),
-                )
-            };
-            let busy = inside(&|w| w != Work::PointToPoint);
-            let transfers = inside(&|w| w == Work::PointToPoint);
-            let busy_ns: i64 = busy.iter().map(|(s, e)| e - s).sum();
-            let pp_only: i64 = transfers
-                .iter()
-                .map(|&(s, e)| (e - s) - overlap_with(&busy, s, e))
-                .sum();
+            // The kernels that can overlap the step: started before its end, and not so long
+            // before its start that even the longest kernel ended.
+            let from = kernels.partition_point(|k| k.start < start.saturating_sub(longest));
+            let to = kernels.partition_point(|k| k.start < end);
+            let split = Split::new(&kernels[from..to.max(from)], (start, end));
+            let busy_ns = length(&split.busy);
             out.push(StepTruth {
                 rank,
                 step,
                 step_ns: end - start,
                 busy_ns,
                 bubble_ns: end - start - busy_ns,
-                pp_wait_ns: pp_only,
+                pp_wait_ns: uncovered(&split.transfers, &split.busy),
             });
         }
     }
     out
 }
 
-/// Writes `truth.json` into `dir`.
-pub fn write(dir: &Path, schedules: &[Schedule]) -> Result<()> {
-    let path = dir.join("truth.json");
-    let text = serde_json::to_string_pretty(&serde_json::json!({ "steps": steps(schedules) }))?;
-    std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+/// A rank's kernels inside a span, merged by what they are.
+struct Split {
+    /// Compute kernels.
+    compute: Vec<(i64, i64)>,
+    /// Communication other than barriers.
+    comm: Vec<(i64, i64)>,
+    /// Compute and communication other than pipeline transfers.
+    busy: Vec<(i64, i64)>,
+    /// Pipeline transfers.
+    transfers: Vec<(i64, i64)>,
+}
+
+impl Split {
+    fn new(kernels: &[Placed], (start, end): (i64, i64)) -> Split {
+        let inside = |keep: &dyn Fn(&str) -> bool| {
+            merged(
+                kernels
+                    .iter()
+                    .filter(|k| keep(k.role))
+                    .map(|k| (k.start.max(start), k.end.min(end)))
+                    .filter(|(s, e)| s < e)
+                    .collect(),
+            )
+        };
+        Split {
+            compute: inside(&|r| r == "compute"),
+            comm: inside(&|r| r != "compute" && r != "barrier"),
+            busy: inside(&|r| !PIPELINE.contains(&r)),
+            transfers: inside(&|r| PIPELINE.contains(&r)),
+        }
+    }
 }
 
 /// Sorted, merged intervals.
@@ -81,10 +196,40 @@ fn merged(mut spans: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
     out
 }
 
-/// How much of [s, e) merged intervals cover.
-fn overlap_with(merged: &[(i64, i64)], s: i64, e: i64) -> i64 {
-    merged
-        .iter()
-        .map(|&(a, b)| (b.min(e) - a.max(s)).max(0))
-        .sum()
+/// Summed length of merged intervals.
+fn length(spans: &[(i64, i64)]) -> i64 {
+    spans.iter().map(|(s, e)| e - s).sum()
+}
+
+/// Length of merged `a` not covered by merged `b`, in one pass over both.
+fn uncovered(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
+    let mut first = 0;
+    let mut total = 0;
+    for &(s, e) in a {
+        while first < b.len() && b[first].1 <= s {
+            first += 1;
+        }
+        let covered: i64 = b[first..]
+            .iter()
+            .take_while(|&&(x, _)| x < e)
+            .map(|&(x, y)| y.min(e) - x.max(s))
+            .sum();
+        total += (e - s) - covered;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uncovered_length_by_hand() {
+        let a = merged(vec![(0, 10), (20, 30), (40, 50)]);
+        let b = merged(vec![(5, 25), (45, 46), (60, 70)]);
+        // [0,5) + [25,30) + [40,45) + [46,50)
+        assert_eq!(uncovered(&a, &b), 5 + 5 + 5 + 4);
+        assert_eq!(uncovered(&a, &[]), 30);
+        assert_eq!(length(&merged(vec![(0, 10), (5, 15)])), 15);
+    }
 }

@@ -3,7 +3,7 @@
 //! last of N micro-batches; `--mixed-precision` switches fp32 GEMMs and all-reduces to bf16;
 //! `--slow-dataloader` adds a host-side gap before each step.
 
-use super::{Workload, layer_backward, layer_forward, optimizer, precision, streams};
+use super::{ALL_REDUCE, Workload, layer_backward, layer_forward, optimizer, precision, streams};
 use crate::synth::Options;
 use crate::synth::program::{Launcher, Program};
 
@@ -40,7 +40,7 @@ pub fn build(o: &Options) -> anyhow::Result<Workload> {
                             let bucket_full = layer % BUCKET_LAYERS == 0;
                             if last && bucket_full {
                                 p.wait(NCCL, streams::COMPUTE);
-                                p.comm(group, NCCL, all_reduce, 900_000 * slow, "ncclAllReduce");
+                                p.comm(group, NCCL, all_reduce, 900_000 * slow, ALL_REDUCE);
                             }
                         }
                         p.thread(Launcher::Main);

@@ -5,7 +5,7 @@
 use super::{Workload, layer_backward, layer_forward, optimizer, precision, streams};
 use crate::synth::Options;
 use crate::synth::kernels;
-use crate::synth::program::{GroupId, Launcher, Program};
+use crate::synth::program::{Call, GroupId, Launcher, Program};
 
 const ALL_GATHER: u32 = streams::COMM[0];
 const REDUCE_SCATTER: u32 = streams::COMM[1];
@@ -53,7 +53,7 @@ pub fn build(o: &Options) -> anyhow::Result<Workload> {
                             REDUCE_SCATTER,
                             &kernels::NCCL_REDUCESCATTER_BF16,
                             650_000,
-                            "ncclReduceScatter",
+                            (Call::Collective("ncclReduceScatter"), None),
                         );
                         if !o.overlap {
                             p.wait(streams::COMPUTE, REDUCE_SCATTER);
@@ -79,6 +79,6 @@ fn all_gather(p: &mut Program, group: GroupId) {
         ALL_GATHER,
         &kernels::NCCL_ALLGATHER,
         420_000,
-        "ncclAllGather",
+        (Call::Collective("ncclAllGather"), None),
     );
 }

@@ -3,7 +3,10 @@
 //! warm-up and cool-down bubbles that appear with `--pp 2`, and a data-parallel gradient
 //! all-reduce at the end of the step.
 
-use super::{Mesh, Workload, layer_backward, layer_forward, optimizer, precision, streams};
+use super::{
+    ALL_REDUCE, Mesh, PIPELINE_P2P, Workload, layer_backward, layer_forward, optimizer, precision,
+    streams,
+};
 use crate::synth::Options;
 use crate::synth::kernels;
 use crate::synth::program::{Channels, GroupId, Launcher, Program};
@@ -13,6 +16,14 @@ const DP: usize = 1;
 const TP: usize = 2;
 const TP_STREAM: u32 = streams::COMM[0];
 const PP_STREAM: u32 = streams::COMM[1];
+/// Megatron-LM's point-to-point functions (`p2p_communication`), as NVTX ranges: receive and
+/// send of the forward pass, then of the backward pass.
+const P2P_RANGES: [&str; 4] = [
+    "megatron.core.pipeline_parallel.p2p_communication.recv_forward",
+    "megatron.core.pipeline_parallel.p2p_communication.send_forward",
+    "megatron.core.pipeline_parallel.p2p_communication.recv_backward",
+    "megatron.core.pipeline_parallel.p2p_communication.send_backward",
+];
 const DP_STREAM: u32 = streams::COMM[2];
 
 /// One micro-batch's forward or backward on this stage.
@@ -46,7 +57,7 @@ pub fn build(o: &Options) -> anyhow::Result<Workload> {
                 if o.dp > 1 {
                     p.wait(DP_STREAM, streams::COMPUTE);
                     let (_, all_reduce, _) = precision(o.mixed_precision);
-                    p.comm(dp, DP_STREAM, all_reduce, 1_200_000, "ncclAllReduce");
+                    p.comm(dp, DP_STREAM, all_reduce, 1_200_000, ALL_REDUCE);
                     p.wait(streams::COMPUTE, DP_STREAM);
                 }
                 optimizer(p);
@@ -71,12 +82,24 @@ fn micro_batch(
         Pass::Forward => (mesh.neighbour(rank, PP, -1), mesh.neighbour(rank, PP, 1)),
         Pass::Backward => (mesh.neighbour(rank, PP, 1), mesh.neighbour(rank, PP, -1)),
     };
-    let (name, launcher) = match pass {
-        Pass::Forward => ("forward-compute", Launcher::Main),
-        Pass::Backward => ("backward-compute", Launcher::Autograd),
+    let (name, launcher, recv, send) = match pass {
+        Pass::Forward => (
+            "forward-compute",
+            Launcher::Main,
+            P2P_RANGES[0],
+            P2P_RANGES[1],
+        ),
+        Pass::Backward => (
+            "backward-compute",
+            Launcher::Autograd,
+            P2P_RANGES[2],
+            P2P_RANGES[3],
+        ),
     };
     if let Some(peer) = from {
-        p.range("recv", |p| p.recv(channels.get(peer, rank), PP_STREAM));
+        p.range(recv, |p| {
+            p.recv(channels.get(peer, rank), PP_STREAM, PIPELINE_P2P)
+        });
         p.wait(streams::COMPUTE, PP_STREAM);
     }
     p.range(name, |p| {
@@ -94,7 +117,7 @@ fn micro_batch(
                     TP_STREAM,
                     &kernels::NCCL_ALLREDUCE_BF16,
                     120_000,
-                    "ncclAllReduce",
+                    ALL_REDUCE,
                 );
                 p.wait(streams::COMPUTE, TP_STREAM);
             }
@@ -102,9 +125,9 @@ fn micro_batch(
         p.thread(Launcher::Main);
     });
     if let Some(peer) = to {
-        p.range("send", |p| {
+        p.range(send, |p| {
             p.wait(PP_STREAM, streams::COMPUTE);
-            p.send(channels.get(rank, peer), PP_STREAM, 150_000);
+            p.send(channels.get(rank, peer), PP_STREAM, 150_000, PIPELINE_P2P);
         });
     }
 }

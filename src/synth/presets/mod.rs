@@ -8,7 +8,16 @@ mod pithtrain;
 
 use super::Options;
 use super::kernels::{self, KernelKind};
-use super::program::{Channels, Groups, Program};
+use super::program::{Call, Channels, Groups, Program};
+
+/// An NCCL call with the framework purpose its NVTX gives (None: no framework range says).
+type Purposed = (Call, Option<&'static str>);
+
+/// `ncclAllReduce`, for no framework purpose.
+const ALL_REDUCE: Purposed = (Call::Collective("ncclAllReduce"), None);
+
+/// The framework purpose of pipeline transfers.
+const PIPELINE_P2P: Option<&str> = Some("pp_p2p");
 
 /// The streams the presets launch on (PyTorch's default stream maps to the legacy stream 7).
 pub mod streams {

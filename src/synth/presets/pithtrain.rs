@@ -8,10 +8,10 @@
 //! all-to-all on the combine stream, stage 5 the aggregation. In an overlapped chunk the forward
 //! chunk's all-to-alls run while the backward chunk computes, so they are partly hidden.
 
-use super::{Mesh, Workload, streams};
+use super::{ALL_REDUCE, Mesh, PIPELINE_P2P, Workload, streams};
 use crate::synth::Options;
 use crate::synth::kernels::{self, KernelKind};
-use crate::synth::program::{GroupId, Launcher, Program};
+use crate::synth::program::{Call, GroupId, Launcher, Program};
 
 const AXES: [&str; 4] = ["pp", "dp", "cp", "ep"];
 const PP: usize = 0;
@@ -136,7 +136,7 @@ fn step(
         GRAD_NORM,
         &kernels::NCCL_ALLREDUCE_F32,
         40_000,
-        "ncclAllReduce",
+        ALL_REDUCE,
     );
     p.wait(streams::COMPUTE, GRAD_NORM);
     super::optimizer(p);
@@ -195,7 +195,8 @@ fn stage1(p: &mut Program, g: &RankGroups, pass: Pass, layer: usize, layers: usi
         p.kernel(streams::COMPUTE, &kernels::GEMM_BF16, 120_000 * scale);
         for _ in 1..g.cp_size {
             p.wait(CP_RING, streams::COMPUTE);
-            p.comm(g.cp, CP_RING, &kernels::NCCL_SENDRECV, 60_000, "ncclSend");
+            let ring = (Call::Ring, Some("cp_ring"));
+            p.comm(g.cp, CP_RING, &kernels::NCCL_SENDRECV, 60_000, ring);
             p.kernel(streams::COMPUTE, attention, 90_000 * scale);
             p.wait(streams::COMPUTE, CP_RING);
         }
@@ -209,7 +210,7 @@ fn stage1(p: &mut Program, g: &RankGroups, pass: Pass, layer: usize, layers: usi
                 streams::COMPUTE,
                 &kernels::NCCL_ALLREDUCE_U32,
                 15_000,
-                "ncclAllReduce",
+                ALL_REDUCE,
             );
             p.sync(streams::COMPUTE);
         }
@@ -229,7 +230,8 @@ fn all_to_all(p: &mut Program, g: &RankGroups, pass: Pass, layer: usize, stage: 
         p.wait(stream, streams::COMPUTE);
         if g.ep_size > 1 {
             let ns = 180_000 + (p.unit() * 120_000.0) as i64;
-            p.comm(g.ep, stream, &kernels::NCCL_SENDRECV, ns, "ncclSend");
+            let a2a = (Call::AllToAll, Some("ep_a2a"));
+            p.comm(g.ep, stream, &kernels::NCCL_SENDRECV, ns, a2a);
         }
     });
 }
@@ -270,10 +272,10 @@ fn pipeline_exchange(
     p.range("pipeline send/recv", |p| {
         p.wait(PIPELINE, streams::COMPUTE);
         for peer in [next, previous].into_iter().flatten() {
-            p.send(channels.get(rank, peer), PIPELINE, 70_000);
+            p.send(channels.get(rank, peer), PIPELINE, 70_000, PIPELINE_P2P);
         }
         for peer in [previous, next].into_iter().flatten() {
-            p.recv(channels.get(peer, rank), PIPELINE);
+            p.recv(channels.get(peer, rank), PIPELINE, PIPELINE_P2P);
         }
         p.wait(streams::COMPUTE, PIPELINE);
     });

@@ -1,0 +1,179 @@
+//! Issue 15: the role of every communication kernel against the generator's truth, for every
+//! preset with and without framework NVTX and with communication on its own streams or on the
+//! compute stream; and the pipeline wait and exposed communication those roles give.
+
+use crate::util::{nsys_lens, synth, texts};
+use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
+use nsys_lens::model::Timeline;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One run of every preset (small, several ranks, every kind of communication it has).
+const PRESETS: &[&str] = &[
+    "--preset pithtrain --pp 2 --ep 2 --cp 2 --gpus-per-node 4",
+    "--preset megatron --tp 2 --pp 2 --dp 2 --gpus-per-node 4 --chunks 4",
+    "--preset ddp --nodes 2 --gpus-per-node 2 --layers 4 --steps 2",
+    "--preset fsdp --nodes 1 --gpus-per-node 2 --steps 2",
+];
+
+/// How the capture looks.
+const VARIANTS: &[&str] = &[
+    "",
+    "--nccl-on-compute",
+    "--no-framework-nvtx",
+    "--nccl-on-compute --no-framework-nvtx",
+];
+
+fn exports(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sqlite"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// (rank, stream, start) -> role of every NCCL kernel, as nsys-lens classifies it over the
+/// whole capture.
+fn our_roles(files: &[PathBuf]) -> BTreeMap<(u64, u64, i64), String> {
+    let timeline = Timeline::load(files).expect("loads");
+    let activity = Activity::new(&timeline);
+    let rules = RoleRules::default();
+    let mut roles = BTreeMap::new();
+    for rank in classify::ranks::discover(&activity).unwrap() {
+        let window = classify::window::find(&activity, rank.process, &WindowSpec::Whole);
+        let streams =
+            classify::streams::classify(&activity, rank.process, window.bounds(false), &rules);
+        for k in &streams.nccl {
+            let stream = u64::from(timeline.stream(k.stream).stream);
+            let key = (u64::from(rank.rank), stream, k.start);
+            roles.insert(key, k.role_name(&rules).to_string());
+        }
+    }
+    roles
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json"]);
+    let out = nsys_lens(&all);
+    assert!(out.status.success(), "{args:?}: {}", texts(&out).1);
+    serde_json::from_str(&texts(&out).0).unwrap()
+}
+
+fn rows(v: &Value) -> &Vec<Value> {
+    v["rows"].as_array().unwrap()
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+/// The row of `rank` with these (field, value) pairs.
+fn row<'a>(v: &'a Value, rank: i64, fields: &[(&str, &str)]) -> &'a Value {
+    let found: Vec<&Value> = rows(v)
+        .iter()
+        .filter(|r| r["rank"] == rank && fields.iter().all(|(k, x)| r[*k] == *x))
+        .collect();
+    assert_eq!(found.len(), 1, "rank {rank} {fields:?}");
+    found[0]
+}
+
+#[test]
+fn every_communication_kernel_gets_the_role_its_evidence_supports() {
+    for preset in PRESETS {
+        for variant in VARIANTS {
+            let args = format!("{preset} {variant}");
+            let dir = synth(&args);
+            let truth: Value = serde_json::from_str(
+                &std::fs::read_to_string(dir.path().join("truth.json")).unwrap(),
+            )
+            .unwrap();
+            let files = exports(dir.path());
+            let ours = our_roles(&files);
+            // The confusion matrix: (truth, ours) -> kernels; only the diagonal may be filled.
+            let mut confusion: BTreeMap<(String, String), usize> = BTreeMap::new();
+            let kernels = truth["kernels"].as_array().unwrap();
+            for k in kernels {
+                let key = (
+                    k["rank"].as_u64().unwrap(),
+                    k["stream"].as_u64().unwrap(),
+                    int(&k["start"]),
+                );
+                let got = ours
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_else(|| "(missing)".into());
+                let want = k["role"].as_str().unwrap().to_string();
+                *confusion.entry((want, got)).or_default() += 1;
+            }
+            let off: Vec<_> = confusion.iter().filter(|((a, b), _)| a != b).collect();
+            assert!(
+                off.is_empty(),
+                "{args}: off the diagonal {off:?} of {confusion:?}"
+            );
+            assert_eq!(ours.len(), kernels.len(), "{args}: kernels we saw");
+            assert!(!confusion.is_empty(), "{args}: no communication kernel");
+            check_wait_and_exposure(&files, &truth, &args);
+        }
+    }
+}
+
+/// Per rank over the whole capture: pipeline wait and exposed communication equal the truth;
+/// per step, the bubble within 0.5 percentage points.
+fn check_wait_and_exposure(files: &[PathBuf], truth: &Value, args: &str) {
+    let paths: Vec<&str> = files.iter().map(|p| p.to_str().unwrap()).collect();
+    let bubbles = json(&[&["bubbles", "--whole"], paths.as_slice()].concat());
+    let overlap = json(&[&["overlap", "--whole"], paths.as_slice()].concat());
+    for t in truth["ranks"].as_array().unwrap() {
+        let rank = int(&t["rank"]);
+        let steps: Vec<&Value> = rows(&bubbles)
+            .iter()
+            .filter(|r| r["rank"] == rank)
+            .collect();
+        let pp_wait: i64 = steps.iter().map(|s| int(&s["pp_wait_ns"])).sum();
+        let total = row(&overlap, rank, &[("stage", "all"), ("role", "all")]);
+        let exposed = int(&total["exposed_wall_ns"]);
+        let span: i64 = steps.iter().map(|s| int(&s["step_ns"])).sum();
+        let close = |ours: i64, want: i64| (ours - want).abs() as f64 <= 0.005 * span as f64;
+        let want_wait = int(&t["pp_wait_ns"]);
+        let want_exposed = int(&t["exposed_comm_ns"]);
+        if steps.len() == 1 {
+            assert_eq!(pp_wait, want_wait, "{args}: rank {rank} pipeline wait");
+        } else {
+            assert!(
+                close(pp_wait, want_wait),
+                "{args}: rank {rank} {pp_wait} vs {want_wait}"
+            );
+        }
+        assert_eq!(
+            exposed, want_exposed,
+            "{args}: rank {rank} exposed communication"
+        );
+    }
+    if args.contains("--no-framework-nvtx") {
+        return;
+    }
+    for t in truth["steps"].as_array().unwrap() {
+        let (rank, step) = (int(&t["rank"]), int(&t["step"]));
+        let ours = rows(&bubbles)
+            .iter()
+            .find(|r| r["rank"] == rank && r["step"] == step)
+            .unwrap_or_else(|| panic!("{args}: rank {rank} step {step}"));
+        let pct = |bubble: i64, span: i64| 100.0 * bubble as f64 / span as f64;
+        let want = pct(int(&t["bubble_ns"]), int(&t["step_ns"]));
+        let got = ours["bubble_pct"].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= 0.5,
+            "{args}: rank {rank} step {step}: {got} vs {want}"
+        );
+        let wait = pct(int(&t["pp_wait_ns"]), int(&t["step_ns"]));
+        let got = pct(int(&ours["pp_wait_ns"]), int(&ours["step_ns"]));
+        assert!(
+            (got - wait).abs() <= 0.5,
+            "{args}: rank {rank} step {step} wait"
+        );
+    }
+}
