@@ -483,3 +483,37 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
     }
     assert_eq!(presets, 8);
 }
+
+/// Issue 15: each NCCL kernel's role and evidence are events on its begin record, with the same
+/// counts per role as `streams` gives (one classification for tables and pictures).
+#[test]
+fn nccl_kernels_carry_their_role_and_evidence() {
+    let reports = pithtrain_nodes();
+    let (_dir, prv) = convert(&reports, &[]);
+    let trace = parse(&prv);
+    let mut ours: BTreeMap<String, u64> = BTreeMap::new();
+    let mut evidence = 0;
+    for (.., pairs) in &trace.events {
+        for &(ty, value) in pairs {
+            let label = |ty: u32| trace.pcf[&ty].1[&value].clone();
+            match (ty, value) {
+                (_, 0) => {}
+                (63_100_004, _) => *ours.entry(label(ty)).or_default() += 1,
+                (63_100_005, _) => {
+                    assert!(["framework", "nccl_nvtx"].contains(&label(ty).as_str()));
+                    evidence += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(trace.pcf[&63_100_004].0, "nsys-lens communication role");
+    let paths: Vec<&str> = reports.iter().map(|p| p.to_str().unwrap()).collect();
+    let want = crate::util::comm_roles(&paths);
+    assert_eq!(ours, want);
+    assert_eq!(evidence, want.values().sum::<u64>());
+    assert!(
+        want.contains_key("ep_a2a") && want.contains_key("barrier"),
+        "{want:?}"
+    );
+}

@@ -297,3 +297,28 @@ fn a_failed_conversion_leaves_no_file() {
     let output = nsys_lens(&["convert", "--ranks", "9", report.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// Issue 15: every NCCL kernel slice carries its own role (`comm_role`), with the same counts
+/// per role as `streams` gives; on the real mfu capture, 66 in-stream all-to-alls.
+#[test]
+fn nccl_kernel_slices_carry_their_role() {
+    let reports = pithtrain_nodes();
+    let (_dir, trace) = convert(&reports, &[]);
+    let Some(summary) = check(&trace) else {
+        return;
+    };
+    let paths: Vec<&str> = reports.iter().map(|p| p.to_str().unwrap()).collect();
+    let want = crate::util::comm_roles(&paths);
+    let got: std::collections::BTreeMap<String, u64> =
+        serde_json::from_value(summary["comm_roles"].clone()).unwrap();
+    assert_eq!(got, want);
+    let Some(file) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
+        return;
+    };
+    let (_dir, trace) = convert(&[file], &[]);
+    let summary = check(&trace).expect("checked above");
+    assert_eq!(
+        summary["comm_roles"],
+        serde_json::json!({"nccl:AllToAll": 66})
+    );
+}

@@ -50,6 +50,7 @@ def main():
     seq_state = {}  # sequence id -> state
     counts = defaultdict(int)
     flows = defaultdict(int)
+    comm_roles = defaultdict(int)
     counters = defaultdict(list)
     pids, tids = set(), set()
     rebase_offset = None
@@ -148,6 +149,9 @@ def main():
                 problem(f"packet {index}: annotation name iid {a.name_iid} undefined")
             if a.HasField("string_value_iid") and a.string_value_iid not in state["strings"]:
                 problem(f"packet {index}: string value iid {a.string_value_iid} undefined")
+            if state["args"].get(a.name_iid) == "comm_role" and a.HasField("string_value_iid"):
+                role = state["strings"].get(a.string_value_iid, b"?")
+                comm_roles[role.decode("utf-8", "replace")] += 1
         for f in ev.flow_ids:
             flows[f] += 1
         if "nsys_lens" in cats:
@@ -218,6 +222,7 @@ def main():
         "process_ordering": tracks[0].process_ordering if 0 in tracks else 0,
         "track_names": sorted({d.name for d in tracks.values() if d.name}),
         "counters": {f"{process_of(t)} | {tracks[t].name}": s for t, s in counters.items()},
+        "comm_roles": dict(comm_roles),
     }
     json.dump(summary, sys.stdout)
 

@@ -174,3 +174,21 @@ pub fn synth(args: &str) -> tempfile::TempDir {
     assert!(out.status.success(), "synth {args}: {}", texts(&out).1);
     dir
 }
+
+/// NCCL kernels per role over the whole capture, from `streams --whole --format json`'s
+/// `comm_roles`.
+pub fn comm_roles(reports: &[&str]) -> std::collections::BTreeMap<String, u64> {
+    let mut args = vec!["streams", "--whole", "--format", "json"];
+    args.extend(reports);
+    let out = nsys_lens(&args);
+    assert!(out.status.success(), "{}", texts(&out).1);
+    let json: serde_json::Value = serde_json::from_str(&texts(&out).0).unwrap();
+    let mut roles = std::collections::BTreeMap::new();
+    for row in json["rows"].as_array().unwrap() {
+        for group in row["comm_roles"].as_array().unwrap() {
+            let role = group["role"].as_str().unwrap().to_string();
+            *roles.entry(role).or_default() += group["kernels"].as_u64().unwrap();
+        }
+    }
+    roles
+}

@@ -177,6 +177,15 @@ pub struct RankStreams {
 }
 
 impl RankStreams {
+    /// The NCCL kernel of `stream` whose (clipped) start is `start`.
+    pub fn nccl_at(&self, stream: StreamId, start: i64) -> Option<&NcclKernel> {
+        let from = self.nccl.partition_point(|k| k.start < start);
+        self.nccl[from..]
+            .iter()
+            .take_while(|k| k.start == start)
+            .find(|k| k.stream == stream)
+    }
+
     /// The role of a stream (None when it did nothing in the window).
     pub fn role(&self, stream: StreamId) -> Option<Role> {
         self.streams

@@ -269,6 +269,7 @@ fn values(scope: &Scope, tasks: &[Task]) -> Values {
         }
         let part = &scope.parts[task.part];
         for k in &part.streams.nccl {
+            roles.insert(k.role_name(scope.rules).to_string(), ());
             if let Some(stage) = k.stage {
                 stages.insert(stage, ());
             }

@@ -218,6 +218,19 @@ fn pcf(layout: &Layout) -> String {
         "nsys-lens stream role",
         &roles,
     );
+    block(
+        &mut out,
+        types::COMM_ROLE,
+        "nsys-lens communication role",
+        &roles,
+    );
+    let evidence: Vec<(u32, &str)> = (1..).zip(types::EVIDENCE_KINDS).collect();
+    block(
+        &mut out,
+        types::ROLE_EVIDENCE,
+        "nsys-lens role evidence",
+        &evidence,
+    );
     let stages: Vec<String> = v.stages.iter().map(|s| s.to_string()).collect();
     let stages: Vec<(u32, &str)> = (1..).zip(stages.iter().map(String::as_str)).collect();
     block(&mut out, types::STAGE, "nsys-lens PithTrain stage", &stages);

@@ -5,7 +5,6 @@
 use super::layout::{Layout, Receiver, Task};
 use super::types;
 use crate::analysis::overlap::BARRIER;
-use crate::classify::Stage;
 use crate::classify::rules::is_nccl;
 use crate::export::Scope;
 use crate::export::items::{Clipped, CpuEvent, GpuOp};
@@ -143,7 +142,7 @@ fn sources<'a>(ctx: &Context<'a>) -> Vec<Source<'a>> {
                 comms: VecDeque::new(),
             }));
         }
-        let stages = stages(ctx, task);
+        let mut nccl = nccl_events(ctx, task);
         for s in &task.streams {
             let role = 1 + ctx
                 .layout
@@ -161,7 +160,9 @@ fn sources<'a>(ctx: &Context<'a>) -> Vec<Source<'a>> {
                 next: 0,
                 busy: Vec::new(),
                 ends: BinaryHeap::new(),
-                stages: stages.clone(),
+                nccl: nccl
+                    .extract_if(|&(stream, ..), _| stream == s.stream)
+                    .collect(),
             }));
         }
         if let Some((thread, counters)) = &task.counters {
@@ -173,21 +174,36 @@ fn sources<'a>(ctx: &Context<'a>) -> Vec<Source<'a>> {
     sources
 }
 
-/// The stage of each NCCL kernel of a task, by (stream, clipped start, clipped end).
-fn stages(ctx: &Context, task: &Task) -> FxHashMap<(StreamId, i64, i64), u64> {
+/// The events an NCCL kernel carries beside the kernel's own: its role, the evidence for it,
+/// and the stage it was launched in.
+#[derive(Debug, Clone, Copy)]
+struct NcclEvents {
+    role: u64,
+    evidence: u64,
+    stage: Option<u64>,
+}
+
+/// Those events of each NCCL kernel of a task, by (stream, clipped start, clipped end).
+fn nccl_events(ctx: &Context, task: &Task) -> FxHashMap<(StreamId, i64, i64), NcclEvents> {
     let values = &ctx.layout.values;
-    let stage_id = |s: Stage| {
-        values
-            .stages
-            .iter()
-            .position(|&v| v == s)
-            .map(|i| i as u64 + 1)
-    };
+    let position = |found: Option<usize>| found.map_or(0, |i| i as u64 + 1);
     ctx.scope.parts[task.part]
         .streams
         .nccl
         .iter()
-        .filter_map(|k| Some(((k.stream, k.start, k.end), stage_id(k.stage?)?)))
+        .map(|k| {
+            let role = k.role_name(ctx.scope.rules);
+            let kind = k.evidence.kind();
+            let events = NcclEvents {
+                role: position(values.roles.iter().position(|r| r == role)),
+                evidence: position(types::EVIDENCE_KINDS.iter().position(|&e| e == kind)),
+                stage: k
+                    .stage
+                    .and_then(|s| values.stages.iter().position(|&v| v == s))
+                    .map(|i| i as u64 + 1),
+            };
+            ((k.stream, k.start, k.end), events)
+        })
         .collect()
 }
 
@@ -365,13 +381,13 @@ struct GpuSource<'a> {
     busy: Vec<bool>,
     /// Pending ends: (end, lane, the begin's types to close).
     ends: BinaryHeap<Reverse<(i64, u32, EndKind)>>,
-    stages: FxHashMap<(StreamId, i64, i64), u64>,
+    nccl: FxHashMap<(StreamId, i64, i64), NcclEvents>,
 }
 
 /// Which types a GPU operation's end closes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum EndKind {
-    Kernel { ty: u32, staged: bool },
+    Kernel { ty: u32, nccl: bool, staged: bool },
     Memop,
 }
 
@@ -449,12 +465,18 @@ impl GpuSource<'_> {
                 ] {
                     pairs.push(pair);
                 }
-                let stage = self.stages.get(&(self.stream, op.start, op.end)).copied();
+                let nccl = self.nccl.get(&(self.stream, op.start, op.end));
+                if let Some(n) = nccl {
+                    pairs.push((types::COMM_ROLE, n.role));
+                    pairs.push((types::ROLE_EVIDENCE, n.evidence));
+                }
+                let stage = nccl.and_then(|n| n.stage);
                 if let Some(stage) = stage {
                     pairs.push((types::STAGE, stage));
                 }
                 let kind = EndKind::Kernel {
                     ty,
+                    nccl: nccl.is_some(),
                     staged: stage.is_some(),
                 };
                 (Body::Events(pairs), kind)
@@ -490,7 +512,7 @@ impl GpuSource<'_> {
 /// The closing record of a GPU operation: every type of its begin, at 0.
 fn end_body(kind: EndKind) -> Body {
     match kind {
-        EndKind::Kernel { ty, staged } => {
+        EndKind::Kernel { ty, nccl, staged } => {
             let mut pairs = Pairs::new();
             pairs.push((ty, 0));
             for t in types::GEOMETRY {
@@ -498,6 +520,10 @@ fn end_body(kind: EndKind) -> Body {
             }
             for t in [types::REGISTERS, types::CORRELATION, types::STREAM_ROLE] {
                 pairs.push((t, 0));
+            }
+            if nccl {
+                pairs.push((types::COMM_ROLE, 0));
+                pairs.push((types::ROLE_EVIDENCE, 0));
             }
             if staged {
                 pairs.push((types::STAGE, 0));

@@ -6,7 +6,7 @@ use super::Writer;
 use super::lanes::Lanes;
 use super::sequence::{Arg, Category, Name, Value};
 use crate::classify::Role;
-use crate::classify::streams::clip;
+use crate::classify::streams::{BARRIER, clip};
 use crate::export::counters::Counters;
 use crate::export::items::{Clipped, GpuOp, copy_names, stream_ops};
 use crate::export::{Part, Scope};
@@ -138,6 +138,12 @@ fn stream_track<W: Write>(
         let seq = lanes.sequence(lane);
         match op.what {
             GpuOp::Kernel(k) => {
+                let nccl = part.streams.nccl_at(k.stream, op.start);
+                let comm_role = nccl.map_or(Value::Fixed(""), |n| match n.is_barrier() {
+                    true => Value::Fixed(BARRIER),
+                    false => Value::Purpose(n.purpose),
+                });
+                let evidence = nccl.map_or("", |n| n.evidence.kind());
                 let args = [
                     (Arg::Demangled, Value::Text(k.name)),
                     (Arg::Grid, Value::Dims(k.grid)),
@@ -149,9 +155,13 @@ fn stream_track<W: Write>(
                     ),
                     correlation,
                     (Arg::Role, Value::Role(role)),
+                    (Arg::CommRole, comm_role),
+                    (Arg::RoleEvidence, Value::Fixed(evidence)),
                 ];
+                // NCCL kernels carry their own role and its evidence; others stop at the stream's.
+                let args = &args[..if nccl.is_some() { 9 } else { 7 }];
                 let name = (Name::Text(k.short_name), Category::Kernel);
-                seq.begin(&mut w.out, start, name, &args, flow, texts)?;
+                seq.begin(&mut w.out, start, name, args, flow, texts)?;
                 w.counts.kernels += 1;
             }
             GpuOp::Memcpy(m) => {

@@ -11,7 +11,7 @@ use super::protos::{
     InternedString, TracePacket, TracePacketDefaults, TrackDescriptor, TrackEvent,
     TrackEventDefaults, clock_snapshot, trace_packet::SequenceFlags, track_event,
 };
-use crate::classify::{Role, RoleRules};
+use crate::classify::{Purpose, Role, RoleRules};
 use crate::hash::FxHashMap;
 use crate::model::{StringId, Timeline};
 use prost::Message;
@@ -117,6 +117,10 @@ pub enum Arg {
     Correlation,
     /// The stream's role.
     Role,
+    /// An NCCL kernel's own role (`barrier` for a collective on a compute stream).
+    CommRole,
+    /// What decided that role (`framework`, `nccl_nvtx`, ...).
+    RoleEvidence,
     /// Bytes moved or set.
     Bytes,
     /// Memory copy direction.
@@ -128,7 +132,7 @@ pub enum Arg {
 }
 
 impl Arg {
-    const NAMES: [&'static str; 11] = [
+    const NAMES: [&'static str; 13] = [
         "name",
         "grid",
         "block",
@@ -136,6 +140,8 @@ impl Arg {
         "shared_memory",
         "correlation_id",
         "stream_role",
+        "comm_role",
+        "role_evidence",
         "bytes",
         "copy_kind",
         "domain",
@@ -167,6 +173,8 @@ pub enum Value {
     Dims([u32; 3]),
     /// A stream role (interned).
     Role(Role),
+    /// A communication role (interned).
+    Purpose(Purpose),
 }
 
 /// Where names and values get their text: the timeline's strings and the role labels.
@@ -411,6 +419,7 @@ fn value_text(value: Value, texts: Texts) -> String {
         Value::Int(v) => v.to_string(),
         Value::Text(id) => texts.timeline.text(id).to_string(),
         Value::Role(role) => role.name(texts.rules).to_string(),
+        Value::Purpose(p) => texts.rules.label(p).to_string(),
         Value::Fixed(s) => s.to_string(),
         Value::Dims([x, y, z]) => format!("{x}×{y}×{z}"),
     }
