@@ -177,3 +177,57 @@ fn check_wait_and_exposure(files: &[PathBuf], truth: &Value, args: &str) {
         );
     }
 }
+
+/// Issue 15: the pipeline layout from the transfers. Megatron's 1F1B (no rank label) gives each
+/// rank's stage and the size, exactly as the mesh placed them (rank = stage x dp x tp + ...),
+/// whatever the NVTX and streams; `bubbles` then shows the ideal without `--pp`.
+#[test]
+fn the_pipeline_layout_is_read_from_the_transfers() {
+    for pp in [2, 4] {
+        for variant in ["", "--nccl-on-compute --no-framework-nvtx"] {
+            let args = format!(
+                "--preset megatron --tp 2 --pp {pp} --dp 2 --gpus-per-node 4 --chunks 6 {variant}"
+            );
+            let dir = synth(&args);
+            let ranks = json(&["ranks", dir.path().to_str().unwrap()]);
+            for r in rows(&ranks) {
+                let rank = int(&r["rank"]);
+                assert_eq!(r["pp"], rank / 4, "{args}: rank {rank}");
+                assert_eq!(r["pp_size"], pp, "{args}");
+                assert_eq!(r["pp_source"], "p2p", "{args}");
+            }
+        }
+    }
+    let b = json(&["bubbles", "--whole", "fixtures/megatron_pp2"]);
+    for r in rows(&b) {
+        // 1F1B at pp 2 with 4 micro-batches: (2 - 1) / (4 + 2 - 1).
+        assert_eq!(
+            (r["pp"].clone(), r["ideal_bubble_pct"].clone()),
+            (2.into(), 20.0.into())
+        );
+    }
+}
+
+/// DualPipeV sends both ways from both ends: the size is read, the stage order is not; with a
+/// CP ring and EP all-to-alls beside it the matches are not consistent and nothing is guessed.
+/// With PithTrain's label, the label gives the layout.
+#[test]
+fn unclear_pipelines_are_not_guessed() {
+    let dir = synth("--preset pithtrain --pp 2 --ep 2 --gpus-per-node 2 --no-framework-nvtx");
+    for r in rows(&json(&["ranks", dir.path().to_str().unwrap()])) {
+        assert_eq!((&r["pp"], &r["pp_size"]), (&Value::Null, &Value::from(2)));
+    }
+    let dir = synth(
+        "--preset pithtrain --pp 4 --ep 2 --cp 2 --gpus-per-node 4 --chunks 8 --no-framework-nvtx",
+    );
+    let ranks = json(&["ranks", dir.path().to_str().unwrap()]);
+    assert!(rows(&ranks).iter().all(|r| r["pp_size"].is_null()));
+    let notes = ranks["notes"].to_string();
+    assert!(notes.contains("no consistent pipeline"), "{notes}");
+    let b = json(&["bubbles", "--whole", dir.path().to_str().unwrap()]);
+    assert!(b["notes"].to_string().contains("give --pp N"));
+    let labelled = json(&["ranks", "fixtures/pithtrain_pp2_ep2"]);
+    for r in rows(&labelled) {
+        assert_eq!(r["pp_source"], "label");
+    }
+}

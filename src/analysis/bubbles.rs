@@ -9,17 +9,9 @@
 //! otherwise.
 
 use super::IntervalSet;
-use crate::classify::rules::{P2P, is_nccl};
-use crate::classify::{Activity, NcclKernel, RankStreams, RoleRules};
+use crate::classify::rules::is_nccl;
+use crate::classify::{Activity, RankStreams, RoleRules};
 use crate::model::ProcessId;
-
-/// Kernel roles that are pipeline communication.
-pub const PIPELINE_ROLES: &[&str] = &["pp_p2p", P2P, "nccl:SendRecv"];
-
-/// Whether a kernel is pipeline communication.
-pub fn is_pipeline(kernel: &NcclKernel, rules: &RoleRules) -> bool {
-    !kernel.is_barrier() && PIPELINE_ROLES.contains(&rules.label(kernel.purpose))
-}
 
 /// One step of one rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +64,7 @@ pub fn rank_bubbles(
         .collect();
     let mut transfers = Vec::new();
     for k in &streams.nccl {
-        match is_pipeline(k, rules) {
+        match k.is_pipeline(rules) {
             true => transfers.push((k.start, k.end)),
             false => busy.push((k.start, k.end)),
         }

@@ -247,6 +247,7 @@ mod tests {
             evidence: crate::classify::Evidence::KernelName,
             stage: Stage::last_in("layer00.stage2_f"),
             point_to_point: true,
+            call: None,
             in_stream: false,
         }
     }

@@ -9,6 +9,7 @@ pub mod activity;
 pub mod enclosing;
 pub mod families;
 pub mod label;
+pub mod layout;
 pub mod nccl_calls;
 pub mod ranks;
 pub mod rules;

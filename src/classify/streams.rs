@@ -141,12 +141,20 @@ pub struct NcclKernel {
     pub stage: Option<Stage>,
     /// Whether it is a point-to-point kernel (`SendRecv`): it spins until its peers arrive.
     pub point_to_point: bool,
+    /// What NCCL's NVTX calls around its launch show (a send, a receive, ...), whatever
+    /// decided its role.
+    pub call: Option<Pattern>,
     /// Whether it ran on a compute stream, blocking the compute queued behind it.
     pub in_stream: bool,
 }
 
 /// The role name of barrier communication.
 pub const BARRIER: &str = "barrier";
+
+/// Kernel roles that are pipeline communication: `pp_p2p`, and point-to-point traffic no
+/// evidence gives another purpose (`p2p`: one peer per NCCL group; `nccl:SendRecv`: a `SendRecv`
+/// kernel with no NVTX at all).
+pub const PIPELINE_ROLES: &[&str] = &["pp_p2p", P2P, "nccl:SendRecv"];
 
 impl NcclKernel {
     /// The role the outputs file it under: `barrier`, or its own.
@@ -156,6 +164,11 @@ impl NcclKernel {
         } else {
             rules.label(self.purpose)
         }
+    }
+
+    /// Whether it is pipeline communication (on whatever stream it ran).
+    pub fn is_pipeline(&self, rules: &RoleRules) -> bool {
+        !self.is_barrier() && PIPELINE_ROLES.contains(&rules.label(self.purpose))
     }
 
     /// Barrier communication: a collective other than point-to-point on a compute stream
@@ -389,9 +402,10 @@ fn label_kernels(
         .iter()
         .enumerate()
         .map(|(i, &(k, start, end))| {
+            let call = calls[i].and_then(|c| nccl_calls.around(c));
             let (purpose, evidence) = by_rule[i]
                 .or_else(|| {
-                    let found = nccl_calls.around(calls[i]?)?;
+                    let found = call?;
                     Some((pattern_role(found.pattern, rules), Evidence::Nccl(found)))
                 })
                 .unwrap_or_else(|| {
@@ -406,6 +420,7 @@ fn label_kernels(
                 evidence,
                 stage: by_stage[i],
                 point_to_point: p2p[i],
+                call: call.map(|c| c.pattern),
                 in_stream: false,
             }
         })

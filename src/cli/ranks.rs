@@ -2,7 +2,7 @@
 
 use super::Outcome;
 use super::analysis::{self, Common, Compat};
-use nsys_lens::classify::Activity;
+use nsys_lens::classify::{Activity, RoleRules, layout};
 use nsys_lens::report;
 
 /// Options of `ranks`.
@@ -28,7 +28,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         None => {
             let ranks = analysis::ranks(&activity)?;
-            args.common.print(&report::ranks_output(&timeline, &ranks))
+            let rules = RoleRules::default();
+            let pipeline = layout::pipeline_coords(&activity, &ranks, &rules);
+            let output = report::ranks_output(&timeline, &ranks, &pipeline);
+            args.common.print(&output)
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::table::{Cell, Output, Table};
 use super::time::format_seconds;
+use crate::classify::layout::{PipelineLayout, PipelineSource};
 use crate::classify::{AxisCoord, Rank, RankLabel, RankSource, Window, WindowSource};
 use crate::model::Timeline;
 use serde_json::{Value, json};
@@ -28,17 +29,35 @@ pub fn key_cells(timeline: &Timeline, rank: &Rank) -> Vec<Cell> {
     ]
 }
 
-/// The `ranks` output.
-pub fn ranks_output(timeline: &Timeline, ranks: &[Rank]) -> Output {
+/// The `ranks` output: each rank with its pipeline coordinate and where that came from
+/// ([`pipeline_coords`](crate::classify::layout::pipeline_coords)).
+pub fn ranks_output(timeline: &Timeline, ranks: &[Rank], pipeline: &PipelineLayout) -> Output {
     let mut table = Table::new(&[
-        "rank", "host", "pid", "device", "pp", "pp_size", "dp", "dp_size", "cp", "cp_size", "ep",
-        "ep_size", "mbs", "seq", "source",
+        "rank",
+        "host",
+        "pid",
+        "device",
+        "pp",
+        "pp_size",
+        "pp_source",
+        "dp",
+        "dp_size",
+        "cp",
+        "cp_size",
+        "ep",
+        "ep_size",
+        "mbs",
+        "seq",
+        "source",
     ]);
-    for rank in ranks {
+    for (rank, pp) in ranks.iter().zip(&pipeline.coords) {
         let mut row = key_cells(timeline, rank);
         row.push(Cell::opt_int(rank.device));
+        row.push(Cell::opt_int(pp.and_then(|(c, _)| c.stage)));
+        row.push(Cell::opt_int(pp.map(|(c, _)| c.size)));
+        row.push(pp.map_or(Cell::Empty, |(_, s)| Cell::text(s.as_str())));
         let label = rank.label.as_ref();
-        let axes: [fn(&RankLabel) -> AxisCoord; 4] = [|l| l.pp, |l| l.dp, |l| l.cp, |l| l.ep];
+        let axes: [fn(&RankLabel) -> AxisCoord; 3] = [|l| l.dp, |l| l.cp, |l| l.ep];
         for axis in axes {
             let coord: Option<AxisCoord> = label.map(axis);
             row.push(Cell::opt_int(coord.map(|c| c.rank)));
@@ -50,6 +69,22 @@ pub fn ranks_output(timeline: &Timeline, ranks: &[Rank]) -> Output {
         table.push(row);
     }
     let mut notes = Vec::new();
+    if let Some(why) = &pipeline.unread {
+        notes.push(format!(
+            "pipeline layout not read from the transfers: {why}"
+        ));
+    }
+    if pipeline
+        .coords
+        .iter()
+        .any(|p| p.is_some_and(|(_, s)| s == PipelineSource::Transfers))
+    {
+        notes.push(
+            "pp_source p2p: the pipeline stage and size read from which ranks exchange \
+             point-to-point transfers (docs/roles.md)"
+                .to_string(),
+        );
+    }
     let unlabelled = ranks
         .iter()
         .filter(|r| r.source == RankSource::Order)
