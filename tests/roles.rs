@@ -231,3 +231,21 @@ fn unclear_pipelines_are_not_guessed() {
         assert_eq!(r["pp_source"], "label");
     }
 }
+
+/// docs/roles.md lists every built-in rule as the code has it, and shows the example rules file
+/// as it is.
+#[test]
+fn the_roles_page_lists_the_built_in_rules_and_the_example_file() {
+    let root = crate::util::root();
+    let page = std::fs::read_to_string(root.join("docs/roles.md")).unwrap();
+    for rule in nsys_lens::classify::rules::BUILTIN {
+        let pattern = rule.pattern.replace('|', "\\|");
+        let row = format!("| {} | `{pattern}` | `{}` |", rule.framework, rule.role);
+        assert!(page.contains(&row), "docs/roles.md lacks {row}");
+    }
+    let example = std::fs::read_to_string(root.join("docs/examples/megatron_roles.toml")).unwrap();
+    assert!(
+        page.contains(&format!("```toml\n{example}```")),
+        "the example file differs"
+    );
+}
