@@ -42,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .collect::<Vec<_>>();
             args.r
                 .common
-                .print(&report::overlap_output(&timeline, &measured))
+                .print(&report::overlap_output(&timeline, &measured, &rules))
         }
     }
 }

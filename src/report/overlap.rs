@@ -3,7 +3,7 @@
 use super::ranks::{RankWindow, key_cells, per_rank_output};
 use super::table::{Cell, Output, Table};
 use crate::analysis::overlap::{BARRIER, Exposure, RankExposure, summarize};
-use crate::classify::RankStreams;
+use crate::classify::{RankStreams, RoleRules};
 use crate::model::Timeline;
 
 const COLUMNS: &[&str] = &[
@@ -27,6 +27,7 @@ const COLUMNS: &[&str] = &[
 pub fn overlap_output(
     timeline: &Timeline,
     ranks: &[(RankWindow, RankStreams, RankExposure)],
+    rules: &RoleRules,
 ) -> Output {
     let mut table = Table::new(COLUMNS);
     for (w, _, groups) in ranks {
@@ -68,6 +69,10 @@ pub fn overlap_output(
         );
     }
     output.notes.extend(stream_notes(ranks));
+    output.notes.extend(super::streams::missing_evidence(
+        ranks.iter().map(|(_, s, _)| s),
+        rules,
+    ));
     output
 }
 

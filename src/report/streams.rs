@@ -2,7 +2,8 @@
 
 use super::ranks::{RankWindow, key_cells, per_rank_output};
 use super::table::{Cell, Output, Table};
-use crate::classify::{RankStreams, RoleRules};
+use crate::classify::rules::P2P;
+use crate::classify::{Evidence, RankStreams, RoleRules};
 use crate::model::{StreamId, Timeline};
 use indexmap::IndexMap;
 
@@ -51,6 +52,42 @@ pub fn streams_output(
             .to_string(),
     );
     output
+        .notes
+        .extend(missing_evidence(ranks.iter().map(|(_, s)| s), rules));
+    output
+}
+
+/// Says which evidence was missing where roles stop short of a purpose: transfers named only by
+/// their NCCL pattern (no framework range around the launch), and kernels with no NVTX at all.
+pub fn missing_evidence<'s>(
+    ranks: impl Iterator<Item = &'s RankStreams>,
+    rules: &RoleRules,
+) -> Vec<String> {
+    let (mut pattern, mut bare) = (0, 0);
+    for k in ranks.flat_map(|s| &s.nccl) {
+        let role = rules.label(k.purpose);
+        match k.evidence {
+            Evidence::Nccl(_) if role == "nccl:AllToAll" || role == P2P => pattern += 1,
+            Evidence::KernelName if k.point_to_point => bare += 1,
+            _ => {}
+        }
+    }
+    let mut notes = Vec::new();
+    if pattern > 0 {
+        notes.push(format!(
+            "{pattern} transfer kernel(s) are named by NCCL's call pattern only (`nccl:AllToAll`, \
+             `p2p`): no framework NVTX range around their launch says whether they serve expert, \
+             context or pipeline parallelism; a --roles rule can (docs/roles.md)"
+        ));
+    }
+    if bare > 0 {
+        notes.push(format!(
+            "{bare} point-to-point kernel(s) have no NVTX around their launch (neither framework \
+             nor NCCL ranges: profile with --trace=nvtx and NCCL's NVTX on): named by the kernel \
+             only"
+        ));
+    }
+    notes
 }
 
 /// The stream's NCCL kernels grouped by (role, evidence kind): `ep_a2a 12 [framework]` for

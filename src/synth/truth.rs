@@ -78,7 +78,7 @@ pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result
         "steps": steps(schedules),
         "kernels": kernels(schedules),
     });
-    let text = serde_json::to_string_pretty(&truth)?;
+    let text = serde_json::to_string(&truth)?;
     std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
 
