@@ -345,59 +345,16 @@ fn label_kernels(
         .iter()
         .map(|(k, ..)| activity.launch_call(process, k.correlation))
         .collect();
-    let launches: Vec<i64> = kernels
+    let launches: Vec<(i64, bool)> = kernels
         .iter()
         .zip(&calls)
-        .map(|((k, ..), call)| call.map_or(k.start.0, |c| c.start.0))
+        .map(|((k, ..), call)| {
+            let p2p = is_point_to_point(timeline.text(k.short_name));
+            (call.map_or(k.start.0, |c| c.start.0), p2p)
+        })
         .collect();
-    let p2p: Vec<bool> = kernels
-        .iter()
-        .map(|(k, ..)| is_point_to_point(timeline.text(k.short_name)))
-        .collect();
-    let mut matches: FxHashMap<StringId, Matches> = FxHashMap::default();
-    let mut stages: FxHashMap<StringId, Option<Stage>> = FxHashMap::default();
-    // Per tier, per kind of kernel (other, point-to-point): the ranges a rule names.
-    let mut rule_ranges: [[RuleRanges; 2]; 3] = Default::default();
-    let mut stage_ranges = Vec::new();
-    for e in activity.nvtx(process).filter(|e| e.kind.is_range()) {
-        let text = timeline.text(e.text);
-        let candidate = Candidate {
-            start: e.start.0,
-            end: e.end.map_or(i64::MAX, |t| t.0),
-        };
-        let m = *matches.entry(e.text).or_insert_with(|| rules.matches(text));
-        if !m.is_empty() {
-            for tier in Tier::ALL {
-                for kind in [false, true] {
-                    if let Some(p) = m.get(tier, kind) {
-                        rule_ranges[tier as usize][usize::from(kind)]
-                            .push((candidate, (p, e.text)));
-                    }
-                }
-            }
-        }
-        if let Some(s) = *stages.entry(e.text).or_insert_with(|| Stage::last_in(text)) {
-            stage_ranges.push((candidate, s));
-        }
-    }
-    // The innermost matching range of each tier, for the kernels of each kind.
-    let mut by_rule: Vec<Option<(Purpose, Evidence)>> = vec![None; kernels.len()];
-    for kind in [false, true] {
-        let (indices, times): (Vec<usize>, Vec<i64>) = (0..kernels.len())
-            .filter(|&i| p2p[i] == kind)
-            .map(|i| (i, launches[i]))
-            .unzip();
-        for tier in Tier::ALL {
-            let found = lookup(&rule_ranges[tier as usize][usize::from(kind)], &times);
-            for (&i, hit) in indices.iter().zip(found) {
-                if let (None, Some((purpose, range))) = (by_rule[i], hit) {
-                    by_rule[i] = Some((purpose, Evidence::Rule { tier, range }));
-                }
-            }
-        }
-    }
+    let (by_rule, by_stage) = range_evidence(activity, process, &launches, rules);
     let nccl_calls = NcclCalls::new(activity, process);
-    let by_stage = lookup(&stage_ranges, &launches);
     let mut labelled: Vec<NcclKernel> = kernels
         .iter()
         .enumerate()
@@ -419,21 +376,75 @@ fn label_kernels(
                 purpose,
                 evidence,
                 stage: by_stage[i],
-                point_to_point: p2p[i],
+                point_to_point: launches[i].1,
                 call: call.map(|c| c.pattern),
                 in_stream: false,
             }
         })
         .collect();
+    // Launched before the capture, and named by nothing else: as its stream's other kernels.
     let consensus = stream_consensus(&labelled, kernels);
-    for i in (0..kernels.len()).filter(|&i| calls[i].is_none()) {
+    for i in 0..kernels.len() {
         let key = (labelled[i].stream, kernels[i].0.short_name);
-        if let Some(&Some(role)) = consensus.get(&key) {
+        let unlaunched = calls[i].is_none() && labelled[i].evidence == Evidence::KernelName;
+        if let (true, Some(&Some(role))) = (unlaunched, consensus.get(&key)) {
             labelled[i].purpose = role;
             labelled[i].evidence = Evidence::Stream;
         }
     }
     labelled
+}
+
+/// For each launch (time, whether its kernel is point-to-point): the role and evidence of the
+/// strongest rule tier with a matching range around it (the innermost such range), and the
+/// PithTrain stage range it sits in.
+fn range_evidence(
+    activity: &Activity,
+    process: ProcessId,
+    launches: &[(i64, bool)],
+    rules: &RoleRules,
+) -> (Vec<Option<RuleHit>>, Vec<Option<Stage>>) {
+    let timeline = activity.timeline;
+    let mut matches: FxHashMap<StringId, Matches> = FxHashMap::default();
+    let mut stages: FxHashMap<StringId, Option<Stage>> = FxHashMap::default();
+    // Per tier, per kind of kernel (other, point-to-point): the ranges a rule names.
+    let mut rule_ranges: [[RuleRanges; 2]; 3] = Default::default();
+    let mut stage_ranges = Vec::new();
+    for e in activity.nvtx(process).filter(|e| e.kind.is_range()) {
+        let text = timeline.text(e.text);
+        let candidate = Candidate {
+            start: e.start.0,
+            end: e.end.map_or(i64::MAX, |t| t.0),
+        };
+        let m = *matches.entry(e.text).or_insert_with(|| rules.matches(text));
+        for tier in Tier::ALL.into_iter().filter(|_| !m.is_empty()) {
+            for kind in [false, true] {
+                if let Some(p) = m.get(tier, kind) {
+                    rule_ranges[tier as usize][usize::from(kind)].push((candidate, (p, e.text)));
+                }
+            }
+        }
+        if let Some(s) = *stages.entry(e.text).or_insert_with(|| Stage::last_in(text)) {
+            stage_ranges.push((candidate, s));
+        }
+    }
+    let mut by_rule: Vec<Option<RuleHit>> = vec![None; launches.len()];
+    for kind in [false, true] {
+        let (indices, times): (Vec<usize>, Vec<i64>) = (0..launches.len())
+            .filter(|&i| launches[i].1 == kind)
+            .map(|i| (i, launches[i].0))
+            .unzip();
+        for tier in Tier::ALL {
+            let found = lookup(&rule_ranges[tier as usize][usize::from(kind)], &times);
+            for (&i, hit) in indices.iter().zip(found) {
+                if let (None, Some((purpose, range))) = (by_rule[i], hit) {
+                    by_rule[i] = Some((purpose, Evidence::Rule { tier, range }));
+                }
+            }
+        }
+    }
+    let times: Vec<i64> = launches.iter().map(|l| l.0).collect();
+    (by_rule, lookup(&stage_ranges, &times))
 }
 
 /// Per (stream, kernel name), the role its kernels have from evidence stronger than the name:
@@ -444,7 +455,7 @@ fn stream_consensus(
 ) -> FxHashMap<(StreamId, StringId), Option<Purpose>> {
     let mut consensus: FxHashMap<(StreamId, StringId), Option<Purpose>> = FxHashMap::default();
     for (l, (k, ..)) in labelled.iter().zip(kernels) {
-        if l.evidence != Evidence::KernelName {
+        if !matches!(l.evidence, Evidence::KernelName | Evidence::Stream) {
             consensus
                 .entry((l.stream, k.short_name))
                 .and_modify(|role| *role = role.filter(|&r| r == l.purpose))
@@ -453,6 +464,9 @@ fn stream_consensus(
     }
     consensus
 }
+
+/// A role a rule gave, with the evidence.
+type RuleHit = (Purpose, Evidence);
 
 /// Ranges a rule names, with the role and the range's text.
 type RuleRanges = Vec<(Candidate, (Purpose, StringId))>;
