@@ -25,6 +25,7 @@ pub mod analysis;
 pub mod classify;
 pub mod export;
 mod hash;
+pub mod intervals;
 pub mod model;
 pub mod nsys;
 pub mod output;

@@ -1,12 +1,12 @@
 //! Fourth step of the data flow: numbers computed from the classified timeline. Every measure
-//! of time goes through [`IntervalSet`].
+//! of time goes through [`IntervalSet`] (in [`crate::intervals`], below both `classify` and
+//! `analysis`).
 
 pub mod align;
 pub mod bubbles;
 pub mod idle;
-mod intervals;
 pub mod kernels;
 pub mod overlap;
 pub mod pithtrain;
 
-pub use intervals::IntervalSet;
+pub use crate::intervals::IntervalSet;

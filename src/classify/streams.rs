@@ -18,8 +18,8 @@ use super::activity::Activity;
 use super::enclosing::{Candidate, innermost};
 use super::nccl_calls::{NcclCalls, NcclEvidence, Pattern};
 use super::rules::{Matches, P2P, Purpose, RoleRules, Stage, Tier, is_nccl, is_point_to_point};
-use crate::analysis::IntervalSet;
 use crate::hash::FxHashMap;
+use crate::intervals::IntervalSet;
 use crate::model::{ApiCall, Kernel, ProcessId, StreamId, StringId};
 use std::collections::BTreeMap;
 

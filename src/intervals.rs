@@ -1,5 +1,6 @@
-//! Interval algebra on the timeline's nanoseconds: a set of half-open intervals `[start, end)`
-//! kept sorted, disjoint and merged, with union, intersection and difference by linear sweeps.
+//! Interval algebra on the timeline's nanoseconds, below `classify` and `analysis` (both measure
+//! time with it): a set of half-open intervals `[start, end)` kept sorted, disjoint and merged,
+//! with union, intersection and difference by linear sweeps.
 //!
 //! Every analysis measures time through this one type: `|⋃ comm \ ⋃ compute|` is
 //! `comm.difference(&compute).measure()`, and how much of one kernel is covered is
