@@ -110,8 +110,9 @@ const fn rule(
 }
 
 /// The built-in rules, tried after `--roles` rules: PithTrain's needles in its order
-/// (analyses.md §1.4 step 3), then Megatron-LM, Transformer Engine and DeepSpeed names, then
-/// PyTorch's collective names (`record_param_comms` / `--pytorch=autograd-nvtx`).
+/// (analyses.md §1.4 step 3), then Megatron-LM, Transformer Engine, DeepSpeed and FSDP2 names
+/// (`FSDP::all_gather_copy_out` is a copy, not communication: `\b` keeps it out), then PyTorch's
+/// collective names (`record_param_comms` / `--pytorch=autograd-nvtx`).
 pub const BUILTIN: &[BuiltinRule] = &[
     rule(
         "PithTrain",
@@ -176,6 +177,22 @@ pub const BUILTIN: &[BuiltinRule] = &[
         Kernels::P2p,
         Tier::Framework,
         "_SeqAllToAll, seq = 45",
+    ),
+    rule(
+        "PyTorch FSDP2",
+        r"^FSDP::all_gather\b",
+        "fsdp_ag",
+        Kernels::Any,
+        Tier::Framework,
+        "FSDP::all_gather (model.layers.12)",
+    ),
+    rule(
+        "PyTorch FSDP2",
+        r"^FSDP::post_backward_reduce\b",
+        "fsdp_grad",
+        Kernels::Any,
+        Tier::Framework,
+        "FSDP::post_backward_reduce (model.layers.12)",
     ),
     rule(
         "PyTorch",
@@ -503,6 +520,11 @@ mod tests {
         assert_eq!(label("layer03.stage3_w"), None);
         assert_eq!(label("Layer03.Stage2_F"), None, "case-sensitive");
         assert_eq!(label("AllToAll4D, seq = 45440, op_id = 990760"), None);
+        assert_eq!(label("FSDP::all_gather_copy_out (layers.0)"), None);
+        assert_eq!(
+            label("FSDP::all_gather (layers.0)").as_deref(),
+            Some("fsdp_ag")
+        );
     }
 
     #[test]

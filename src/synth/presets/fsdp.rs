@@ -1,5 +1,6 @@
 //! FSDP: every layer all-gathers its parameters before forward and backward and reduce-scatters
-//! its gradients after backward, on their own streams, prefetched so that they overlap compute;
+//! its gradients after backward, on their own streams, prefetched so that they overlap compute,
+//! inside FSDP2's `FSDP::all_gather` and `FSDP::post_backward_reduce` ranges;
 //! `--no-overlap` makes compute wait for each collective right away (serialised).
 
 use super::{Workload, layer_backward, layer_forward, optimizer, precision, streams};
@@ -23,11 +24,11 @@ pub fn build(o: &Options) -> anyhow::Result<Workload> {
             p.range(format!("ProfilerStep#{step}"), |p| {
                 p.memcpy(streams::COMPUTE, 16 << 20);
                 p.range("forward", |p| {
-                    all_gather(p, gather);
+                    all_gather(p, gather, 0);
                     for layer in 0..o.layers {
                         p.wait(streams::COMPUTE, ALL_GATHER);
                         if layer + 1 < o.layers {
-                            all_gather(p, gather);
+                            all_gather(p, gather, layer + 1);
                             if !o.overlap {
                                 p.wait(streams::COMPUTE, ALL_GATHER);
                             }
@@ -37,24 +38,27 @@ pub fn build(o: &Options) -> anyhow::Result<Workload> {
                 });
                 p.range("backward", |p| {
                     p.thread(Launcher::Autograd);
-                    all_gather(p, gather);
+                    all_gather(p, gather, o.layers - 1);
                     for layer in (0..o.layers).rev() {
                         p.wait(streams::COMPUTE, ALL_GATHER);
                         if layer > 0 {
-                            all_gather(p, gather);
+                            all_gather(p, gather, layer - 1);
                             if !o.overlap {
                                 p.wait(streams::COMPUTE, ALL_GATHER);
                             }
                         }
                         layer_backward(p, gemm, slow);
                         p.wait(REDUCE_SCATTER, streams::COMPUTE);
-                        p.comm(
-                            scatter,
-                            REDUCE_SCATTER,
-                            &kernels::NCCL_REDUCESCATTER_BF16,
-                            650_000,
-                            (Call::Collective("ncclReduceScatter"), None),
-                        );
+                        let reduce = format!("FSDP::post_backward_reduce (layers.{layer})");
+                        p.range(reduce, |p| {
+                            p.comm(
+                                scatter,
+                                REDUCE_SCATTER,
+                                &kernels::NCCL_REDUCESCATTER_BF16,
+                                650_000,
+                                (Call::Collective("ncclReduceScatter"), Some("fsdp_grad")),
+                            )
+                        });
                         if !o.overlap {
                             p.wait(streams::COMPUTE, REDUCE_SCATTER);
                         }
@@ -71,14 +75,17 @@ pub fn build(o: &Options) -> anyhow::Result<Workload> {
     Ok(w)
 }
 
-/// Gathers the next layer's parameters once the compute stream has queued what it needs.
-fn all_gather(p: &mut Program, group: GroupId) {
+/// Gathers a layer's parameters once the compute stream has queued what it needs, inside
+/// FSDP2's `FSDP::all_gather (fqn)` range.
+fn all_gather(p: &mut Program, group: GroupId, layer: usize) {
     p.wait(ALL_GATHER, streams::COMPUTE);
-    p.comm(
-        group,
-        ALL_GATHER,
-        &kernels::NCCL_ALLGATHER,
-        420_000,
-        (Call::Collective("ncclAllGather"), None),
-    );
+    p.range(format!("FSDP::all_gather (layers.{layer})"), |p| {
+        p.comm(
+            group,
+            ALL_GATHER,
+            &kernels::NCCL_ALLGATHER,
+            420_000,
+            (Call::Collective("ncclAllGather"), Some("fsdp_ag")),
+        )
+    });
 }
