@@ -84,6 +84,11 @@ pub struct Args {
     #[arg(long)]
     no_framework_nvtx: bool,
 
+    /// One rank that arrives late at every collective: RANK:NS starts each of its collectives
+    /// NS later (its compute before them runs longer); truth.json says who was last, by how much.
+    #[arg(long, value_name = "RANK:NS", value_parser = parse_straggler)]
+    straggler: Option<(usize, i64)>,
+
     /// How far apart (ns) consecutive nodes' sessions started.
     #[arg(long, default_value_t = 37_251_904)]
     session_gap: i64,
@@ -115,6 +120,16 @@ enum PresetArg {
     Fsdp,
 }
 
+/// `3:2000000` -> (3, 2000000).
+fn parse_straggler(text: &str) -> Result<(usize, i64), String> {
+    let (rank, ns) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not RANK:NS"))?;
+    let rank = rank.parse().map_err(|e| format!("rank `{rank}`: {e}"))?;
+    let ns = ns.parse().map_err(|e| format!("delay `{ns}`: {e}"))?;
+    Ok((rank, ns))
+}
+
 /// Writes the export and prints the files written.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let preset = match args.preset {
@@ -142,6 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         clock_skew: args.clock_skew,
         nccl_on_compute: args.nccl_on_compute,
         framework_nvtx: !args.no_framework_nvtx,
+        straggler: args.straggler,
         seed: args.seed,
         ..Options::new(preset)
     };

@@ -71,6 +71,8 @@ pub struct Options {
     pub nccl_on_compute: bool,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
+    /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
+    pub straggler: Option<(usize, i64)>,
     /// Seed: the same options and seed give the same rows.
     pub seed: u64,
 }
@@ -99,6 +101,7 @@ impl Options {
             clock_skew: 0,
             nccl_on_compute: false,
             framework_nvtx: true,
+            straggler: None,
             seed: 1,
         }
     }
@@ -127,6 +130,12 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         "{world} ranks do not fill nodes of {} GPUs",
         options.gpus_per_node
     );
+    if let Some((rank, ns)) = options.straggler {
+        ensure!(
+            rank < world && ns >= 0,
+            "--straggler {rank}:{ns}: the rank must be below {world} and the delay not negative"
+        );
+    }
     let node_count = world / options.gpus_per_node;
     let workload = presets::build(options)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -158,6 +167,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
     let style = sim::Style {
         nccl_on_compute: options.nccl_on_compute,
         framework_nvtx: options.framework_nvtx,
+        straggler: options.straggler,
     };
     let schedules = sim::run(
         &workload.programs,

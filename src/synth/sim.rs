@@ -34,6 +34,22 @@ pub struct Style {
     pub nccl_on_compute: bool,
     /// The framework's NVTX ranges (rank label, steps, stages) are written; NCCL's always are.
     pub framework_nvtx: bool,
+    /// (rank, ns): that rank's collectives start this much later than it would start them (its
+    /// compute before each collective runs longer), so it arrives last.
+    pub straggler: Option<(usize, i64)>,
+}
+
+/// One collective as the simulator ran it: its members and when each one's kernel started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedCollective {
+    /// The kernel's short name.
+    pub kernel: &'static str,
+    /// Member ranks, in group order.
+    pub members: Vec<usize>,
+    /// Each member's kernel start, ns (the member's arrival).
+    pub starts: Vec<i64>,
+    /// When every member's kernel ended, ns.
+    pub end: i64,
 }
 
 /// One kernel the simulator placed.
@@ -57,6 +73,8 @@ pub struct Placed {
 pub struct Schedule {
     /// Every kernel.
     pub kernels: Vec<Placed>,
+    /// The collectives it took part in (each instance appears in every member's schedule).
+    pub collectives: Vec<PlacedCollective>,
     /// (start, end) of every `ProfilerStep#N` range, in order.
     pub steps: Vec<(i64, i64)>,
 }
@@ -474,12 +492,22 @@ fn resolve_comm(
             NvtxText::Registered(api),
             NCCL_DOMAIN,
         )?;
-        let ready = ready.max(*rank.stream_free(stream));
+        let delay = match rank.style.straggler {
+            Some((straggler, ns)) if straggler == m => ns,
+            _ => 0,
+        };
+        let ready = ready.max(*rank.stream_free(stream)) + delay;
         last_ready = last_ready.max(ready);
         transfer = transfer.max(*dur);
         launches.push((m, stream, *kind, ready, correlation, role));
     }
     let end = last_ready + transfer;
+    let placed = PlacedCollective {
+        kernel: launches.first().map_or("", |l| l.2.short),
+        members: members.to_vec(),
+        starts: launches.iter().map(|l| l.3).collect(),
+        end,
+    };
     for (m, stream, kind, ready, correlation, role) in launches {
         let rank = &mut ranks[m];
         *rank.stream_free(stream) = end;
@@ -491,6 +519,7 @@ fn resolve_comm(
             stream,
             role,
         });
+        rank.schedule.collectives.push(placed.clone());
     }
     Ok(())
 }

@@ -9,12 +9,14 @@
 //!   flight) and the exposed communication (communication other than barriers running with no
 //!   compute kernel);
 //! - `steps`: the same busy and pipeline wait per `ProfilerStep#N`, with the bubble (span minus
-//!   busy).
+//!   busy);
+//! - `collectives`: every collective instance with its members' arrivals (kernel starts), the
+//!   last to arrive and the skew (last minus first arrival).
 //!
 //! Pipeline transfers are the kernels whose role is `pp_p2p`, or point-to-point traffic that no
 //! framework evidence names (`p2p`): the definition `bubbles` documents.
 
-use super::sim::{Placed, Placement, Schedule};
+use super::sim::{Placed, PlacedCollective, Placement, Schedule};
 use anyhow::{Context, Result};
 use std::path::Path;
 
@@ -77,9 +79,56 @@ pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result
         "ranks": ranks(schedules, places),
         "steps": steps(schedules),
         "kernels": kernels(schedules),
+        "collectives": collectives(schedules),
     });
     let text = serde_json::to_string(&truth)?;
     std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// One collective instance.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CollectiveTruth {
+    /// The kernel's short name (`ncclDevKernel_SendRecv` for all-to-alls and rings).
+    pub kernel: &'static str,
+    /// Member ranks, ascending.
+    pub members: Vec<usize>,
+    /// The first arrival (kernel start), ns.
+    pub first_start_ns: i64,
+    /// The last arrival, ns.
+    pub last_start_ns: i64,
+    /// Who arrived last (the lowest rank on a tie).
+    pub last_rank: usize,
+    /// Last minus first arrival, ns.
+    pub skew_ns: i64,
+}
+
+/// Every collective instance once, in order of first arrival.
+fn collectives(schedules: &[Schedule]) -> Vec<CollectiveTruth> {
+    let mut out: Vec<CollectiveTruth> = schedules
+        .iter()
+        .enumerate()
+        .flat_map(|(rank, s)| s.collectives.iter().filter(move |c| c.members[0] == rank))
+        .map(collective)
+        .collect();
+    out.sort_by_key(|c| (c.first_start_ns, c.members.clone()));
+    out
+}
+
+fn collective(c: &PlacedCollective) -> CollectiveTruth {
+    let mut arrivals: Vec<(i64, usize)> = c.starts.iter().copied().zip(c.members.clone()).collect();
+    arrivals.sort_by_key(|&(start, rank)| (start, std::cmp::Reverse(rank)));
+    let (first, _) = arrivals[0];
+    let (last, last_rank) = arrivals[arrivals.len() - 1];
+    let mut members = c.members.clone();
+    members.sort_unstable();
+    CollectiveTruth {
+        kernel: c.kernel,
+        members,
+        first_start_ns: first,
+        last_start_ns: last,
+        last_rank,
+        skew_ns: last - first,
+    }
 }
 
 /// Every communication kernel, per rank in start order.
