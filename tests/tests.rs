@@ -5,6 +5,7 @@ mod align;
 mod analyses;
 mod bad_input;
 mod breakdown;
+mod collectives;
 mod docs;
 mod fuzz;
 mod hostile;

@@ -1,22 +1,18 @@
 //! Clock alignment across hosts from the collectives themselves (`--align collectives`).
 //!
 //! Ranks leave a collective nearly together, so the same collective's end times on two hosts
-//! differ by the hosts' clock offset. An instance of a collective is the k-th NCCL collective
-//! kernel of one name on one stream id of each process (the stream separates communicators that
-//! share a kernel name, e.g. TP and DP all-reduces). For every pair of hosts an instance spans,
+//! differ by the hosts' clock offset. Instances are matched across ranks by
+//! [`collectives`](super::collectives) (the k-th kernel of one communicator on each member, with
+//! communicators that share a kernel name and stream kept apart). For every pair of hosts an
+//! instance spans,
 //! the difference of the hosts' median end times is one observation of their relative offset;
 //! each host's offset is the median of the observations that link it to the reference host
 //! (outliers beyond 3 MADs dropped), chained breadth-first through the best-linked hosts. The
 //! corrections are then clamped so that no rank ends a collective before every participant
 //! started it. One offset per host: ranks of one host share its clock.
 
-use crate::classify::rules::{RoleRules, is_nccl};
-use crate::hash::FxHashMap;
-use crate::model::{HostId, StringId, Timeline};
+use crate::model::{HostId, ProcessId, Timeline};
 use std::collections::BTreeMap;
-
-/// Collectives whose kernels carry point-to-point traffic, not a collective end.
-const POINT_TO_POINT: &[&str] = &["nccl:SendRecv", "nccl:Send", "nccl:Recv"];
 
 /// One host's estimate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -143,8 +139,8 @@ pub fn estimate(timeline: &Timeline) -> Alignment {
     }
 }
 
-/// A family of collectives: kernel name and stream id.
-type Family = (StringId, u32);
+/// A family of collectives: one communicator ([`collectives`](super::collectives)).
+type Family = usize;
 
 /// Whether observations agree within [`AGREEMENT_NS`].
 fn agree(obs: &[i64]) -> bool {
@@ -152,57 +148,43 @@ fn agree(obs: &[i64]) -> bool {
     min.zip(max).is_some_and(|(lo, hi)| hi - lo <= AGREEMENT_NS)
 }
 
-/// The starts and ends of one instance's kernels, per host.
-type PerHost = BTreeMap<usize, (Vec<i64>, Vec<i64>)>;
-
-/// Every collective instance (name, stream id, k-th on the stream) that spans two hosts or
-/// more, with its family and its members.
+/// Every collective instance that spans two hosts or more (matched by
+/// [`match_instances`](super::collectives::match_instances), which keeps communicators that
+/// share a kernel name and stream apart), with its communicator and its members per host.
 fn instances(timeline: &Timeline) -> Vec<(Family, Vec<Member>)> {
-    let rules = RoleRules::default();
-    let mut collective: FxHashMap<StringId, bool> = FxHashMap::default();
-    let mut counters: FxHashMap<(u32, StringId, u32), u32> = FxHashMap::default();
-    let mut groups: BTreeMap<(StringId, u32, u32), PerHost> = BTreeMap::new();
-    for k in &timeline.kernels {
-        let is_collective = *collective.entry(k.short_name).or_insert_with(|| {
-            let name = timeline.text(k.short_name);
-            is_nccl(name) && !POINT_TO_POINT.contains(&rules.label(rules.collective(name)))
-        });
-        if !is_collective {
-            continue;
-        }
-        let stream = timeline.stream(k.stream);
-        let process = timeline.process(stream.process);
-        let counter = counters
-            .entry((stream.process.0, k.short_name, stream.stream))
-            .or_default();
-        let key = (k.short_name, stream.stream, *counter);
-        *counter += 1;
-        let entry = groups
-            .entry(key)
-            .or_default()
-            .entry(process.host.index())
-            .or_default();
-        entry.0.push(k.start.0);
-        entry.1.push(k.end.0);
-    }
-    groups
+    let processes: Vec<ProcessId> = (0..timeline.processes.len() as u32)
+        .map(ProcessId)
+        .collect();
+    let matched = super::collectives::match_instances(timeline, &processes);
+    matched
+        .instances
         .into_iter()
-        .filter(|(_, per_host)| per_host.len() >= 2)
-        .map(|((name, stream, _), per_host)| {
-            let members = per_host
-                .into_iter()
-                .map(|(host, (starts, mut ends))| {
-                    ends.sort_unstable();
-                    Member {
-                        host,
-                        latest_start: starts.into_iter().max().unwrap_or(0),
-                        earliest_end: ends[0],
-                        median_end: ends[ends.len() / 2],
-                        latest_end: ends[ends.len() - 1],
-                    }
-                })
-                .collect();
-            ((name, stream), members)
+        .filter_map(|instance| {
+            let mut per_host: BTreeMap<usize, (Vec<i64>, Vec<i64>)> = BTreeMap::new();
+            for a in &instance.arrivals {
+                let host = timeline.process(processes[a.rank]).host.index();
+                let entry = per_host.entry(host).or_default();
+                entry.0.push(a.start);
+                entry.1.push(a.end);
+            }
+            (per_host.len() >= 2).then(|| (instance.communicator, members(per_host)))
+        })
+        .collect()
+}
+
+/// Each host's latest start and earliest, median and latest end in one instance.
+fn members(per_host: BTreeMap<usize, (Vec<i64>, Vec<i64>)>) -> Vec<Member> {
+    per_host
+        .into_iter()
+        .map(|(host, (starts, mut ends))| {
+            ends.sort_unstable();
+            Member {
+                host,
+                latest_start: starts.into_iter().max().unwrap_or(0),
+                earliest_end: ends[0],
+                median_end: ends[ends.len() / 2],
+                latest_end: ends[ends.len() - 1],
+            }
         })
         .collect()
 }

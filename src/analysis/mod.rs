@@ -4,6 +4,7 @@
 
 pub mod align;
 pub mod bubbles;
+pub mod collectives;
 pub mod idle;
 pub mod kernels;
 pub mod overlap;

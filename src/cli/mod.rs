@@ -3,6 +3,7 @@
 
 mod analysis;
 mod bubbles;
+mod collectives;
 mod compare;
 mod convert;
 mod idle;
@@ -57,6 +58,8 @@ enum Command {
     Idle(idle::Args),
     /// Pipeline bubbles per rank and step: pipeline wait and idle, beside the ideal 1F1B bubble.
     Bubbles(bubbles::Args),
+    /// Every collective matched across its ranks: arrival skew, the last rank, the waits.
+    Collectives(collectives::Args),
     /// Two runs side by side: kernel families, step time, exposed communication, bubbles.
     Compare(compare::Args),
     /// One self-contained HTML page: ranks, where each step goes, overlap, families, bubbles.
@@ -89,6 +92,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Kernels(args) => kernels::run(args),
         Command::Idle(args) => idle::run(args),
         Command::Bubbles(args) => bubbles::run(args),
+        Command::Collectives(args) => collectives::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
         Command::Convert(args) => convert::run(args),

@@ -4,6 +4,7 @@
 //! table's column names in snake_case. JSON is `{"rows": [...]}` plus context fields.
 
 mod breakdown;
+mod collectives;
 pub mod html;
 mod info;
 mod overlap;
@@ -16,6 +17,7 @@ mod time;
 pub use breakdown::{
     RankBreakdown, RankBubbles, RankIdle, bubbles_output, idle_output, kernels_output,
 };
+pub use collectives::{by_rank_output, instances_output};
 pub use info::{AlignmentSummary, InfoOutput, ReportSummary};
 pub use overlap::overlap_output;
 pub use ranks::{RankWindow, ranks_output, window_output};

@@ -1,0 +1,109 @@
+//! `collectives`: every collective instance with its arrivals, or each rank's totals.
+
+use super::ranks::{RankWindow, key_cells, per_rank_output};
+use super::table::{Cell, Output, Table};
+use crate::analysis::collectives::{Arrival, Collectives, Instance, RankWaits};
+use crate::model::Timeline;
+use serde_json::Value;
+
+/// One row per instance, in the order given.
+pub fn instances_output(
+    timeline: &Timeline,
+    windows: &[RankWindow],
+    collectives: &Collectives,
+    instances: &[&Instance],
+) -> Output {
+    let mut table = Table::new(&[
+        "op",
+        "communicator",
+        "sequence",
+        "members",
+        "first_start_ns",
+        "last_start_ns",
+        "skew_ns",
+        "last_rank",
+        "last_host",
+        "last_pid",
+        "duration_ns",
+        "waits_ns",
+        "bytes",
+        "busbw_gbps",
+    ]);
+    for i in instances {
+        let c = &collectives.communicators[i.communicator];
+        let (first, last) = i.first_last();
+        let rank = &windows[last.rank].rank;
+        let process = timeline.process(rank.process);
+        // One number per member, in member order: a list in JSON, space-separated elsewhere.
+        let per_member = |f: &dyn Fn(&Arrival) -> i64| {
+            let values: Vec<i64> = i.arrivals.iter().map(f).collect();
+            let text = values.iter().map(i64::to_string).collect::<Vec<_>>();
+            Cell::Detail(text.join(" "), Value::from(values))
+        };
+        table.push(vec![
+            Cell::text(&c.op),
+            Cell::text(format!("c{}", i.communicator)),
+            Cell::Int(i.sequence.into()),
+            per_member(&|a| windows[a.rank].rank.rank.into()),
+            Cell::Int(first.start),
+            Cell::Int(last.start),
+            Cell::Int(i.skew()),
+            Cell::Int(rank.rank.into()),
+            Cell::text(&timeline.host(process.host).name),
+            Cell::Int(process.pid.into()),
+            Cell::Int(i.duration()),
+            per_member(&|a| last.start - a.start),
+            Cell::Empty,
+            Cell::Empty,
+        ]);
+    }
+    let mut output = per_rank_output(timeline, Table::default(), windows.iter());
+    output.table = table;
+    output.notes.extend(notes(collectives));
+    output
+}
+
+/// One row per rank.
+pub fn by_rank_output(timeline: &Timeline, windows: &[RankWindow], waits: &[RankWaits]) -> Output {
+    let mut table = Table::new(&[
+        "rank",
+        "host",
+        "pid",
+        "instances",
+        "waited_ns",
+        "caused_ns",
+        "times_last",
+    ]);
+    for (w, r) in windows.iter().zip(waits) {
+        let mut row = key_cells(timeline, &w.rank);
+        row.extend([
+            Cell::Int(r.instances as i64),
+            Cell::Int(r.waited_ns),
+            Cell::Int(r.caused_ns),
+            Cell::Int(r.times_last as i64),
+        ]);
+        table.push(row);
+    }
+    let mut output = per_rank_output(timeline, table, windows.iter());
+    output.notes.push(
+        "waited_ns: time the rank spent in collectives waiting for their last member; \
+         caused_ns: time the other members waited for it when it was last"
+            .to_string(),
+    );
+    output
+}
+
+/// What the matching rests on.
+fn notes(collectives: &Collectives) -> Vec<String> {
+    vec![
+        format!(
+            "{} communicator(s): one kernel name on one stream id, hosts joined where the \
+             instances' end times keep one distance; an instance is the k-th kernel of each \
+             member; arrival = kernel start, waits = last arrival - own arrival",
+            collectives.communicators.len()
+        ),
+        "bytes and busbw_gbps need NCCL's payload values (nsys export --include-blobs=true), \
+         which nsys-lens does not read yet"
+            .to_string(),
+    ]
+}

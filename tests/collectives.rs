@@ -1,0 +1,144 @@
+//! Issue 16: `collectives` matches every collective instance across its ranks; the arrival
+//! skew, the last rank and the waits are checked against SQL on the real 3-node run and against
+//! the generator's truth with a straggler, with and without clock skew.
+
+use crate::util::{nsys_lens, real, sqlite_files, synth, texts};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json", "-q"]);
+    let out = nsys_lens(&all);
+    assert!(out.status.success(), "{args:?}: {}", texts(&out).1);
+    serde_json::from_str(&texts(&out).0).unwrap()
+}
+
+fn rows(v: &Value) -> &Vec<Value> {
+    v["rows"].as_array().unwrap()
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+fn members(v: &Value) -> Vec<i64> {
+    v.as_array().unwrap().iter().map(int).collect()
+}
+
+#[test]
+fn the_three_node_all_reduce_is_one_instance_with_the_sql_skew_and_straggler() {
+    let Some(dir) = real("fs24_nccl_allreduce_tree_3nodes_9gpus") else {
+        return;
+    };
+    // Independently: every rank's NCCL kernel start (UTC ns), from SQL.
+    let mut starts: Vec<(i64, i64)> = Vec::new();
+    for file in sqlite_files(&dir) {
+        let db = rusqlite::Connection::open(&file).unwrap();
+        let (start, pid): (i64, i64) = db
+            .query_row(
+                "SELECT k.start, (k.globalPid >> 24) & 0xFFFFFF FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+                 JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE 'nccl%'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        starts.push((start, pid));
+    }
+    assert_eq!(starts.len(), 9);
+    let first = starts.iter().min().unwrap();
+    let last = starts.iter().max().unwrap();
+    let c = json(&["collectives", "--whole", dir.to_str().unwrap()]);
+    assert_eq!(rows(&c).len(), 1);
+    let row = &rows(&c)[0];
+    assert_eq!(members(&row["members"]).len(), 9);
+    assert_eq!(int(&row["skew_ns"]), last.0 - first.0);
+    assert_eq!(int(&row["last_pid"]), last.1);
+    assert_eq!(row["op"], "nccl:AllReduce");
+    assert!(row["bytes"].is_null() && row["busbw_gbps"].is_null());
+    // The waits add up to what the last rank caused.
+    let waits: i64 = members(&row["waits_ns"]).iter().sum();
+    let by_rank = json(&[
+        "collectives",
+        "--whole",
+        "--by",
+        "rank",
+        dir.to_str().unwrap(),
+    ]);
+    let caused: i64 = rows(&by_rank).iter().map(|r| int(&r["caused_ns"])).sum();
+    assert_eq!(waits, caused);
+}
+
+/// The truth's collective instances (not point-to-point kernels), keyed by (members, first
+/// arrival), with (last rank, skew).
+fn truth_instances(dir: &Path) -> BTreeMap<(Vec<i64>, i64), (i64, i64)> {
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("truth.json")).unwrap()).unwrap();
+    truth["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["kernel"].as_str().unwrap().contains("SendRecv"))
+        .map(|c| {
+            let key = (members(&c["members"]), int(&c["first_start_ns"]));
+            (key, (int(&c["last_rank"]), int(&c["skew_ns"])))
+        })
+        .collect()
+}
+
+#[test]
+fn a_straggler_is_named_with_the_true_skew_in_every_preset() {
+    const STRAGGLER: i64 = 1;
+    let presets = [
+        "--preset ddp --nodes 2 --gpus-per-node 2 --layers 4 --steps 3",
+        "--preset fsdp --nodes 2 --gpus-per-node 2 --steps 2",
+        "--preset megatron --tp 2 --pp 1 --dp 2 --gpus-per-node 2 --chunks 4 --steps 3",
+        "--preset pithtrain --pp 2 --ep 2 --gpus-per-node 2",
+    ];
+    for preset in presets {
+        for skew in ["", "--clock-skew 3000000"] {
+            let args = format!("{preset} --straggler {STRAGGLER}:2000000 {skew}");
+            let dir = synth(&args);
+            let truth = truth_instances(dir.path());
+            let path = dir.path().to_str().unwrap();
+            let c = json(&["collectives", "--whole", "--align", "collectives", path]);
+            // With the clock skew undone, times are the generator's: join on them.
+            let mut named = 0;
+            let mut theirs = 0;
+            for row in rows(&c) {
+                let key = (members(&row["members"]), int(&row["first_start_ns"]));
+                let Some(&(last, true_skew)) = truth.get(&key) else {
+                    panic!("{args}: instance {key:?} is not in the truth");
+                };
+                assert!(
+                    (int(&row["skew_ns"]) - true_skew).abs() <= 1_000,
+                    "{args}: {key:?}"
+                );
+                assert_eq!(int(&row["last_rank"]), last, "{args}: {key:?}");
+                if key.0.contains(&STRAGGLER) {
+                    theirs += 1;
+                    named += usize::from(last == STRAGGLER);
+                }
+            }
+            assert_eq!(rows(&c).len(), truth.len(), "{args}: instances matched");
+            assert!(
+                theirs > 0 && named * 100 >= theirs * 95,
+                "{args}: {named} of {theirs}"
+            );
+        }
+    }
+}
+
+#[test]
+fn tensor_parallel_groups_of_two_nodes_are_never_matched_together() {
+    // 2 nodes x TP 2: every node's TP all-reduce has the same kernel name and stream id.
+    let dir =
+        synth("--preset megatron --tp 2 --pp 1 --dp 2 --gpus-per-node 2 --chunks 4 --steps 3");
+    let c = json(&["collectives", "--whole", dir.path().to_str().unwrap()]);
+    let groups: std::collections::BTreeSet<Vec<i64>> =
+        rows(&c).iter().map(|r| members(&r["members"])).collect();
+    let want: std::collections::BTreeSet<Vec<i64>> =
+        [vec![0, 1], vec![2, 3], vec![0, 2], vec![1, 3]].into();
+    assert_eq!(groups, want);
+}
