@@ -142,3 +142,68 @@ fn tensor_parallel_groups_of_two_nodes_are_never_matched_together() {
         [vec![0, 1], vec![2, 3], vec![0, 2], vec![1, 3]].into();
     assert_eq!(groups, want);
 }
+
+/// Both traces draw what `collectives` measures: every rank's waiting counter integrates to its
+/// `waited_ns`, each instance is one Paraver value on all its members, and with
+/// `--collective-flows` every member but the last gets an arrow that passes the checker.
+#[test]
+fn the_traces_draw_the_waits_and_link_each_straggler_to_the_others() {
+    let dir = synth(
+        "--preset ddp --nodes 2 --gpus-per-node 2 --layers 4 --steps 3 --straggler 1:2000000",
+    );
+    let path = dir.path().to_str().unwrap();
+    let by_rank = json(&["collectives", "--whole", "--by", "rank", path]);
+    let waited: Vec<i64> = rows(&by_rank)
+        .iter()
+        .map(|r| int(&r["waited_ns"]))
+        .collect();
+    let instances = json(&["collectives", "--whole", path]);
+    let links: usize = rows(&instances)
+        .iter()
+        .map(|r| members(&r["members"]).len() - 1)
+        .sum();
+    let out = tempfile::tempdir().unwrap();
+    let base = out.path().join("run");
+    let base = base.to_str().unwrap();
+    let converted = nsys_lens(&["convert", path, "-o", base, "--collective-flows", "-q"]);
+    assert!(converted.status.success(), "{}", texts(&converted).1);
+    // Paraver: the analysis thread's wait counter, per task (= rank + 1, ranks in rank order).
+    let prv = out.path().join("run.prv");
+    crate::paraver::pertalde(&prv);
+    let trace = crate::paraver::parse(&prv);
+    let paraver = crate::paraver::integrate_type(&trace, 63_100_014);
+    for (rank, &w) in waited.iter().enumerate() {
+        assert_eq!(
+            paraver.get(&(rank + 1)).copied().unwrap_or(0),
+            w as u64,
+            "rank {rank}"
+        );
+    }
+    // Perfetto: the counter, and one flow per member that is not last.
+    let Some(summary) = crate::perfetto::check(&out.path().join("run.perfetto-trace")) else {
+        return;
+    };
+    let counters = summary["counters"].as_object().unwrap();
+    for (rank, &w) in waited.iter().enumerate() {
+        let key = counters.keys().find(|k| {
+            k.starts_with(&format!("rank {rank} ")) && k.ends_with("waiting in collectives")
+        });
+        let got = key.map_or(0, |k| {
+            crate::perfetto::integrate(counters[k].as_array().unwrap(), 0, i64::MAX)
+        });
+        assert_eq!(got, w, "rank {rank}");
+    }
+    let plain = nsys_lens(&[
+        "convert",
+        path,
+        "-o",
+        &format!("{base}-plain"),
+        "--to",
+        "perfetto",
+        "-q",
+    ]);
+    assert!(plain.status.success());
+    let plain = crate::perfetto::check(&out.path().join("run-plain.perfetto-trace")).unwrap();
+    let flows = |s: &Value| s["flows"].as_u64().unwrap() as usize;
+    assert_eq!(flows(&summary), flows(&plain) + links);
+}

@@ -281,7 +281,7 @@ fn convert(reports: &[PathBuf], extra: &[&str]) -> (tempfile::TempDir, PathBuf) 
 }
 
 /// `ptd comprovar -e`, when pertalde is installed (in CI it must be).
-fn pertalde(prv: &Path) {
+pub fn pertalde(prv: &Path) {
     match Command::new("ptd")
         .args(["comprovar", "-e"])
         .arg(prv)
@@ -481,7 +481,7 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
             }
         }
     }
-    assert_eq!(presets, 8);
+    assert_eq!(presets, 9);
 }
 
 /// Issue 15: each NCCL kernel's role and evidence are events on its begin record, with the same
@@ -516,4 +516,18 @@ fn nccl_kernels_carry_their_role_and_evidence() {
         want.contains_key("ep_a2a") && want.contains_key("barrier"),
         "{want:?}"
     );
+}
+
+/// Per task (from 1), ∫ value dt of one event type's step function over the trace.
+pub fn integrate_type(trace: &Trace, ty: u32) -> BTreeMap<usize, u64> {
+    let mut open: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+    let mut total: BTreeMap<usize, u64> = BTreeMap::new();
+    for (time, task, _, pairs) in &trace.events {
+        for &(_, value) in pairs.iter().filter(|(t, _)| *t == ty) {
+            if let Some((since, v)) = open.insert(*task, (*time, value)) {
+                *total.entry(*task).or_default() += v * (time - since);
+            }
+        }
+    }
+    total
 }

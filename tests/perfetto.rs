@@ -184,7 +184,7 @@ fn exposed_counter_integrates_to_the_overlap_tables_wall_clock_exposure() {
 }
 
 /// ∫ value dt over [start, end) of a step function given as (time, value) samples.
-fn integrate(steps: &[Value], start: i64, end: i64) -> i64 {
+pub fn integrate(steps: &[Value], start: i64, end: i64) -> i64 {
     let samples: Vec<(i64, i64)> = steps
         .iter()
         .map(|s| (s[0].as_i64().unwrap(), s[1].as_i64().unwrap()))

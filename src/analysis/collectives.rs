@@ -19,7 +19,7 @@
 
 use crate::classify::rules::{RoleRules, is_nccl, is_point_to_point};
 use crate::hash::FxHashMap;
-use crate::model::{ProcessId, StringId, Timeline};
+use crate::model::{ProcessId, StreamId, StringId, Timeline};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Two hosts' instances of one family whose end-time distances spread wider than this belong to
@@ -44,6 +44,8 @@ pub struct Communicator {
 pub struct Arrival {
     /// The member (index into the processes given).
     pub rank: usize,
+    /// The stream its kernel ran on.
+    pub stream: StreamId,
     /// Its kernel's start, ns.
     pub start: i64,
     /// Its kernel's end, ns.
@@ -100,8 +102,8 @@ pub struct Collectives {
     pub instances: Vec<Instance>,
 }
 
-/// One family's kernels per member: (start, end) in start order.
-type PerRank = BTreeMap<usize, Vec<(i64, i64)>>;
+/// One family's kernels per member: (start, end) in start order, and their stream.
+type PerRank = BTreeMap<usize, Vec<(i64, i64, StreamId)>>;
 
 /// Matches every collective instance of `processes` (members are indices into it) over the
 /// whole capture.
@@ -126,7 +128,7 @@ pub fn match_instances(timeline: &Timeline, processes: &[ProcessId]) -> Collecti
             .or_default()
             .entry(rank)
             .or_default()
-            .push((k.start.0, k.end.0));
+            .push((k.start.0, k.end.0, k.stream));
     }
     let host_of = |rank: usize| timeline.process(processes[rank]).host.index();
     let mut out = Collectives::default();
@@ -136,15 +138,21 @@ pub fn match_instances(timeline: &Timeline, processes: &[ProcessId]) -> Collecti
             .to_string();
         for members in communicators(&per_rank, &host_of) {
             let id = out.communicators.len();
-            let kernels: Vec<&Vec<(i64, i64)>> = members.iter().map(|m| &per_rank[m]).collect();
+            let kernels: Vec<&Vec<(i64, i64, StreamId)>> =
+                members.iter().map(|m| &per_rank[m]).collect();
             let count = kernels.iter().map(|k| k.len()).min().unwrap_or(0);
             for sequence in 0..count {
                 let arrivals = members
                     .iter()
                     .zip(&kernels)
                     .map(|(&rank, k)| {
-                        let (start, end) = k[sequence];
-                        Arrival { rank, start, end }
+                        let (start, end, stream) = k[sequence];
+                        Arrival {
+                            rank,
+                            stream,
+                            start,
+                            end,
+                        }
                     })
                     .collect();
                 out.instances.push(Instance {
@@ -235,10 +243,10 @@ fn local_groups(per_rank: &PerRank, ranks: &[usize]) -> Vec<Vec<usize>> {
         let n = a.len().min(b.len());
         let pairs = || a.iter().zip(b);
         let disjoint = pairs()
-            .filter(|((s1, e1), (s2, e2))| e1 < s2 || e2 < s1)
+            .filter(|((s1, e1, _), (s2, e2, _))| e1 < s2 || e2 < s1)
             .count();
         let co_ending = pairs()
-            .filter(|((_, e1), (_, e2))| (e1 - e2).abs() <= AGREEMENT_NS)
+            .filter(|((_, e1, _), (_, e2, _))| (e1 - e2).abs() <= AGREEMENT_NS)
             .count();
         disjoint as f64 <= DISJOINT_SHARE * n as f64
             && (n < CO_ENDING_EVIDENCE || 2 * co_ending >= n)
@@ -318,10 +326,13 @@ mod tests {
             vec![4_000_000, 5_000_000, 6_000_000],
             vec![1_200_000, 2_500_000, 3_100_000],
         ];
-        let per_rank: BTreeMap<usize, Vec<(i64, i64)>> = ends
+        let per_rank: PerRank = ends
             .iter()
             .enumerate()
-            .map(|(r, e)| (r, e.iter().map(|&end| (end - 100, end)).collect()))
+            .map(|(r, e)| {
+                let kernels = e.iter().map(|&end| (end - 100, end, StreamId(0)));
+                (r, kernels.collect())
+            })
             .collect();
         let groups = communicators(&per_rank, &|r| r);
         assert_eq!(groups, [vec![0, 1], vec![2]]);
@@ -330,6 +341,7 @@ mod tests {
     #[test]
     fn the_last_arrival_waits_for_nobody() {
         let a = |rank, start| Arrival {
+            stream: StreamId(0),
             rank,
             start,
             end: 1_000,

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
   nsys-lens convert node0.sqlite node1.sqlite -o run     run.perfetto-trace (ui.perfetto.dev) and run.prv/.pcf/.row (Paraver)
   nsys-lens convert node*.sqlite --to paraver -o run     only the Paraver files
   nsys-lens convert node*.sqlite --gzip                  writes node0.perfetto-trace.gz
-  nsys-lens convert node*.sqlite --ranks 0,4-7 --steady  four ranks, each over its steady-state window")]
+  nsys-lens convert node*.sqlite --ranks 0,4-7 --steady  four ranks, each over its steady-state window
+  nsys-lens convert run/ --collective-flows -o run       arrows from each collective's straggler to the others")]
 pub struct Args {
     #[command(flatten)]
     inputs: Inputs,
@@ -35,6 +36,11 @@ pub struct Args {
     /// Gzip the Perfetto trace and the Paraver .prv (both viewers read them directly).
     #[arg(long)]
     gzip: bool,
+
+    /// Perfetto: a flow arrow from each collective's last arrival to every other member's
+    /// kernel (see `collectives`).
+    #[arg(long)]
+    collective_flows: bool,
 
     /// Only these global ranks, e.g. `0,4-7` (other processes are left out too).
     #[arg(long, value_name = "LIST")]
@@ -98,7 +104,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ranks.retain(|r| wanted.contains(&r.rank));
         anyhow::ensure!(!ranks.is_empty(), "--ranks {list}: no such rank");
     }
-    let scope = Scope::new(&activity, &rules, &ranks, &spec, args.ranks.is_none());
+    let mut scope = Scope::new(&activity, &rules, &ranks, &spec, args.ranks.is_none());
+    if args.collective_flows {
+        scope = scope.with_collective_flows();
+    }
     let base = args.base();
     let prv = if args.gzip { "prv.gz" } else { "prv" };
     let outputs: Vec<PathBuf> = args

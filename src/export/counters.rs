@@ -1,7 +1,9 @@
 //! The step functions that draw the overlap analysis in a trace: compute kernels in flight,
-//! communication in flight per kernel role, and exposed communication (1 while non-barrier
-//! communication runs with no compute). They are built from the part's [`RankStreams`], the
-//! very sets `overlap` measures, so a counter integrated over a window is the table's number.
+//! communication in flight per kernel role, exposed communication (1 while non-barrier
+//! communication runs with no compute), and waiting in collectives (1 while the rank waits for a
+//! collective's last member). They are built from the part's [`RankStreams`], the very sets
+//! `overlap` measures, and from the collectives `collectives` matches, so a counter integrated
+//! over a window is the table's number.
 //!
 //! [`RankStreams`]: crate::classify::RankStreams
 
@@ -25,6 +27,8 @@ pub struct Counters {
     pub comm: Steps,
     /// 1 while non-barrier communication runs with no compute, else 0.
     pub exposed: Steps,
+    /// 1 while the rank waits in a collective for its last member, else 0.
+    pub waiting: Steps,
 }
 
 impl Counters {
@@ -51,12 +55,13 @@ impl Counters {
             .filter(|k| !k.is_barrier())
             .map(|k| (k.start, k.end))
             .collect();
-        let exposed = IntervalSet::from_intervals(comm.iter().copied())
-            .difference(&part.streams.compute)
-            .spans()
-            .iter()
-            .flat_map(|&(s, e)| [(s, 1), (e, 0)])
-            .collect();
+        let exposed = on_off(
+            &IntervalSet::from_intervals(comm.iter().copied()).difference(&part.streams.compute),
+        );
+        let waits = scope.collectives.waits.get(&part.process);
+        let waiting = on_off(&IntervalSet::from_intervals(
+            waits.into_iter().flatten().copied(),
+        ));
         Some(Counters {
             compute: in_flight(&compute),
             by_role: by_role
@@ -65,8 +70,17 @@ impl Counters {
                 .collect(),
             comm: in_flight(&comm),
             exposed,
+            waiting,
         })
     }
+}
+
+/// 1 inside the set's intervals, 0 after each: `(time, value)` at each change.
+fn on_off(set: &IntervalSet) -> Steps {
+    set.spans()
+        .iter()
+        .flat_map(|&(s, e)| [(s, 1), (e, 0)])
+        .collect()
 }
 
 /// How many intervals are open over time: `(time, value)` at each change.

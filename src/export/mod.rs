@@ -6,6 +6,7 @@
 //! window each, and the rebase that puts the earliest exported event at time 0 (Perfetto drops
 //! negative times; DESIGN.md, Clock).
 
+pub mod collectives;
 pub mod counters;
 pub mod items;
 pub mod paraver;
@@ -38,6 +39,8 @@ pub struct Scope<'a, 't> {
     pub parts: Vec<Part>,
     /// Subtracted from every exported time (the earliest exported event's start).
     pub offset: i64,
+    /// The collectives matched across the exported processes, as drawn.
+    pub collectives: collectives::Drawn,
 }
 
 impl<'a, 't> Scope<'a, 't> {
@@ -77,13 +80,21 @@ impl<'a, 't> Scope<'a, 't> {
             .filter_map(|part| Some((first_start(activity, &part)?, part)))
             .collect();
         let offset = parts.iter().map(|(first, _)| *first).min().unwrap_or(0);
-        let parts = parts.into_iter().map(|(_, part)| part).collect();
+        let parts: Vec<Part> = parts.into_iter().map(|(_, part)| part).collect();
         Scope {
+            collectives: collectives::Drawn::new(timeline, &parts, false),
             activity,
             rules,
             parts,
             offset,
         }
+    }
+
+    /// Draws a flow from each collective's last arrival to every other member's kernel.
+    pub fn with_collective_flows(mut self) -> Self {
+        let timeline = self.activity.timeline;
+        self.collectives = collectives::Drawn::new(timeline, &self.parts, true);
+        self
     }
 
     /// A merged-clock time as exported (ns since the earliest exported event).

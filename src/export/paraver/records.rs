@@ -387,7 +387,12 @@ struct GpuSource<'a> {
 /// Which types a GPU operation's end closes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum EndKind {
-    Kernel { ty: u32, nccl: bool, staged: bool },
+    Kernel {
+        ty: u32,
+        nccl: bool,
+        staged: bool,
+        collective: bool,
+    },
     Memop,
 }
 
@@ -474,10 +479,15 @@ impl GpuSource<'_> {
                 if let Some(stage) = stage {
                     pairs.push((types::STAGE, stage));
                 }
+                let collective = ctx.scope.collectives.kernels.get(&(k.stream, k.start.0));
+                if let Some(&(number, _)) = collective {
+                    pairs.push((types::COLLECTIVE, number));
+                }
                 let kind = EndKind::Kernel {
                     ty,
                     nccl: nccl.is_some(),
                     staged: stage.is_some(),
+                    collective: collective.is_some(),
                 };
                 (Body::Events(pairs), kind)
             }
@@ -512,7 +522,12 @@ impl GpuSource<'_> {
 /// The closing record of a GPU operation: every type of its begin, at 0.
 fn end_body(kind: EndKind) -> Body {
     match kind {
-        EndKind::Kernel { ty, nccl, staged } => {
+        EndKind::Kernel {
+            ty,
+            nccl,
+            staged,
+            collective,
+        } => {
             let mut pairs = Pairs::new();
             pairs.push((ty, 0));
             for t in types::GEOMETRY {
@@ -527,6 +542,9 @@ fn end_body(kind: EndKind) -> Body {
             }
             if staged {
                 pairs.push((types::STAGE, 0));
+            }
+            if collective {
+                pairs.push((types::COLLECTIVE, 0));
             }
             Body::Events(pairs)
         }
@@ -555,11 +573,12 @@ impl CounterSource {
             .find(|(role, _)| role == BARRIER)
             .map(|(_, steps)| steps.as_slice())
             .unwrap_or(&[]);
-        let series: [(u32, &[(i64, i64)]); 4] = [
+        let series: [(u32, &[(i64, i64)]); 5] = [
             (types::COMPUTE_IN_FLIGHT, &c.compute),
             (types::COMM_IN_FLIGHT, &c.comm),
             (types::EXPOSED_COMM, &c.exposed),
             (types::BARRIER_IN_FLIGHT, barrier),
+            (types::COLLECTIVE_WAIT, &c.waiting),
         ];
         let mut by_time: BTreeMap<u64, Vec<(u32, u64)>> = BTreeMap::new();
         for (ty, steps) in series {

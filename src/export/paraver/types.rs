@@ -58,6 +58,11 @@ pub const COMM_IN_FLIGHT: u32 = 63_100_011;
 pub const EXPOSED_COMM: u32 = 63_100_012;
 /// NCCL kernels running on compute streams.
 pub const BARRIER_IN_FLIGHT: u32 = 63_100_013;
+/// 1 while the rank waits in a collective for its last member.
+pub const COLLECTIVE_WAIT: u32 = 63_100_014;
+/// nsys-lens: the collective instance an NCCL kernel took part in (the same value on every
+/// member, from 1).
+pub const COLLECTIVE: u32 = 63_100_006;
 
 /// Labels of the types without a value table (nsys2prv's exact wording for its own).
 pub const PLAIN: &[(u32, &str)] = &[
@@ -75,6 +80,8 @@ pub const PLAIN: &[(u32, &str)] = &[
     (COMPUTE_IN_FLIGHT, "nsys-lens compute kernels in flight"),
     (COMM_IN_FLIGHT, "nsys-lens communication kernels in flight"),
     (EXPOSED_COMM, "nsys-lens exposed communication"),
+    (COLLECTIVE_WAIT, "nsys-lens waiting in collectives"),
+    (COLLECTIVE, "nsys-lens collective instance"),
     (
         BARRIER_IN_FLIGHT,
         "nsys-lens barrier communication in flight",

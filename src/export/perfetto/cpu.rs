@@ -112,9 +112,14 @@ fn emit<W: Write>(
             }
         };
         let (name, category, args) = event;
-        lanes
-            .sequence(lane)
-            .begin(&mut w.out, start, (name, category), &args, flow, texts)?;
+        lanes.sequence(lane).begin(
+            &mut w.out,
+            start,
+            (name, category),
+            &args,
+            flow.as_slice(),
+            texts,
+        )?;
         lanes.opened(lane, end);
     }
     lanes.finish(&mut w.out)?;

@@ -144,6 +144,8 @@ fn stream_track<W: Write>(
                     false => Value::Purpose(n.purpose),
                 });
                 let evidence = nccl.map_or("", |n| n.evidence.kind());
+                let collective = w.scope.collectives.kernels.get(&(k.stream, k.start.0));
+                let number = collective.map_or(0, |c| c.0);
                 let args = [
                     (Arg::Demangled, Value::Text(k.name)),
                     (Arg::Grid, Value::Dims(k.grid)),
@@ -157,11 +159,25 @@ fn stream_track<W: Write>(
                     (Arg::Role, Value::Role(role)),
                     (Arg::CommRole, comm_role),
                     (Arg::RoleEvidence, Value::Fixed(evidence)),
+                    (Arg::Collective, Value::Uint(number)),
                 ];
-                // NCCL kernels carry their own role and its evidence; others stop at the stream's.
-                let args = &args[..if nccl.is_some() { 9 } else { 7 }];
+                // NCCL kernels carry their own role and its evidence, and a collective's its
+                // instance; others stop at the stream's role.
+                let shown = match (nccl, collective) {
+                    (None, _) => 7,
+                    (Some(_), None) => 9,
+                    (Some(_), Some(_)) => 10,
+                };
                 let name = (Name::Text(k.short_name), Category::Kernel);
-                seq.begin(&mut w.out, start, name, args, flow, texts)?;
+                let linked: Vec<u64>;
+                let flows = match collective {
+                    Some((_, ids)) if !ids.is_empty() => {
+                        linked = flow.into_iter().chain(ids.iter().copied()).collect();
+                        &linked[..]
+                    }
+                    _ => flow.as_slice(),
+                };
+                seq.begin(&mut w.out, start, name, &args[..shown], flows, texts)?;
                 w.counts.kernels += 1;
             }
             GpuOp::Memcpy(m) => {
@@ -176,7 +192,7 @@ fn stream_track<W: Write>(
                     start,
                     (Name::Fixed(name), Category::Memcpy),
                     &args,
-                    flow,
+                    flow.as_slice(),
                     texts,
                 )?;
                 w.counts.memcpy += 1;
@@ -184,7 +200,7 @@ fn stream_track<W: Write>(
             GpuOp::Memset(m) => {
                 let args = [(Arg::Bytes, Value::Uint(m.bytes)), correlation];
                 let name = (Name::Fixed("[CUDA memset]"), Category::Memset);
-                seq.begin(&mut w.out, start, name, &args, flow, texts)?;
+                seq.begin(&mut w.out, start, name, &args, flow.as_slice(), texts)?;
                 w.counts.memset += 1;
             }
         }
@@ -205,6 +221,9 @@ pub fn counters<W: Write>(w: &mut Writer<W>, part: &Part, process_uuid: u64) -> 
         series.push((format!("communication in flight · {role}"), steps));
     }
     series.push(("exposed communication".to_string(), c.exposed));
+    if !c.waiting.is_empty() {
+        series.push(("waiting in collectives".to_string(), c.waiting));
+    }
     for (order, (name, steps)) in series.into_iter().enumerate() {
         let mut seq = w.counter_track(process_uuid, name, COUNTER_ORDER + order as i32)?;
         for (t, value) in steps {

@@ -107,7 +107,11 @@ fn write_to<W: Write>(scope: &Scope, out: W) -> anyhow::Result<(W, u64, Counts)>
         next_sequence: sequence::DESCRIPTOR_SEQUENCE + 1,
         next_pid: 10_000,
         next_tid: 100_000,
-        counts: Counts::default(),
+        // Collective flows are counted here, once each; launch flows as their kernels are written.
+        counts: Counts {
+            flows: scope.collectives.flows,
+            ..Counts::default()
+        },
         flows: gpu::FlowKeys::new(scope),
     };
     w.out.describe(TrackDescriptor {

@@ -121,6 +121,8 @@ pub enum Arg {
     CommRole,
     /// What decided that role (`framework`, `nccl_nvtx`, ...).
     RoleEvidence,
+    /// The collective instance a kernel took part in (the same number on every member).
+    Collective,
     /// Bytes moved or set.
     Bytes,
     /// Memory copy direction.
@@ -132,7 +134,7 @@ pub enum Arg {
 }
 
 impl Arg {
-    const NAMES: [&'static str; 13] = [
+    const NAMES: [&'static str; 14] = [
         "name",
         "grid",
         "block",
@@ -142,6 +144,7 @@ impl Arg {
         "stream_role",
         "comm_role",
         "role_evidence",
+        "collective",
         "bytes",
         "copy_kind",
         "domain",
@@ -220,11 +223,11 @@ impl Sequence {
         ts: u64,
         label: (Name, Category),
         args: &[(Arg, Value)],
-        flow: Option<u64>,
+        flows: &[u64],
         texts: Texts,
     ) -> io::Result<()> {
         let kind = track_event::Type::SliceBegin;
-        self.labelled(out, (ts, kind), label, args, flow, texts)
+        self.labelled(out, (ts, kind), label, args, flows, texts)
     }
 
     /// Closes the innermost open slice.
@@ -243,21 +246,21 @@ impl Sequence {
         texts: Texts,
     ) -> io::Result<()> {
         let kind = track_event::Type::Instant;
-        self.labelled(out, (ts, kind), label, args, None, texts)
+        self.labelled(out, (ts, kind), label, args, &[], texts)
     }
 
-    /// An event with a name, a category, annotations and maybe a flow.
+    /// An event with a name, a category, annotations and its flows.
     fn labelled<W: Write>(
         &mut self,
         out: &mut PacketStream<W>,
         (ts, kind): (u64, track_event::Type),
         (name, category): (Name, Category),
         args: &[(Arg, Value)],
-        flow: Option<u64>,
+        flows: &[u64],
         texts: Texts,
     ) -> io::Result<()> {
         let event = self.event(out, ts, kind)?;
-        event.flow_ids.extend(flow);
+        event.flow_ids.extend_from_slice(flows);
         self.label(name, category, args, texts);
         self.flush(out)
     }
