@@ -17,6 +17,7 @@
 //! An instance's arrival of a member is its kernel's start: the last to arrive is the
 //! straggler, the skew is last minus first arrival, and each member waited `last - own`.
 
+use crate::classify::layout::{self, Transfer};
 use crate::classify::rules::{RoleRules, is_nccl, is_point_to_point};
 use crate::hash::FxHashMap;
 use crate::model::{ProcessId, StreamId, StringId, Timeline};
@@ -281,6 +282,52 @@ fn agree(a: &[i64], b: &[i64]) -> bool {
     let distances: Vec<i64> = a.iter().zip(b).map(|(x, y)| y - x).collect();
     let (lo, hi) = (distances.iter().min(), distances.iter().max());
     lo.zip(hi).is_some_and(|(lo, hi)| hi - lo <= AGREEMENT_NS)
+}
+
+/// The op of point-to-point instances.
+pub const P2P_OP: &str = "p2p";
+
+/// Adds the point-to-point transfers matched sender to receiver ([`layout::pairs`]) as
+/// two-member instances, one communicator per (sender, receiver), sequence numbers in time
+/// order; `transfers` holds each member's (same order as the processes matched).
+pub fn add_transfers(collectives: &mut Collectives, transfers: &[Vec<Transfer>]) {
+    let mut by_pair: BTreeMap<(usize, usize), Vec<[Arrival; 2]>> = BTreeMap::new();
+    for p in layout::pairs(transfers) {
+        let arrival = |(rank, i): (usize, usize)| {
+            let t = transfers[rank][i];
+            Arrival {
+                rank,
+                stream: t.stream,
+                start: t.start,
+                end: t.end,
+            }
+        };
+        let pair = [arrival(p.sender), arrival(p.receiver)];
+        by_pair
+            .entry((p.sender.0, p.receiver.0))
+            .or_default()
+            .push(pair);
+    }
+    for ((sender, receiver), mut exchanges) in by_pair {
+        let id = collectives.communicators.len();
+        collectives.communicators.push(Communicator {
+            kernel: StringId::EMPTY,
+            stream: 0,
+            op: P2P_OP.to_string(),
+            members: vec![sender, receiver],
+        });
+        exchanges.sort_by_key(|[send, _]| send.start);
+        for (sequence, arrivals) in exchanges.into_iter().enumerate() {
+            collectives.instances.push(Instance {
+                communicator: id,
+                sequence: sequence as u32,
+                arrivals: arrivals.to_vec(),
+            });
+        }
+    }
+    collectives
+        .instances
+        .sort_by_key(|i| (i.first_last().0.start, i.communicator));
 }
 
 /// One rank's totals over instances.

@@ -16,7 +16,8 @@ use super::nccl_calls::Pattern;
 use super::ranks::Rank;
 use super::rules::RoleRules;
 use super::streams::RankStreams;
-use std::collections::BTreeMap;
+use crate::model::StreamId;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How close a send's end and its receive's end must be, ns.
 pub const TOLERANCE_NS: i64 = 5_000;
@@ -41,6 +42,8 @@ pub struct PipelineCoord {
 /// One pipeline transfer of a rank: when it ran, and whether it sends or receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transfer {
+    /// Its stream.
+    pub stream: StreamId,
     /// Start, ns.
     pub start: i64,
     /// End, ns.
@@ -60,6 +63,7 @@ pub fn transfers(streams: &RankStreams, rules: &RoleRules) -> Vec<Transfer> {
         .filter_map(|k| match k.call? {
             Pattern::PointToPoint { sends, recvs } if (sends == 0) != (recvs == 0) => {
                 Some(Transfer {
+                    stream: k.stream,
                     start: k.start,
                     end: k.end,
                     sends: sends > 0,
@@ -119,37 +123,78 @@ pub fn pipeline(ranks: &[Rank], transfers: &[Vec<Transfer>]) -> Result<Vec<Pipel
 type Votes = BTreeMap<(usize, usize), u32>;
 
 fn votes(transfers: &[Vec<Transfer>]) -> Votes {
-    let mut sends: Vec<(i64, usize)> = transfers
+    let mut votes = Votes::new();
+    for p in pairs(transfers) {
+        *votes.entry((p.sender.0, p.receiver.0)).or_default() += 1;
+    }
+    votes
+}
+
+/// A send and the receive that waited for it: (rank, index into its transfers) of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    /// The sending rank and its transfer.
+    pub sender: (usize, usize),
+    /// The receiving rank and its transfer.
+    pub receiver: (usize, usize),
+}
+
+/// Receives matched one to one with sends of other ranks that ran while they waited, closest
+/// end first: a receive that waited ends when its data arrives, so its send ends within
+/// [`TOLERANCE_NS`] of it; a receive that came late ends on its own and finds no send, or loses
+/// it to a closer one. Equal gaps to two ranks' sends leave the receive unmatched.
+pub fn pairs(transfers: &[Vec<Transfer>]) -> Vec<Pair> {
+    let mut sends: Vec<(i64, usize, usize)> = transfers
         .iter()
         .enumerate()
-        .flat_map(|(r, ts)| ts.iter().filter(|t| t.sends).map(move |t| (t.end, r)))
+        .flat_map(|(r, ts)| {
+            ts.iter()
+                .enumerate()
+                .filter(|(_, t)| t.sends)
+                .map(move |(i, t)| (t.end, r, i))
+        })
         .collect();
     sends.sort_unstable();
-    let mut votes = Votes::new();
+    // (gap, receive, send) of every candidate; a transfer is (rank, index into its transfers).
+    type At = (usize, usize);
+    let mut candidates: Vec<(i64, At, At)> = Vec::new();
     for (receiver, ts) in transfers.iter().enumerate() {
-        for t in ts.iter().filter(|t| !t.sends) {
-            let from = sends.partition_point(|&(end, _)| end < t.end - TOLERANCE_NS);
+        for (j, t) in ts.iter().enumerate().filter(|(_, t)| !t.sends) {
+            let from = sends.partition_point(|&(end, ..)| end < t.end - TOLERANCE_NS);
             let near = sends[from..]
                 .iter()
-                .take_while(|&&(end, _)| end <= t.end + TOLERANCE_NS)
-                .filter(|&&(_, sender)| sender != receiver)
-                .map(|&(end, sender)| ((end - t.end).abs(), sender));
-            // The closest send, when one is closer than every other.
-            let mut best: Option<(i64, usize)> = None;
-            let mut tied = false;
-            for (gap, sender) in near {
-                match best {
-                    Some((g, _)) if gap > g => {}
-                    Some((g, s)) if gap == g => tied |= s != sender,
-                    _ => (best, tied) = (Some((gap, sender)), false),
-                }
-            }
-            if let (Some((_, sender)), false) = (best, tied) {
-                *votes.entry((sender, receiver)).or_default() += 1;
+                .take_while(|&&(end, ..)| end <= t.end + TOLERANCE_NS)
+                .filter(|&&(end, sender, i)| {
+                    let send_start = transfers[sender][i].start;
+                    sender != receiver && send_start <= t.end && t.start <= end
+                });
+            for &(end, sender, i) in near {
+                candidates.push(((end - t.end).abs(), (receiver, j), (sender, i)));
             }
         }
     }
-    votes
+    candidates.sort_unstable();
+    let mut taken: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut out = Vec::new();
+    for (k, &(gap, receive, send)) in candidates.iter().enumerate() {
+        if taken.contains(&receive) || taken.contains(&send) {
+            continue;
+        }
+        // Another free send of another rank exactly as close: ambiguous.
+        let tied = candidates[k + 1..]
+            .iter()
+            .take_while(|c| c.0 == gap)
+            .any(|c| c.1 == receive && c.2.0 != send.0 && !taken.contains(&c.2));
+        taken.insert(receive);
+        if !tied {
+            taken.insert(send);
+            out.push(Pair {
+                sender: send,
+                receiver: receive,
+            });
+        }
+    }
+    out
 }
 
 /// Each rank's one or two neighbours: the ranks it exchanged a clear share of its transfers
@@ -317,11 +362,13 @@ mod tests {
     /// A send on `from` and the receive on `to` that waited for it, ending together at `end`.
     fn exchange(t: &mut [Vec<Transfer>], from: usize, to: usize, end: i64) {
         t[from].push(Transfer {
+            stream: StreamId(0),
             start: end - 100_000,
             end,
             sends: true,
         });
         t[to].push(Transfer {
+            stream: StreamId(0),
             start: end - 300_000,
             end,
             sends: false,
@@ -371,7 +418,12 @@ mod tests {
     #[test]
     fn a_bidirectional_schedule_gives_the_size_but_not_the_order() {
         // Both ends start by sending (DualPipeV), each receive waiting for the other's send.
-        let x = |start, end, sends| Transfer { start, end, sends };
+        let x = |start, end, sends| Transfer {
+            stream: StreamId(0),
+            start,
+            end,
+            sends,
+        };
         let t = vec![
             vec![x(0, 1_000_000, true), x(500_000, 1_050_000, false)],
             vec![x(100_000, 1_050_000, true), x(600_000, 1_000_000, false)],
@@ -403,6 +455,7 @@ mod tests {
         // Sends whose ends match no receive: nothing to read.
         let lonely = vec![
             vec![Transfer {
+                stream: StreamId(0),
                 start: 0,
                 end: 10,
                 sends: true,

@@ -2,8 +2,9 @@
 
 use super::Outcome;
 use super::analysis::{self, RankArgs};
-use nsys_lens::analysis::collectives::{Instance, by_rank, match_instances};
-use nsys_lens::classify::Activity;
+use nsys_lens::analysis::collectives::{Instance, add_transfers, by_rank, match_instances};
+use nsys_lens::classify::layout::{self, Transfer};
+use nsys_lens::classify::{self, Activity, WindowSpec};
 use nsys_lens::report;
 
 /// Options of `collectives`.
@@ -12,6 +13,7 @@ use nsys_lens::report;
   nsys-lens collectives --whole run/*.sqlite                 every instance: skew, last rank, waits
   nsys-lens collectives --whole --top 10 run/                the ten worst arrival skews
   nsys-lens collectives --whole --by rank run/               per rank: time waited, time caused
+  nsys-lens collectives --whole --p2p run/                   pipeline transfers too, sender to receiver
   nsys-lens collectives --whole --align collectives run/     on clocks corrected across nodes")]
 pub struct Args {
     #[command(flatten)]
@@ -24,6 +26,11 @@ pub struct Args {
     /// Only the N instances with the largest arrival skew, worst first.
     #[arg(long, value_name = "N")]
     top: Option<usize>,
+
+    /// Also list point-to-point transfers (op `p2p`): each receive that waited, matched to the
+    /// send of another rank that ended with it (by timing: see docs/stragglers.md).
+    #[arg(long)]
+    p2p: bool,
 }
 
 /// What `--by` totals over.
@@ -40,7 +47,20 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ranks = analysis::ranks(&activity)?;
     let windows = args.r.window.windows(&activity, &ranks)?;
     let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-    let collectives = match_instances(&timeline, &processes);
+    let mut collectives = match_instances(&timeline, &processes);
+    if args.p2p {
+        let rules = args.r.streams.rules()?;
+        let transfers: Vec<Vec<Transfer>> = ranks
+            .iter()
+            .map(|r| {
+                let whole = classify::window::find(&activity, r.process, &WindowSpec::Whole);
+                let streams =
+                    classify::streams::classify(&activity, r.process, whole.bounds(false), &rules);
+                layout::transfers(&streams, &rules)
+            })
+            .collect();
+        add_transfers(&mut collectives, &transfers);
+    }
     let wanted = args.r.streams.rank;
     let inside = |i: &&Instance| {
         let in_window = i.arrivals.iter().all(|a| {

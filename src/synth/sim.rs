@@ -39,6 +39,20 @@ pub struct Style {
     pub straggler: Option<(usize, i64)>,
 }
 
+/// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
+/// each kernel started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PlacedTransfer {
+    /// The sending rank.
+    pub sender: usize,
+    /// Its kernel's start, ns.
+    pub send_start: i64,
+    /// The receiving rank.
+    pub receiver: usize,
+    /// Its kernel's start, ns.
+    pub recv_start: i64,
+}
+
 /// One collective as the simulator ran it: its members and when each one's kernel started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacedCollective {
@@ -75,6 +89,8 @@ pub struct Schedule {
     pub kernels: Vec<Placed>,
     /// The collectives it took part in (each instance appears in every member's schedule).
     pub collectives: Vec<PlacedCollective>,
+    /// The point-to-point transfers it received.
+    pub transfers: Vec<PlacedTransfer>,
     /// (start, end) of every `ProfilerStep#N` range, in order.
     pub steps: Vec<(i64, i64)>,
 }
@@ -117,6 +133,7 @@ const FIRST_CORRELATION: u32 = 1_200;
 
 /// Mutable state of one rank while its program runs.
 struct RankState {
+    index: usize,
     place: Placement,
     style: Style,
     pc: usize,
@@ -169,6 +186,7 @@ pub fn run(
         .map(|(r, &place)| {
             let mut rng = Rng::new(seed ^ 0x5EED, r as u64);
             RankState {
+                index: r,
                 place,
                 style,
                 pc: 0,
@@ -218,9 +236,9 @@ pub fn run(
     }
 }
 
-/// Start times of sends not yet received, per channel, in order.
+/// Sends not yet received, per channel, in order: (end, sender, start).
 #[derive(Default)]
-struct Mailboxes(FxHashMap<GroupId, VecDeque<i64>>);
+struct Mailboxes(FxHashMap<GroupId, VecDeque<(i64, usize, i64)>>);
 
 /// Runs a rank's operations until it reaches a collective (returned), a receive whose send has
 /// not happened yet (returns None and stays there), or its end (None).
@@ -238,7 +256,9 @@ fn run_local(
                 stream,
                 role,
             } => {
-                let Some(sent) = mailboxes.0.get_mut(channel).and_then(VecDeque::pop_front) else {
+                let Some((sent, sender, send_start)) =
+                    mailboxes.0.get_mut(channel).and_then(VecDeque::pop_front)
+                else {
                     return Ok(None);
                 };
                 rank.pc += 1;
@@ -247,7 +267,13 @@ fn run_local(
                     api: "ncclRecv",
                     purpose: *role,
                 };
-                p2p(rank, node, transfer, RECV_MIN_NS, sent)?;
+                let (recv_start, _) = p2p(rank, node, transfer, RECV_MIN_NS, sent)?;
+                rank.schedule.transfers.push(PlacedTransfer {
+                    sender,
+                    send_start,
+                    receiver: rank.index,
+                    recv_start,
+                });
             }
             Op::Send {
                 channel,
@@ -262,8 +288,9 @@ fn run_local(
                     purpose: *role,
                 };
                 // The receive can end no earlier than the send (started then, plus the transfer).
-                let sent = p2p(rank, node, transfer, *dur, i64::MIN)?;
-                mailboxes.0.entry(*channel).or_default().push_back(sent);
+                let (start, sent) = p2p(rank, node, transfer, *dur, i64::MIN)?;
+                let send = (sent, rank.index, start);
+                mailboxes.0.entry(*channel).or_default().push_back(send);
             }
             _ => {
                 rank.pc += 1;
@@ -327,14 +354,14 @@ struct Transfer {
 const RECV_MIN_NS: i64 = 8_000;
 
 /// Launches a `SendRecv` kernel of at least `dur` that cannot end before `earliest_end`, in its
-/// own `ncclSend` or `ncclRecv` call; returns its end.
+/// own `ncclSend` or `ncclRecv` call; returns its start and end.
 fn p2p(
     rank: &mut RankState,
     node: &mut NodeExport,
     transfer: Transfer,
     dur: i64,
     earliest_end: i64,
-) -> Result<i64> {
+) -> Result<(i64, i64)> {
     let stream = rank.style.comm_stream(transfer.stream);
     let range_start = open_nccl_calls(rank, node, &[])?;
     let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
@@ -355,7 +382,7 @@ fn p2p(
         stream,
         role,
     });
-    Ok(end)
+    Ok((start, end))
 }
 
 fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {

@@ -11,7 +11,8 @@
 //! - `steps`: the same busy and pipeline wait per `ProfilerStep#N`, with the bubble (span minus
 //!   busy);
 //! - `collectives`: every collective instance with its members' arrivals (kernel starts), the
-//!   last to arrive and the skew (last minus first arrival).
+//!   last to arrive and the skew (last minus first arrival);
+//! - `transfers`: every point-to-point transfer: sender, receiver, and each kernel's start.
 //!
 //! Pipeline transfers are the kernels whose role is `pp_p2p`, or point-to-point traffic that no
 //! framework evidence names (`p2p`): the definition `bubbles` documents.
@@ -80,6 +81,7 @@ pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result
         "steps": steps(schedules),
         "kernels": kernels(schedules),
         "collectives": collectives(schedules),
+        "transfers": schedules.iter().flat_map(|s| &s.transfers).collect::<Vec<_>>(),
     });
     let text = serde_json::to_string(&truth)?;
     std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
