@@ -2,26 +2,10 @@
 //! skew, the last rank and the waits are checked against SQL on the real 3-node run and against
 //! the generator's truth with a straggler, with and without clock skew.
 
-use crate::util::{nsys_lens, real, sqlite_files, synth, texts};
+use crate::util::{int, json, nsys_lens, real, rows, sqlite_files, synth, texts};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["--format", "json", "-q"]);
-    let out = nsys_lens(&all);
-    assert!(out.status.success(), "{args:?}: {}", texts(&out).1);
-    serde_json::from_str(&texts(&out).0).unwrap()
-}
-
-fn rows(v: &Value) -> &Vec<Value> {
-    v["rows"].as_array().unwrap()
-}
-
-fn int(v: &Value) -> i64 {
-    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
-}
 
 fn members(v: &Value) -> Vec<i64> {
     v.as_array().unwrap().iter().map(int).collect()

@@ -2,7 +2,7 @@
 //! preset with and without framework NVTX and with communication on its own streams or on the
 //! compute stream; and the pipeline wait and exposed communication those roles give.
 
-use crate::util::{nsys_lens, synth, texts};
+use crate::util::{int, json, rows, synth};
 use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
 use nsys_lens::model::Timeline;
 use serde_json::Value;
@@ -53,22 +53,6 @@ fn our_roles(files: &[PathBuf]) -> BTreeMap<(u64, u64, i64), String> {
         }
     }
     roles
-}
-
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["--format", "json"]);
-    let out = nsys_lens(&all);
-    assert!(out.status.success(), "{args:?}: {}", texts(&out).1);
-    serde_json::from_str(&texts(&out).0).unwrap()
-}
-
-fn rows(v: &Value) -> &Vec<Value> {
-    v["rows"].as_array().unwrap()
-}
-
-fn int(v: &Value) -> i64 {
-    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
 }
 
 /// The row of `rank` with these (field, value) pairs.

@@ -192,3 +192,22 @@ pub fn comm_roles(reports: &[&str]) -> std::collections::BTreeMap<String, u64> {
     }
     roles
 }
+
+/// Runs a command that must succeed with `--format json -q` and parses what it prints.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json", "-q"]);
+    let out = nsys_lens(&all);
+    assert!(out.status.success(), "{args:?}: {}", texts(&out).1);
+    serde_json::from_str(&texts(&out).0).expect("valid JSON")
+}
+
+/// The `rows` of a command's JSON.
+pub fn rows(v: &serde_json::Value) -> &Vec<serde_json::Value> {
+    v["rows"].as_array().expect("rows")
+}
+
+/// An integer field.
+pub fn int(v: &serde_json::Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
