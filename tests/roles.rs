@@ -233,3 +233,27 @@ fn the_roles_page_lists_the_built_in_rules_and_the_example_file() {
         "the example file differs"
     );
 }
+
+/// Issue 15: `ranks` lists the collective groups each rank belongs to, as the generator's mesh
+/// made them: Megatron TP 2 x PP 2 x DP 2 (rank = stage x 4 + dp x 2 + tp) without any label.
+#[test]
+fn ranks_list_the_tensor_and_data_parallel_groups() {
+    let dir =
+        synth("--preset megatron --tp 2 --pp 2 --dp 2 --gpus-per-node 4 --chunks 4 --steps 3");
+    let ranks = json(&["ranks", dir.path().to_str().unwrap()]);
+    for r in rows(&ranks) {
+        let rank = int(&r["rank"]);
+        let mut groups: Vec<Vec<i64>> = r["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["members"].as_array().unwrap().iter().map(int).collect())
+            .collect();
+        groups.sort();
+        let tp = vec![rank & !1, rank | 1];
+        let dp = vec![rank & !2, rank | 2];
+        let mut want = vec![tp, dp];
+        want.sort();
+        assert_eq!(groups, want, "rank {rank}");
+    }
+}

@@ -2,6 +2,7 @@
 
 use super::Outcome;
 use super::analysis::{self, Common, Compat};
+use nsys_lens::analysis::collectives::match_instances;
 use nsys_lens::classify::{Activity, RoleRules, layout};
 use nsys_lens::report;
 
@@ -30,7 +31,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             let ranks = analysis::ranks(&activity)?;
             let rules = RoleRules::default();
             let pipeline = layout::pipeline_coords(&activity, &ranks, &rules);
-            let output = report::ranks_output(&timeline, &ranks, &pipeline);
+            let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+            let collectives = match_instances(&timeline, &processes);
+            let output = report::ranks_output(&timeline, &ranks, &pipeline, &collectives);
             args.common.print(&output)
         }
     }

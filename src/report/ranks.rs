@@ -3,6 +3,7 @@
 
 use super::table::{Cell, Output, Table};
 use super::time::format_seconds;
+use crate::analysis::collectives::{Collectives, Communicator};
 use crate::classify::layout::{PipelineLayout, PipelineSource};
 use crate::classify::{AxisCoord, Rank, RankLabel, RankSource, Window, WindowSource};
 use crate::model::Timeline;
@@ -31,7 +32,12 @@ pub fn key_cells(timeline: &Timeline, rank: &Rank) -> Vec<Cell> {
 
 /// The `ranks` output: each rank with its pipeline coordinate and where that came from
 /// ([`pipeline_coords`](crate::classify::layout::pipeline_coords)).
-pub fn ranks_output(timeline: &Timeline, ranks: &[Rank], pipeline: &PipelineLayout) -> Output {
+pub fn ranks_output(
+    timeline: &Timeline,
+    ranks: &[Rank],
+    pipeline: &PipelineLayout,
+    collectives: &Collectives,
+) -> Output {
     let mut table = Table::new(&[
         "rank",
         "host",
@@ -49,8 +55,9 @@ pub fn ranks_output(timeline: &Timeline, ranks: &[Rank], pipeline: &PipelineLayo
         "mbs",
         "seq",
         "source",
+        "groups",
     ]);
-    for (rank, pp) in ranks.iter().zip(&pipeline.coords) {
+    for (index, (rank, pp)) in ranks.iter().zip(&pipeline.coords).enumerate() {
         let mut row = key_cells(timeline, rank);
         row.push(Cell::opt_int(rank.device));
         row.push(Cell::opt_int(pp.and_then(|(c, _)| c.stage)));
@@ -66,6 +73,7 @@ pub fn ranks_output(timeline: &Timeline, ranks: &[Rank], pipeline: &PipelineLayo
         row.push(Cell::opt_int(label.map(|l| l.mbs)));
         row.push(Cell::opt_int(label.map(|l| l.seq)));
         row.push(Cell::text(rank.source.as_str()));
+        row.push(groups(ranks, collectives, index));
         table.push(row);
     }
     let mut notes = Vec::new();
@@ -102,6 +110,30 @@ pub fn ranks_output(timeline: &Timeline, ranks: &[Rank], pipeline: &PipelineLayo
         context: context(timeline),
         ..Output::default()
     }
+}
+
+/// The collective communicators a rank belongs to (`collectives` matches them): `c0 ×2
+/// nccl:AllReduce` for people, `{communicator, op, members}` in JSON, members as rank numbers.
+fn groups(ranks: &[Rank], collectives: &Collectives, index: usize) -> Cell {
+    let mine: Vec<(usize, &Communicator)> = collectives
+        .communicators
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.members.len() > 1 && c.members.contains(&index))
+        .collect();
+    let text = mine
+        .iter()
+        .map(|(id, c)| format!("c{id} ×{} {}", c.members.len(), c.op))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let json = mine
+        .iter()
+        .map(|(id, c)| {
+            let members: Vec<u32> = c.members.iter().map(|&m| ranks[m].rank).collect();
+            json!({"communicator": format!("c{id}"), "op": c.op, "members": members})
+        })
+        .collect();
+    Cell::Detail(text, Value::Array(json))
 }
 
 /// The `window` output.
