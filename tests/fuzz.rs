@@ -12,7 +12,7 @@
 
 use crate::scenario::PID;
 use crate::util::damaged_copy;
-use nsys_lens::analysis::{align, bubbles, idle, kernels, overlap};
+use nsys_lens::analysis::{align, bubbles, collectives, idle, kernels, overlap};
 use nsys_lens::classify::families::{Families, FamilyCache};
 use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
 use nsys_lens::export::{Scope, paraver, perfetto};
@@ -137,6 +137,13 @@ fn random_export(seed: u64) -> (tempfile::TempDir, std::path::PathBuf) {
         "ProfilerStep#0",
         "",
         "é\u{0}\u{7f}ü",
+        "ncclGroupStart",
+        "ncclGroupEnd",
+        "ncclSend",
+        "ncclRecv",
+        "ncclAllReduce",
+        "nccl:all_to_all, op_id = 7",
+        "FSDP::all_gather (layers.0)",
     ];
     for (i, name) in names.iter().enumerate() {
         conn.execute(
@@ -243,7 +250,23 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
         }
     }
     align::estimate(&timeline);
-    let scope = Scope::new(&activity, &rules, &ranks, &WindowSpec::Whole, true);
+    let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+    let mut matched = collectives::match_instances(&timeline, &processes);
+    let transfers: Vec<Vec<_>> = ranks
+        .iter()
+        .map(|r| {
+            let whole = classify::window::find(&activity, r.process, &WindowSpec::Whole);
+            let streams =
+                classify::streams::classify(&activity, r.process, whole.bounds(false), &rules);
+            classify::layout::transfers(&streams, &rules)
+        })
+        .collect();
+    collectives::add_transfers(&mut matched, &transfers);
+    let instances: Vec<_> = matched.instances.iter().collect();
+    collectives::by_rank(ranks.len(), &instances);
+    classify::layout::pipeline_coords(&activity, &ranks, &rules);
+    let scope =
+        Scope::new(&activity, &rules, &ranks, &WindowSpec::Whole, true).with_collective_flows();
     let out = tempfile::tempdir().unwrap();
     let base = out.path().join("out");
     paraver::write(&scope, &base, paraver::Options::default()).unwrap();
