@@ -17,4 +17,5 @@ mod real_data;
 mod roles;
 mod scenario;
 mod synth;
+mod threads;
 mod util;

@@ -108,6 +108,7 @@ impl Args {
                 export_dir: self.export_dir.clone(),
                 quiet: self.quiet,
                 align: self.align,
+                threads: None,
             },
             format: self.format,
             compat: None::<Compat>,

@@ -26,6 +26,11 @@ pub struct Inputs {
     /// that span hosts.
     #[arg(long, value_enum, default_value_t)]
     pub align: Align,
+
+    /// Reports read at once, each on its own thread (default: one per core); the result is the
+    /// same whatever the number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
 }
 
 /// Clock alignment across hosts.
@@ -66,7 +71,11 @@ impl Inputs {
             .iter()
             .map(|p| nsys::resolve_input(p, self.export_dir.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
-        Timeline::load(&paths).context("cannot load the reports")
+        let threads = self.threads.map_or_else(
+            || std::thread::available_parallelism().map_or(1, |n| n.get()),
+            usize::from,
+        );
+        Timeline::load_with_threads(&paths, threads).context("cannot load the reports")
     }
 }
 

@@ -80,6 +80,7 @@ impl Args {
             export_dir: self.export_dir.clone(),
             quiet: self.quiet,
             align: self.align,
+            threads: None,
         };
         let (timeline, alignment) = inputs.load_aligned()?;
         let activity = Activity::new(&timeline);

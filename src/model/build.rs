@@ -17,25 +17,173 @@ const NO_STREAM: u32 = u32::MAX;
 
 impl Timeline {
     /// Opens the given SQLite exports and merges them into one timeline (DESIGN.md, Clock and
-    /// Identity). Fails on the first unreadable input, naming it.
+    /// Identity), reading up to one report per core at once. Fails on the first unreadable input
+    /// (in the order given), naming it.
     pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<Timeline> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Timeline::load_with_threads(paths, cores)
+    }
+
+    /// [`Timeline::load`] reading at most `threads` reports at once; the timeline is the same
+    /// whatever the number.
+    pub fn load_with_threads<P: AsRef<Path>>(paths: &[P], threads: usize) -> Result<Timeline> {
         let reports = paths
             .iter()
             .map(|p| Report::open(p.as_ref()))
             .collect::<Result<Vec<_>>>()?;
-        Timeline::from_reports(&reports)
+        Timeline::from_reports(reports, threads)
     }
 
-    /// Merges already opened reports into one timeline.
-    pub fn from_reports(reports: &[Report]) -> Result<Timeline> {
-        let metas: Vec<&ExportMeta> = reports.iter().map(Report::meta).collect();
+    /// Merges opened reports into one timeline: each is read into a timeline of its own on one
+    /// of `threads` workers, then they are appended in the order given (ids renumbered, strings
+    /// interned in order), which gives exactly what reading them one after another would.
+    pub fn from_reports(reports: Vec<Report>, threads: usize) -> Result<Timeline> {
+        let metas: Vec<ExportMeta> = reports.iter().map(|r| r.meta().clone()).collect();
+        let mappings = clock::plan(&metas.iter().collect::<Vec<_>>());
+        let jobs: Vec<(Report, ClockMapping)> = reports.into_iter().zip(mappings).collect();
+        let mut parts = read_alone(jobs, threads.max(1)).into_iter();
+        let mut timeline = match parts.next() {
+            Some(first) => first?,
+            None => Timeline::default(),
+        };
+        for part in parts {
+            timeline.append(part?)?;
+        }
+        timeline.sort_events();
+        Ok(timeline)
+    }
+
+    /// Appends a report's own timeline (read alone, as report 0) after the reports already
+    /// here, renumbering its ids and interning its strings.
+    fn append(&mut self, part: Timeline) -> Result<()> {
+        let text = self.strings.absorb(&part.strings);
+        let s = |id: StringId| text[id.index()];
+        let report = ReportId(self.reports.len() as u32);
+        let (p0, t0, g0, s0) = (
+            self.processes.len() as u32,
+            self.threads.len() as u32,
+            self.gpus.len() as u32,
+            self.streams.len() as u32,
+        );
+        let process = |id: ProcessId| ProcessId(id.0 + p0);
+        let thread = |id: ThreadId| ThreadId(id.0 + t0);
+        let stream = |id: StreamId| StreamId(id.0 + s0);
+        let info = part
+            .reports
+            .into_iter()
+            .next()
+            .expect("a part holds one report");
+        let name = &part.hosts[info.host.index()].name;
+        let host = match self.hosts.iter().position(|h| &h.name == name) {
+            Some(h) => HostId(h as u32),
+            None => {
+                self.hosts.push(Host {
+                    name: name.clone(),
+                    reports: Vec::new(),
+                });
+                HostId(self.hosts.len() as u32 - 1)
+            }
+        };
+        self.hosts[host.index()].reports.push(report);
+        self.reports.push(ReportInfo { host, ..info });
+        self.processes
+            .extend(part.processes.into_iter().map(|p| Process {
+                report,
+                host,
+                name: s(p.name),
+                ..p
+            }));
+        self.threads
+            .extend(part.threads.into_iter().map(|t| Thread {
+                process: process(t.process),
+                name: s(t.name),
+                ..t
+            }));
+        self.gpus.extend(part.gpus.into_iter().map(|g| Gpu {
+            process: process(g.process),
+            name: s(g.name),
+            ..g
+        }));
+        self.streams
+            .extend(part.streams.into_iter().map(|st| Stream {
+                process: process(st.process),
+                gpu: GpuId(st.gpu.0 + g0),
+                ..st
+            }));
+        self.kernels
+            .extend(part.kernels.into_iter().map(|k| Kernel {
+                stream: stream(k.stream),
+                short_name: s(k.short_name),
+                name: s(k.name),
+                ..k
+            }));
+        self.memcpys
+            .extend(part.memcpys.into_iter().map(|m| Memcpy {
+                stream: stream(m.stream),
+                ..m
+            }));
+        self.memsets
+            .extend(part.memsets.into_iter().map(|m| Memset {
+                stream: stream(m.stream),
+                ..m
+            }));
+        self.syncs.extend(part.syncs.into_iter().map(|e| SyncEvent {
+            process: process(e.process),
+            stream: e.stream.map(stream),
+            ..e
+        }));
+        self.api_calls
+            .extend(part.api_calls.into_iter().map(|a| ApiCall {
+                thread: thread(a.thread),
+                name: s(a.name),
+                ..a
+            }));
+        self.nvtx.extend(part.nvtx.into_iter().map(|n| NvtxEvent {
+            thread: thread(n.thread),
+            end_thread: n.end_thread.map(thread),
+            domain: s(n.domain),
+            text: s(n.text),
+            ..n
+        }));
+        check_unique_processes(self, report)
+    }
+}
+
+/// Reads every report into a timeline of its own (unsorted), on up to `threads` workers at
+/// once; the results come back in the order of `jobs`.
+fn read_alone(jobs: Vec<(Report, ClockMapping)>, threads: usize) -> Vec<Result<Timeline>> {
+    let count = jobs.len();
+    let read = |(report, mapping): (Report, ClockMapping)| {
         let mut strings = StringTable::default();
         let mut builder = Builder::default();
-        for (report, mapping) in reports.iter().zip(clock::plan(&metas)) {
-            builder.add_report(report, mapping, &mut strings)?;
-        }
-        Ok(builder.finish(strings))
+        builder.add_report(&report, mapping, &mut strings)?;
+        builder.timeline.strings = strings;
+        Ok(builder.timeline)
+    };
+    if threads == 1 || count <= 1 {
+        return jobs.into_iter().map(read).collect();
     }
+    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate());
+    let results: std::sync::Mutex<Vec<Option<Result<Timeline>>>> =
+        std::sync::Mutex::new((0..count).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(count) {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().expect("no worker panics").next();
+                    let Some((i, job)) = next else { break };
+                    let part = read(job);
+                    results.lock().expect("no worker panics")[i] = Some(part);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("no worker panics")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
 }
 
 /// Accumulates entities and events; the maps give each identity key one id.
@@ -106,7 +254,7 @@ impl Builder {
             span: span.0,
             warnings,
         });
-        self.check_unique_processes(id)
+        Ok(())
     }
 
     fn read_events(
@@ -364,34 +512,28 @@ impl Builder {
         }
         Ok(())
     }
+}
 
-    /// Two reports must not hold the same process (same host and pid).
-    fn check_unique_processes(&self, id: ReportId) -> Result<()> {
-        let host = self.timeline.reports[id.index()].host;
-        let mine = self.timeline.processes.iter().filter(|p| p.report == id);
-        for process in mine {
-            let other = self
-                .timeline
-                .processes
-                .iter()
-                .find(|p| p.report != id && p.host == host && p.pid == process.pid);
-            if let Some(other) = other {
-                return Err(Error::DuplicateProcess {
-                    first: self.timeline.reports[other.report.index()].path.clone(),
-                    second: self.timeline.reports[id.index()].path.clone(),
-                    host: self.timeline.hosts[host.index()].name.clone(),
-                    pid: process.pid,
-                });
-            }
+/// Two reports must not hold the same process (same host and pid): checks report `id` against
+/// the ones before it.
+fn check_unique_processes(timeline: &Timeline, id: ReportId) -> Result<()> {
+    let host = timeline.reports[id.index()].host;
+    let mine = timeline.processes.iter().filter(|p| p.report == id);
+    for process in mine {
+        let other = timeline
+            .processes
+            .iter()
+            .find(|p| p.report != id && p.host == host && p.pid == process.pid);
+        if let Some(other) = other {
+            return Err(Error::DuplicateProcess {
+                first: timeline.reports[other.report.index()].path.clone(),
+                second: timeline.reports[id.index()].path.clone(),
+                host: timeline.hosts[host.index()].name.clone(),
+                pid: process.pid,
+            });
         }
-        Ok(())
     }
-
-    fn finish(mut self, strings: StringTable) -> Timeline {
-        self.timeline.strings = strings;
-        self.timeline.sort_events();
-        self.timeline
-    }
+    Ok(())
 }
 
 impl Timeline {

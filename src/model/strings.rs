@@ -62,6 +62,13 @@ impl StringTable {
         }
     }
 
+    /// Interns every string of `other`, in its order, and adds its count of non-UTF-8 text;
+    /// returns the new id of each of its ids.
+    pub(crate) fn absorb(&mut self, other: &StringTable) -> Vec<StringId> {
+        self.non_utf8 += other.non_utf8;
+        other.set.iter().map(|text| self.intern(text)).collect()
+    }
+
     /// The text of an id.
     pub fn get(&self, id: StringId) -> &str {
         self.set.get_index(id.index()).map_or("", |s| s)
