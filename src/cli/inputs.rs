@@ -65,7 +65,7 @@ impl Inputs {
     /// The reports on the session-start clock.
     fn load_session(&self) -> anyhow::Result<Timeline> {
         let what = format!("reading {} report(s)", self.reports.len());
-        let _progress = super::progress::Progress::start(what, self.quiet);
+        let _progress = super::progress::Progress::reading(what, self.quiet);
         let paths = self
             .expanded()?
             .iter()

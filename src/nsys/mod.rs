@@ -9,6 +9,7 @@ mod error;
 mod events;
 mod ids;
 mod nvtx;
+pub mod progress;
 mod rep;
 mod report;
 mod schema;

@@ -27,6 +27,16 @@ const EXPORT_TABLES: &[&str] = &[
     "TARGET_INFO_GPU",
 ];
 
+/// The event tables a timeline reads, whose rows the progress line counts.
+const EVENT_TABLES: &[&str] = &[
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "NVTX_EVENTS",
+];
+
 /// One open export, read-only.
 pub struct Report {
     path: PathBuf,
@@ -112,7 +122,25 @@ impl Report {
             warnings: Warnings::default(),
         };
         report.meta = report.read_meta()?;
+        super::progress::expect(report.estimated_rows());
         Ok(report)
+    }
+
+    /// About how many event rows the export holds: each event table's largest rowid (the end of
+    /// its B-tree, read without a scan); 0 for a table that cannot say.
+    fn estimated_rows(&self) -> u64 {
+        EVENT_TABLES
+            .iter()
+            .filter(|t| self.schema.has_table(t))
+            .filter_map(|t| {
+                let sql = format!("SELECT max(rowid) FROM {t}");
+                self.conn
+                    .query_row(&sql, [], |r| r.get::<_, Option<i64>>(0))
+                    .ok()
+                    .flatten()
+            })
+            .map(|n| n.max(0) as u64)
+            .sum()
     }
 
     /// The file this report was read from.
@@ -175,7 +203,11 @@ impl Report {
         while let Some(row) = rows.next().map_err(|e| self.sqlite_error(table, e))? {
             each(&mut Fields::new(row, columns, &self.path, table))?;
             count += 1;
+            if count % super::progress::BATCH == 0 {
+                super::progress::advance(super::progress::BATCH);
+            }
         }
+        super::progress::advance(count % super::progress::BATCH);
         Ok(count)
     }
 
