@@ -322,3 +322,32 @@ fn nccl_kernel_slices_carry_their_role() {
         serde_json::json!({"nccl:AllToAll": 66})
     );
 }
+
+/// Issue 17: `--compress`, or an `-o` name ending in `.gz`, gzips both traces (named without a
+/// doubled `.gz`), and the checkers read them.
+#[test]
+fn an_output_name_ending_in_gz_compresses_both_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = pithtrain_nodes();
+    let mut args = vec!["convert", "-q", "-o"];
+    let out = dir.path().join("run.gz");
+    args.push(out.to_str().unwrap());
+    args.extend(reports.iter().map(|p| p.to_str().unwrap()));
+    let run = nsys_lens(&args);
+    assert!(run.status.success());
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["run.pcf", "run.perfetto-trace.gz", "run.prv.gz", "run.row"]
+    );
+    for gz in ["run.perfetto-trace.gz", "run.prv.gz"] {
+        let bytes = std::fs::read(dir.path().join(gz)).unwrap();
+        assert_eq!(&bytes[..2], &[0x1f, 0x8b], "{gz}");
+    }
+    crate::paraver::pertalde(&dir.path().join("run.prv.gz"));
+    check(&dir.path().join("run.perfetto-trace.gz"));
+}

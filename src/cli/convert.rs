@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 #[command(after_help = "Examples:
   nsys-lens convert node0.sqlite node1.sqlite -o run     run.perfetto-trace (ui.perfetto.dev) and run.prv/.pcf/.row (Paraver)
   nsys-lens convert node*.sqlite --to paraver -o run     only the Paraver files
-  nsys-lens convert node*.sqlite --gzip                  writes node0.perfetto-trace.gz
+  nsys-lens convert node*.sqlite --compress              writes node0.perfetto-trace.gz and node0.prv.gz
+  nsys-lens convert node*.sqlite -o run.gz               the same, named run.*.gz
   nsys-lens convert node*.sqlite --ranks 0,4-7 --steady  four ranks, each over its steady-state window
   nsys-lens convert run/ --collective-flows -o run       arrows from each collective's straggler to the others")]
 pub struct Args {
@@ -33,9 +34,10 @@ pub struct Args {
     )]
     to: Vec<Target>,
 
-    /// Gzip the Perfetto trace and the Paraver .prv (both viewers read them directly).
-    #[arg(long)]
-    gzip: bool,
+    /// Gzip the Perfetto trace and the Paraver .prv, streamed (both viewers read them
+    /// directly); an `-o` name ending in `.gz` asks for it too.
+    #[arg(long, visible_alias = "gzip")]
+    compress: bool,
 
     /// Perfetto: a flow arrow from each collective's last arrival to every other member's
     /// kernel (see `collectives`).
@@ -109,12 +111,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         scope = scope.with_collective_flows();
     }
     let base = args.base();
-    let prv = if args.gzip { "prv.gz" } else { "prv" };
+    let gzip = args.compressed();
+    let prv = if gzip { "prv.gz" } else { "prv" };
     let outputs: Vec<PathBuf> = args
         .to
         .iter()
         .flat_map(|target| match target {
-            Target::Perfetto => vec![with_extension(&base, perfetto_extension(args.gzip))],
+            Target::Perfetto => vec![with_extension(&base, perfetto_extension(gzip))],
             Target::Paraver => [prv, "pcf", "row"]
                 .map(|ext| with_extension(&base, ext))
                 .to_vec(),
@@ -161,12 +164,15 @@ fn write_target(
 ) -> anyhow::Result<Vec<String>> {
     Ok(match target {
         Target::Perfetto => {
-            let path = with_extension(base, perfetto_extension(args.gzip));
-            let options = perfetto::Options { gzip: args.gzip };
+            let gzip = args.compressed();
+            let path = with_extension(base, perfetto_extension(gzip));
+            let options = perfetto::Options { gzip };
             report(&perfetto::write(scope, &path, options)?)
         }
         Target::Paraver => {
-            let options = paraver::Options { gzip: args.gzip };
+            let options = paraver::Options {
+                gzip: args.compressed(),
+            };
             report_paraver(&paraver::write(scope, base, options)?)
         }
     })
@@ -182,8 +188,16 @@ impl Args {
         super::analysis::window_spec(self.start.zip(self.end), self.anchor.as_deref(), otherwise)
     }
 
-    /// `-o`, else the first report's stem in the current directory.
+    /// Whether the outputs are gzipped: `--compress`, or an `-o` name ending in `.gz`.
+    fn compressed(&self) -> bool {
+        self.compress || self.output.as_ref().is_some_and(|o| ends_with_gz(o))
+    }
+
+    /// `-o` (less a final `.gz`), else the first report's stem in the current directory.
     fn base(&self) -> PathBuf {
+        if let Some(output) = self.output.as_ref().filter(|o| ends_with_gz(o)) {
+            return output.with_extension("");
+        }
         self.output.clone().unwrap_or_else(|| {
             let stem = self.inputs.reports[0]
                 .file_stem()
@@ -192,6 +206,11 @@ impl Args {
             PathBuf::from(stem)
         })
     }
+}
+
+/// Whether a path's name ends in `.gz`.
+fn ends_with_gz(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "gz")
 }
 
 /// The Perfetto trace's extension.
