@@ -7,7 +7,7 @@
 //! version suffixes, NCCL kernels launched through `cuLaunchKernelEx` inside NCCL-domain NVTX
 //! ranges, and times relative to each node's own session start.
 //!
-//! A preset ([`Preset`]) writes one [`program::Program`] per rank; [`sim`] runs them on one
+//! A preset ([`Preset`]) writes one `program::Program` per rank; `sim` runs them on one
 //! clock, coupling collectives and point-to-point transfers across ranks and nodes.
 
 mod kernels;
