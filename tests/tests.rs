@@ -14,6 +14,7 @@ mod nsys_rep;
 mod paraver;
 mod perfetto;
 mod real_data;
+mod regression;
 mod roles;
 mod scenario;
 mod synth;

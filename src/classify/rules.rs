@@ -271,12 +271,12 @@ impl Default for RoleRules {
 #[derive(Debug, thiserror::Error)]
 pub enum RulesError {
     /// Unreadable.
-    #[error("cannot read the roles file {path}: {source}")]
+    #[error("cannot read the roles file {path}: {cause}")]
     Io {
         /// The file.
         path: String,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not repeated as a source).
+        cause: std::io::Error,
     },
     /// Not the expected TOML.
     #[error("the roles file {path} is not valid: {message}")]
@@ -367,9 +367,9 @@ impl RoleRules {
     /// `kernels`).
     pub fn from_file(path: &Path) -> Result<RoleRules, RulesError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| RulesError::Io {
+        let text = std::fs::read_to_string(path).map_err(|cause| RulesError::Io {
             path: shown.clone(),
-            source,
+            cause,
         })?;
         let invalid = |message: String| RulesError::Invalid {
             path: shown.clone(),

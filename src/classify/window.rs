@@ -201,3 +201,70 @@ pub fn steps(
     }
     matching(&|t| super::RankLabel::parse(t).is_some())
 }
+
+/// The `n` distinct NVTX range names of `processes` closest to `pattern` (by edit distance on
+/// lowercase text, ties in name order): what to suggest when an anchor matches nothing.
+pub fn closest_ranges(
+    activity: &Activity,
+    processes: &[ProcessId],
+    pattern: &str,
+    n: usize,
+) -> Vec<String> {
+    let timeline = activity.timeline;
+    let mut names: Vec<&str> = processes
+        .iter()
+        .flat_map(|&p| activity.nvtx(p))
+        .filter(|e| e.kind.is_range())
+        .map(|e| timeline.text(e.text))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let wanted: Vec<char> = pattern.to_lowercase().chars().take(80).collect();
+    let mut scored: Vec<(usize, &str)> = names
+        .into_iter()
+        .map(|name| {
+            let text: Vec<char> = name.to_lowercase().chars().take(80).collect();
+            (edit_distance(&wanted, &text), name)
+        })
+        .collect();
+    scored.sort_unstable();
+    scored
+        .into_iter()
+        .take(n)
+        .map(|(_, name)| name.to_string())
+        .collect()
+}
+
+/// Levenshtein distance.
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn edit_distance_counts_insertions_deletions_and_substitutions() {
+        let d = |a: &str, b: &str| {
+            let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+            edit_distance(&a, &b)
+        };
+        assert_eq!(d("kitten", "sitting"), 3);
+        assert_eq!(d("profilerstp", "profilerstep#0"), 3);
+        assert_eq!(d("", "abc"), 3);
+        assert_eq!(d("same", "same"), 0);
+    }
+}

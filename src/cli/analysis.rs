@@ -251,10 +251,11 @@ impl WindowArgs {
         self.anchor.as_deref().map(anchor_regex).transpose()
     }
 
-    /// Each rank's window.
+    /// Each rank's window; an `--anchor` that matches no range on any rank is an error naming
+    /// the range names closest to it.
     pub fn windows(&self, activity: &Activity, ranks: &[Rank]) -> anyhow::Result<Vec<RankWindow>> {
         let spec = self.spec()?;
-        Ok(ranks
+        let windows: Vec<RankWindow> = ranks
             .iter()
             .map(|&rank| {
                 let window = classify::window::find(activity, rank.process, &spec);
@@ -265,7 +266,18 @@ impl WindowArgs {
                     bounds,
                 }
             })
-            .collect())
+            .collect();
+        let unmatched = |w: &RankWindow| w.window.source == classify::WindowSource::NoAnchor;
+        if let (Some(pattern), true) = (&self.anchor, windows.iter().all(unmatched)) {
+            let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+            let closest = classify::window::closest_ranges(activity, &processes, pattern, 3);
+            anyhow::bail!(
+                "--anchor `{pattern}` matches no NVTX range of any rank; the closest range names \
+                 are: {}",
+                closest.join(" | ")
+            );
+        }
+        Ok(windows)
     }
 }
 

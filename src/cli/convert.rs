@@ -193,18 +193,23 @@ impl Args {
         self.compress || self.output.as_ref().is_some_and(|o| ends_with_gz(o))
     }
 
-    /// `-o` (less a final `.gz`), else the first report's stem in the current directory.
+    /// `-o` (less a final `.gz`; a directory gets the first report's stem inside it), else the
+    /// first report's stem in the current directory.
     fn base(&self) -> PathBuf {
-        if let Some(output) = self.output.as_ref().filter(|o| ends_with_gz(o)) {
-            return output.with_extension("");
-        }
-        self.output.clone().unwrap_or_else(|| {
-            let stem = self.inputs.reports[0]
+        let stem = || {
+            self.inputs.reports[0]
                 .file_stem()
-                .map(|s| s.to_os_string())
-                .unwrap_or_else(|| "trace".into());
-            PathBuf::from(stem)
-        })
+                .map(PathBuf::from)
+                .unwrap_or_else(|| "trace".into())
+        };
+        match &self.output {
+            None => stem(),
+            Some(dir) if dir.is_dir() || dir.as_os_str().to_string_lossy().ends_with('/') => {
+                dir.join(stem())
+            }
+            Some(output) if ends_with_gz(output) => output.with_extension(""),
+            Some(output) => output.clone(),
+        }
     }
 }
 

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// The path does not exist or cannot be read.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read: {cause}")]
     Io {
         /// The input.
         path: PathBuf,
-        /// What the operating system said.
-        source: std::io::Error,
+        /// What the operating system said (in the message, not repeated as a source).
+        cause: std::io::Error,
     },
     /// The path is a directory, not a file.
     #[error("{path}: is a directory, not an nsys SQLite export")]
@@ -50,14 +50,14 @@ pub enum Error {
         path: PathBuf,
     },
     /// SQLite failed while reading (truncated or corrupted file, I/O error).
-    #[error("{path}: reading {table} failed: {source} (is the file truncated or corrupted?)")]
+    #[error("{path}: reading {table} failed: {cause} (is the file truncated or corrupted?)")]
     Sqlite {
         /// The input.
         path: PathBuf,
         /// The table being read, or what was being done.
         table: String,
         /// SQLite's error.
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
     /// A column this reader needs is missing from a table that is present.
     #[error("{path}: table {table} has no column {column}")]

@@ -28,7 +28,7 @@ pub fn resolve_input(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> 
         .and_then(|m| m.modified())
         .map_err(|source| Error::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
     let cache = cache_path(path, export_dir);
     let fresh = std::fs::metadata(&cache)
@@ -73,7 +73,7 @@ pub fn resolve_input(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> 
     crate::output::unregister(&partial);
     renamed.map_err(|source| Error::Io {
         path: cache.clone(),
-        source,
+        cause: source,
     })?;
     Ok(cache)
 }

@@ -100,7 +100,7 @@ impl Report {
         let conn = Connection::open_with_flags(path, flags).map_err(|source| Error::Sqlite {
             path: path.to_path_buf(),
             table: "the database header".into(),
-            source,
+            cause: source,
         })?;
         let schema = Schema::probe(&conn, path)?;
         if !EXPORT_TABLES.iter().any(|t| schema.has_table(t)) {
@@ -177,7 +177,7 @@ impl Report {
         Error::Sqlite {
             path: self.path.clone(),
             table: table.to_string(),
-            source,
+            cause: source,
         }
     }
 
@@ -430,7 +430,7 @@ impl Report {
 fn check_file(path: &Path) -> Result<()> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {

@@ -22,7 +22,7 @@ impl Schema {
         let sqlite = |source| Error::Sqlite {
             path: path.to_path_buf(),
             table: "sqlite_master".into(),
-            source,
+            cause: source,
         };
         let mut names = Vec::new();
         let mut stmt = conn

@@ -40,7 +40,7 @@ impl<'r> StringResolver<'r> {
                     .map_err(|source| Error::Sqlite {
                         path: path.to_path_buf(),
                         table: "StringIds".into(),
-                        source,
+                        cause: source,
                     })?,
             )
         } else {
@@ -75,7 +75,7 @@ impl<'r> StringResolver<'r> {
             .map_err(|source| Error::Sqlite {
                 path: self.path.to_path_buf(),
                 table: "StringIds".into(),
-                source,
+                cause: source,
             })?;
         let bytes = bytes.ok_or_else(missing)?;
         let interned = self.table.intern_bytes(&bytes);

@@ -1,0 +1,67 @@
+//! Regression tests named after the issue that reported the defect.
+
+use crate::util::{fixture, nsys_lens, texts};
+
+/// Issue 21: an `--anchor` the user named that matches nothing is an error (exit 2) naming the
+/// closest NVTX range names, not a silent fall-back to the whole capture.
+#[test]
+fn r21_an_anchor_matching_nothing_is_an_error_with_suggestions() {
+    let run = nsys_lens(&[
+        "overlap",
+        "--anchor",
+        "ProfilerStp",
+        fixture("ddp_2node").to_str().unwrap(),
+    ]);
+    let (_, err) = texts(&run);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--anchor `ProfilerStp` matches no NVTX range"),
+        "{err}"
+    );
+    assert!(err.contains("ProfilerStep#0"), "{err}");
+    let ok = nsys_lens(&[
+        "overlap",
+        "--anchor",
+        "ProfilerStep",
+        fixture("ddp_2node").to_str().unwrap(),
+    ]);
+    assert!(ok.status.success());
+}
+
+/// Issue 21: each cause is said once (`No such file or directory` appeared twice).
+#[test]
+fn r21_an_error_says_its_cause_once() {
+    let run = nsys_lens(&["info", "/no/such/report.sqlite"]);
+    let (_, err) = texts(&run);
+    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// Issue 21: `convert -o DIR` writes `DIR/<stem>.*`, not hidden `DIR/.prv` files.
+#[test]
+fn r21_convert_into_a_directory_names_the_files_after_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture("ddp_2node").join("node0.sqlite");
+    for out in [dir.path().to_path_buf(), dir.path().join("new/")] {
+        let out = out.to_str().unwrap().to_string();
+        let run = nsys_lens(&["convert", "-q", input.to_str().unwrap(), "-o", &out]);
+        assert!(run.status.success(), "{}", texts(&run).1);
+        let mut names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("node0"))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "node0.pcf",
+                "node0.perfetto-trace",
+                "node0.prv",
+                "node0.row"
+            ],
+            "{out}"
+        );
+    }
+}
