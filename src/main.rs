@@ -7,7 +7,7 @@ mod cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args = <cli::Cli as clap::Parser>::parse();
+    let args = <cli::Cli as clap::Parser>::parse_from(cli::command_line());
     nsys_lens::output::remove_temporaries_on_interrupt();
     match cli::run(args) {
         Ok(cli::Outcome::Done) => ExitCode::SUCCESS,

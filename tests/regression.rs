@@ -65,3 +65,22 @@ fn r21_convert_into_a_directory_names_the_files_after_the_input() {
         );
     }
 }
+
+/// Issue 21: `report fp32/ -- bf16/ -o compare.html` (the example in `report --help`) failed
+/// with "-o: cannot read": options written after `--` are the command's, not reports.
+#[test]
+fn r21_options_after_the_separator_are_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = fixture("ddp_2node");
+    let run = run.to_str().unwrap();
+    let page = dir.path().join("compare.html");
+    let report = nsys_lens(&["report", run, "--", run, "-o", page.to_str().unwrap(), "-q"]);
+    assert!(report.status.success(), "{}", texts(&report).1);
+    assert!(std::fs::read_to_string(&page).unwrap().contains("<svg"));
+    let compare = nsys_lens(&[
+        "compare", run, "--", run, "--whole", "--format", "json", "-q",
+    ]);
+    assert!(compare.status.success(), "{}", texts(&compare).1);
+    let json: serde_json::Value = serde_json::from_str(&texts(&compare).0).unwrap();
+    assert!(!json["rows"].as_array().unwrap().is_empty());
+}

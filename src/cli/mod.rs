@@ -18,7 +18,8 @@ mod streams;
 mod synth;
 mod window;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::ffi::OsString;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -68,6 +69,86 @@ enum Command {
     Convert(convert::Args),
     /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
     Synth(synth::Args),
+}
+
+/// The command line, with the options written after a `--` moved before it: `compare A -- B
+/// --whole` and `report A -- B -o x.html` mean what they say. After `--` only the second run's
+/// reports are positional; a token there that names one of the subcommand's options (with its
+/// value) is that option. A report whose name starts with `-` can be given as `./-name`.
+pub fn command_line() -> Vec<OsString> {
+    reorder(std::env::args_os().collect(), &Cli::command())
+}
+
+fn reorder(args: Vec<OsString>, cli: &clap::Command) -> Vec<OsString> {
+    let Some(split) = args.iter().position(|a| a == "--") else {
+        return args;
+    };
+    let Some(command) = args.get(1).and_then(|name| {
+        let name = name.to_str()?;
+        cli.get_subcommands().find(|c| c.get_name() == name)
+    }) else {
+        return args;
+    };
+    let (mut before, mut after) = (args[..split].to_vec(), Vec::new());
+    let mut rest = args[split + 1..].iter();
+    while let Some(token) = rest.next() {
+        let text = token.to_string_lossy();
+        let (flag, inline_value) = match text.split_once('=') {
+            Some((flag, _)) => (flag.to_string(), true),
+            None => (text.to_string(), false),
+        };
+        let option = command.get_arguments().find(|arg| {
+            let long = arg.get_long().is_some_and(|l| flag == format!("--{l}"));
+            let short = arg.get_short().is_some_and(|s| flag == format!("-{s}"));
+            long || short
+                || arg
+                    .get_all_aliases()
+                    .is_some_and(|a| a.iter().any(|l| flag == format!("--{l}")))
+        });
+        match option {
+            Some(arg) => {
+                before.push(token.clone());
+                if arg.get_action().takes_values() && !inline_value {
+                    before.extend(rest.next().cloned());
+                }
+            }
+            None => after.push(token.clone()),
+        }
+    }
+    before.push("--".into());
+    before.extend(after);
+    before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reordered(line: &str) -> String {
+        let args = line.split(' ').map(OsString::from).collect();
+        let out = reorder(args, &Cli::command());
+        out.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn options_after_the_separator_move_before_it_with_their_values() {
+        assert_eq!(
+            reordered("nsys-lens report fp32/ -- bf16/ -o compare.html"),
+            "nsys-lens report fp32/ -o compare.html -- bf16/"
+        );
+        assert_eq!(
+            reordered("nsys-lens compare a -- b --whole --format=json c"),
+            "nsys-lens compare a --whole --format=json -- b c"
+        );
+        assert_eq!(reordered("nsys-lens info a b"), "nsys-lens info a b");
+        assert_eq!(
+            reordered("nsys-lens compare a -- ./-odd"),
+            "nsys-lens compare a -- ./-odd"
+        );
+    }
 }
 
 /// How a command ended when it did not fail.
