@@ -345,7 +345,14 @@ fn default_overlap_sums_and_wall_clock_differ_by_the_concurrent_exposed_time() {
     // PP point-to-point is kept, in its own bucket.
     assert_eq!(numbers(row("pp_p2p", "pp_p2p")), [1, 500, 0, 500, 500]);
     // Barrier: B1 on the compute stream, in stage1_f.
-    assert_eq!(numbers(row("stage1_f", "barrier")), [1, 100, 0, 100, 100]);
+    // Barrier time is never exposed: its rows leave the exposed columns empty (issue 21).
+    let barrier = row("stage1_f", "barrier");
+    assert_eq!(
+        (&barrier["kernels"], &barrier["comm_ns"]),
+        (&Value::from(1), &Value::from(100))
+    );
+    assert_eq!(barrier["hidden_ns"], 0);
+    assert!(barrier["exposed_ns"].is_null() && barrier["exposed_wall_ns"].is_null());
     assert_eq!(numbers(row("stage1_f", "cp_ring")), [1, 200, 100, 100, 100]);
     // Roles are the kernels' own: K6 [5000, 5800] (stage2_b) hides 500; K7 [8000, 8200], on
     // K6's stream with no launch record, is ep_a2a too and hides none. With K1, K2 [6000,

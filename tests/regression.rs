@@ -84,3 +84,29 @@ fn r21_options_after_the_separator_are_options() {
     let json: serde_json::Value = serde_json::from_str(&texts(&compare).0).unwrap();
     assert!(!json["rows"].as_array().unwrap().is_empty());
 }
+
+/// Issue 21: `bubbles` on the PithTrain fixture printed a 50 % ideal beside a 1.6 % bubble: the
+/// 1F1B formula applied to one DualPipeV chunk. No ideal there, and the output says why.
+#[test]
+fn r21_no_1f1b_ideal_for_dualpipev_or_a_window_that_is_no_step() {
+    let json = crate::util::json(&["bubbles", fixture("pithtrain_pp2_ep2").to_str().unwrap()]);
+    for row in crate::util::rows(&json) {
+        assert!(row["ideal_bubble_pct"].is_null(), "{row}");
+    }
+    assert!(
+        json["notes"].to_string().contains("DualPipeV"),
+        "{}",
+        json["notes"]
+    );
+    // Megatron's whole 1F1B steps keep theirs: (2 - 1) / (4 + 2 - 1).
+    let megatron = crate::util::json(&[
+        "bubbles",
+        "--whole",
+        fixture("megatron_pp2").to_str().unwrap(),
+    ]);
+    assert!(
+        crate::util::rows(&megatron)
+            .iter()
+            .all(|r| r["ideal_bubble_pct"] == 20.0)
+    );
+}

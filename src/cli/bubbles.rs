@@ -42,12 +42,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .iter()
         .copied()
         .chain(std::iter::repeat(None));
-    let bubbles: Vec<RankBubbles> = classified
+    let (bubbles, whole_steps): (Vec<RankBubbles>, Vec<bool>) = classified
         .into_iter()
         .zip(coords)
         .map(|((w, streams), coord)| {
             let process = w.rank.process;
             let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
+            // 1F1B's formula describes whole steps of a one-directional schedule: not a window
+            // that is no step (a PithTrain chunk), nor PithTrain's DualPipeV.
+            let whole_steps = !steps.is_empty();
+            let formula_applies = whole_steps && w.rank.label.is_none();
             if steps.is_empty() {
                 steps.push(w.bounds);
             }
@@ -58,51 +62,81 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                     let m = args
                         .micro_batches
                         .or_else(|| micro_batches(&activity, process, step));
-                    ideal_pct(pp?, m?)
+                    ideal_pct(pp?, m?).filter(|_| formula_applies)
                 })
                 .collect();
             let steps = rank_bubbles(&activity, process, &steps, &streams, &rules);
-            RankBubbles {
+            let bubbles = RankBubbles {
                 window: w,
                 pp,
                 steps,
                 ideal,
-            }
+            };
+            (bubbles, whole_steps)
         })
-        .collect();
+        .unzip();
     let mut output = report::bubbles_output(&timeline, &bubbles);
-    output
-        .notes
-        .extend(missing_ideal(&bubbles, pipeline.unread.as_deref()));
+    output.notes.extend(missing_ideal(
+        &bubbles,
+        &whole_steps,
+        pipeline.unread.as_deref(),
+    ));
     args.r.common.print(&output)
 }
 
-/// Says what the ideal bubble lacks where it is absent, and how to give it.
-fn missing_ideal(bubbles: &[RankBubbles], why_no_pp: Option<&str>) -> Option<String> {
-    let absent = |b: &&RankBubbles| b.ideal.iter().any(Option::is_none);
-    let no_pp = bubbles.iter().filter(absent).any(|b| b.pp.is_none());
-    let no_m = bubbles
-        .iter()
-        .filter(absent)
-        .any(|b| b.pp.is_some() || b.ideal.len() > 1);
+/// Says why the ideal bubble is absent where it is: 1F1B's formula does not apply (a PithTrain
+/// rank runs DualPipeV; a window that is not whole steps), or an input is missing (and how to
+/// give it).
+fn missing_ideal(
+    bubbles: &[RankBubbles],
+    whole_steps: &[bool],
+    why_no_pp: Option<&str>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if bubbles.iter().any(|b| b.window.rank.label.is_some()) {
+        notes.push(
+            "ideal_bubble_pct is not shown for PithTrain ranks: 1F1B's (pp-1)/(m+pp-1) does not \
+             describe its DualPipeV schedule"
+                .to_string(),
+        );
+    }
+    // Ranks where the formula would apply, but the window holds no whole step.
+    let candidates = || {
+        bubbles
+            .iter()
+            .zip(whole_steps)
+            .filter(|(b, _)| b.window.rank.label.is_none())
+    };
+    if candidates().any(|(_, &whole)| !whole) {
+        notes.push(
+            "ideal_bubble_pct needs whole steps: no step range lies in the window \
+             (`ProfilerStep#N`, or the range --anchor names)"
+                .to_string(),
+        );
+    }
+    let absent: Vec<(&RankBubbles, bool)> = candidates()
+        .filter(|(b, _)| b.ideal.iter().any(Option::is_none))
+        .map(|(b, &whole)| (b, whole))
+        .collect();
     let mut missing = Vec::new();
-    if no_pp {
+    if absent.iter().any(|(b, _)| b.pp.is_none()) {
         let why = why_no_pp.map_or(String::new(), |w| format!(": {w}"));
         missing.push(format!(
             "the pipeline size (no rank label; give --pp N{why})"
         ));
     }
-    if no_m {
+    if absent.iter().any(|(b, whole)| *whole && b.pp.is_some()) {
         missing.push(
             "the micro-batches per step (no `forward...` ranges in the step; give \
              --micro-batches M)"
                 .to_string(),
         );
     }
-    (!missing.is_empty()).then(|| {
-        format!(
+    if !missing.is_empty() {
+        notes.push(format!(
             "ideal_bubble_pct is absent where nsys-lens lacks {}",
             missing.join(" and ")
-        )
-    })
+        ));
+    }
+    notes
 }

@@ -8,7 +8,7 @@ use nsys_lens::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
 use nsys_lens::analysis::kernels::rank_kernels;
 use nsys_lens::analysis::overlap::rank_exposure;
 use nsys_lens::classify::families::{Families, FamilyCache};
-use nsys_lens::classify::{self, Activity, RankStreams, Role, RoleRules};
+use nsys_lens::classify::{self, Activity, RankStreams, Role, RoleRules, layout};
 use nsys_lens::model::Timeline;
 use nsys_lens::report::RankWindow;
 use nsys_lens::report::html::{RankView, RunView, Segment, StripRow, page};
@@ -90,9 +90,11 @@ impl Args {
         let classified = analysis::classify_streams(&activity, windows, &rules);
         let families = Families::default();
         let mut cache = FamilyCache::new(&families, &timeline);
+        let pipeline = layout::pipeline_coords(&activity, &ranks, &rules);
         let mut views = Vec::new();
-        for (w, streams) in &classified {
-            views.push(rank_view(&activity, w, streams, &rules, &mut cache));
+        for ((w, streams), coord) in classified.iter().zip(&pipeline.coords) {
+            let pp = coord.map(|(c, _)| c.size);
+            views.push(rank_view(&activity, (w, streams, pp), &rules, &mut cache));
         }
         let mut summary = vec![
             format!(
@@ -152,8 +154,7 @@ fn window_name(w: &RankWindow) -> String {
 /// A rank's bar, overlap rows, families and bubble.
 fn rank_view(
     activity: &Activity,
-    w: &RankWindow,
-    streams: &RankStreams,
+    (w, streams, pp): (&RankWindow, &RankStreams, Option<u32>),
     rules: &RoleRules,
     cache: &mut FamilyCache,
 ) -> RankView {
@@ -180,6 +181,9 @@ fn rank_view(
         })
         .collect();
     let mut steps = classify::window::steps(activity, w.rank.process, w.bounds, None);
+    // 1F1B's ideal describes whole steps of a one-directional schedule (not PithTrain's
+    // DualPipeV, whose ranks carry the label), as in `bubbles`.
+    let formula_applies = !steps.is_empty() && w.rank.label.is_none();
     if steps.is_empty() {
         steps.push(w.bounds);
     }
@@ -192,10 +196,9 @@ fn rank_view(
         .collect();
     let bubbles = rank_bubbles(activity, w.rank.process, &steps, streams, rules);
     let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / bubbles.len().max(1) as f64;
-    let ideal = w.rank.label.and_then(|l| {
-        let m = micro_batches(activity, w.rank.process, steps[0])?;
-        ideal_pct(l.pp.size, m)
-    });
+    let ideal = formula_applies
+        .then(|| ideal_pct(pp?, micro_batches(activity, w.rank.process, steps[0])?))
+        .flatten();
     RankView {
         name,
         window: (w.bounds.0, w.bounds.1, window_name(w)),

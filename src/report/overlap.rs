@@ -2,7 +2,7 @@
 
 use super::ranks::{RankWindow, key_cells, per_rank_output};
 use super::table::{Cell, Output, Table};
-use crate::analysis::overlap::{BARRIER, Exposure, RankExposure, summarize};
+use crate::analysis::overlap::{BARRIER, Exposure, RankExposure, RoleKey, summarize};
 use crate::classify::{RankStreams, RoleRules};
 use crate::model::Timeline;
 
@@ -38,7 +38,12 @@ pub fn overlap_output(
                 Cell::text(role.to_string()),
                 Cell::opt_bool(role.in_stream()),
             ]);
-            row.extend(numbers(e, e.overlap_min_pct, e.overlap_max_pct));
+            row.extend(numbers(
+                e,
+                e.overlap_min_pct,
+                e.overlap_max_pct,
+                is_barrier(role),
+            ));
             table.push(row);
         }
     }
@@ -55,7 +60,12 @@ pub fn overlap_output(
                 Cell::text(role.to_string()),
                 Cell::opt_bool(role.in_stream()),
             ];
-            row.extend(numbers(&s.median, s.worst_pct, s.best_pct));
+            row.extend(numbers(
+                &s.median,
+                s.worst_pct,
+                s.best_pct,
+                is_barrier(&role),
+            ));
             table.push(row);
         }
     }
@@ -76,14 +86,21 @@ pub fn overlap_output(
     output
 }
 
-/// `kernels .. overlap_max_pct`.
-fn numbers(e: &Exposure, min_pct: f64, max_pct: f64) -> [Cell; 8] {
+/// Whether a group is barrier communication.
+fn is_barrier(role: &RoleKey) -> bool {
+    matches!(role, RoleKey::Role { name, .. } if name == BARRIER)
+}
+
+/// `kernels .. overlap_max_pct`; barrier rows leave the exposed columns empty, since barrier
+/// communication is never counted as exposed.
+fn numbers(e: &Exposure, min_pct: f64, max_pct: f64, barrier: bool) -> [Cell; 8] {
+    let exposed = |ns: i64| if barrier { Cell::Empty } else { Cell::Int(ns) };
     [
         Cell::Int(e.kernels as i64),
         Cell::Int(e.comm_ns),
         Cell::Int(e.hidden_ns),
-        Cell::Int(e.exposed_ns),
-        Cell::Int(e.exposed_wall_ns),
+        exposed(e.exposed_ns),
+        exposed(e.exposed_wall_ns),
         Cell::Percent(e.overlap_pct),
         Cell::Percent(min_pct),
         Cell::Percent(max_pct),
