@@ -110,3 +110,53 @@ fn r21_no_1f1b_ideal_for_dualpipev_or_a_window_that_is_no_step() {
             .all(|r| r["ideal_bubble_pct"] == 20.0)
     );
 }
+
+/// Issue 21 and DESIGN.md: nothing is written beside an input. A WAL-mode export used to get
+/// `-wal` and `-shm` files created next to it by a read.
+#[test]
+fn r21_reading_a_wal_export_leaves_its_directory_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("odd #name%.sqlite");
+    std::fs::copy(fixture("ddp_2node").join("node0.sqlite"), &file).unwrap();
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    drop(conn);
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    for command in ["info", "overlap", "streams", "collectives"] {
+        let run = nsys_lens(&[command, file.to_str().unwrap(), "-q"]);
+        assert!(run.status.success(), "{command}: {}", texts(&run).1);
+    }
+    assert_eq!(listing(), before);
+}
+
+/// Issue 21: a report another program is writing (it holds the write lock) is said to be
+/// locked, after a short wait, not "truncated or corrupted".
+#[test]
+fn r21_a_locked_report_is_called_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("node0.sqlite");
+    std::fs::copy(fixture("ddp_2node").join("node0.sqlite"), &file).unwrap();
+    let writer = rusqlite::Connection::open(&file).unwrap();
+    writer
+        .execute_batch(
+            "BEGIN EXCLUSIVE; CREATE TABLE lock_probe (a); INSERT INTO lock_probe VALUES (1);",
+        )
+        .unwrap();
+    let run = nsys_lens(&["info", file.to_str().unwrap()]);
+    let (_, err) = texts(&run);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains("another program is writing the file"), "{err}");
+    assert!(!err.contains("corrupted"), "{err}");
+    writer.execute_batch("ROLLBACK").unwrap();
+}

@@ -50,7 +50,7 @@ pub enum Error {
         path: PathBuf,
     },
     /// SQLite failed while reading (truncated or corrupted file, I/O error).
-    #[error("{path}: reading {table} failed: {cause} (is the file truncated or corrupted?)")]
+    #[error("{path}: reading {table} failed: {cause} ({})", sqlite_hint(cause))]
     Sqlite {
         /// The input.
         path: PathBuf,
@@ -156,3 +156,13 @@ pub enum Error {
 
 /// The reader's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a SQLite failure most likely means for an export.
+fn sqlite_hint(cause: &rusqlite::Error) -> &'static str {
+    match cause.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            "another program is writing the file and holds its lock: wait for it, or read a copy"
+        }
+        _ => "is the file truncated or corrupted?",
+    }
+}

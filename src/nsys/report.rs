@@ -94,10 +94,14 @@ pub struct StreamInfo {
 impl Report {
     /// Opens an export read-only and reads its metadata. Fails with a message naming the file when
     /// it is missing, a directory, empty, not SQLite, or a SQLite database that is not an nsys export.
+    ///
+    /// Nothing is ever written beside the input: a file no other program is writing (no `-wal`
+    /// or `-journal` beside it) is opened immutable, which takes no locks and creates no `-shm` or
+    /// `-wal` file even for a WAL-mode database; one that is being written is opened read-only
+    /// and waits up to [`BUSY_TIMEOUT`] for the writer's lock.
     pub fn open(path: &Path) -> Result<Report> {
         check_file(path)?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|source| Error::Sqlite {
+        let conn = connect(path).map_err(|source| Error::Sqlite {
             path: path.to_path_buf(),
             table: "the database header".into(),
             cause: source,
@@ -427,6 +431,46 @@ impl Report {
 }
 
 /// Cheap checks that give a better message than SQLite would.
+/// How long a read waits for another program's write lock on the input.
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A read-only connection to an export: immutable when no `-wal` or `-journal` says another
+/// program is writing it (see [`Report::open`]).
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let journal = |suffix: &str| {
+        let mut name = path.as_os_str().to_os_string();
+        name.push(suffix);
+        Path::new(&name).exists()
+    };
+    let immutable = !journal("-wal") && !journal("-journal");
+    let uri = format!(
+        "file:{}?mode=ro{}",
+        uri_path(path),
+        if immutable { "&immutable=1" } else { "" }
+    );
+    let conn = Connection::open_with_flags(uri, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
+}
+
+/// A path as the path part of a SQLite `file:` URI: `%`, `?` and `#` percent-encoded.
+fn uri_path(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn check_file(path: &Path) -> Result<()> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
