@@ -151,7 +151,12 @@ fn required_column_dropped() {
 fn csv_is_a_usage_error_for_info() {
     let out = nsys_lens(&["info", "--format", "csv", fixture(NODE0).to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(texts(&out).1.contains("use --format json"));
+    // info's --format lists only what it takes (issue 21: it listed csv, then refused it).
+    assert!(
+        texts(&out).1.contains("[possible values: table, json]"),
+        "{}",
+        texts(&out).1
+    );
 }
 
 #[test]

@@ -160,3 +160,23 @@ fn r21_a_locked_report_is_called_locked() {
     assert!(!err.contains("corrupted"), "{err}");
     writer.execute_batch("ROLLBACK").unwrap();
 }
+
+/// Issue 21: no option is accepted and ignored: `--compat` only where a command reproduces
+/// another tool's tables.
+#[test]
+fn r21_compat_is_refused_where_it_would_be_ignored() {
+    let node = fixture("pithtrain_pp2_ep2").join("node0.sqlite");
+    let node = node.to_str().unwrap();
+    for command in ["kernels", "idle", "bubbles", "collectives"] {
+        let run = nsys_lens(&[command, "--compat", "pithtrain", node]);
+        assert_eq!(run.status.code(), Some(2), "{command}");
+        assert!(
+            texts(&run).1.contains("unexpected argument '--compat'"),
+            "{command}"
+        );
+    }
+    for command in ["ranks", "window", "streams", "overlap"] {
+        let run = nsys_lens(&[command, "--compat", "pithtrain", node]);
+        assert!(run.status.success(), "{command}: {}", texts(&run).1);
+    }
+}

@@ -22,7 +22,12 @@ pub struct Common {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: FormatArg,
+}
 
+/// `--compat`, on the commands that reproduce another tool's tables (`ranks`, `window`,
+/// `streams`, `overlap`); the others do not take it.
+#[derive(Debug, clap::Args)]
+pub struct CompatArg {
     /// Reproduce another tool's tables exactly (one report only).
     #[arg(long, value_enum, value_name = "TOOL")]
     pub compat: Option<Compat>,

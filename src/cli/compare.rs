@@ -1,7 +1,7 @@
 //! `nsys-lens compare A... -- B... [WINDOW]`
 
 use super::Outcome;
-use super::analysis::{self, Compat, FormatArg, WindowArgs};
+use super::analysis::{self, FormatArg, WindowArgs};
 use super::inputs::{Align, Inputs};
 use nsys_lens::analysis::bubbles::rank_bubbles;
 use nsys_lens::analysis::kernels::rank_kernels;
@@ -111,7 +111,6 @@ impl Args {
                 threads: None,
             },
             format: self.format,
-            compat: None::<Compat>,
         };
         let timeline = common.load()?;
         let activity = Activity::new(&timeline);

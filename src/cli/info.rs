@@ -1,7 +1,7 @@
 //! `nsys-lens info REPORT...`
 
 use super::Outcome;
-use super::inputs::{FormatArg, Inputs};
+use super::inputs::Inputs;
 use nsys_lens::report::{self, AlignmentSummary, Format, InfoOutput};
 use std::io::Write;
 
@@ -16,17 +16,27 @@ pub struct Args {
     #[command(flatten)]
     inputs: Inputs,
 
-    /// Output format (table or json; info has no CSV form).
+    /// Output format (no CSV: the output is nested).
     #[arg(long, value_enum, default_value_t)]
-    format: FormatArg,
+    format: InfoFormat,
+}
+
+/// `info`'s formats: its output is nested, so it has no CSV form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+enum InfoFormat {
+    /// Aligned text for people.
+    #[default]
+    Table,
+    /// JSON for scripts.
+    Json,
 }
 
 /// Loads the reports and prints what they hold.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let format = Format::from(args.format);
-    if format == Format::Csv {
-        anyhow::bail!("info has no CSV form (its output is nested): use --format json");
-    }
+    let format = match args.format {
+        InfoFormat::Table => Format::Table,
+        InfoFormat::Json => Format::Json,
+    };
     let (timeline, alignment) = args.inputs.load_aligned()?;
     let mut output = InfoOutput::new(&timeline);
     output.alignment = alignment.map(|a| AlignmentSummary::new(&timeline, &a));

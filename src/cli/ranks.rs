@@ -1,7 +1,7 @@
 //! `nsys-lens ranks REPORT...`
 
 use super::Outcome;
-use super::analysis::{self, Common, Compat};
+use super::analysis::{self, Common, Compat, CompatArg};
 use nsys_lens::analysis::collectives::match_instances;
 use nsys_lens::classify::{Activity, RoleRules, layout};
 use nsys_lens::report;
@@ -14,6 +14,9 @@ use nsys_lens::report;
   nsys-lens ranks --compat pithtrain node0.sqlite    PithTrain's show_setup table, exactly")]
 pub struct Args {
     #[command(flatten)]
+    c: CompatArg,
+
+    #[command(flatten)]
     common: Common,
 }
 
@@ -21,7 +24,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.common.load()?;
     let activity = Activity::new(&timeline);
-    match args.common.compat {
+    match args.c.compat {
         Some(Compat::Pithtrain) => {
             let records = analysis::compat_setup(&activity)?;
             args.common

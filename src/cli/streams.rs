@@ -1,7 +1,7 @@
 //! `nsys-lens streams REPORT... [--rank N] [WINDOW]`
 
 use super::Outcome;
-use super::analysis::{Compat, RankArgs};
+use super::analysis::{Compat, CompatArg, RankArgs};
 use nsys_lens::analysis::pithtrain;
 use nsys_lens::classify::Activity;
 use nsys_lens::report;
@@ -15,6 +15,9 @@ use nsys_lens::report;
   nsys-lens streams --compat pithtrain node0.sqlite     PithTrain's classify_streams table, exactly")]
 pub struct Args {
     #[command(flatten)]
+    c: CompatArg,
+
+    #[command(flatten)]
     r: RankArgs,
 }
 
@@ -22,7 +25,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.r.common.load()?;
     let activity = Activity::new(&timeline);
-    match args.r.common.compat {
+    match args.c.compat {
         Some(Compat::Pithtrain) => {
             let rows = args.r.pithtrain_rows(&activity, |record, window| {
                 pithtrain::classify_streams(&activity, record, window)

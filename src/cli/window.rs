@@ -1,7 +1,7 @@
 //! `nsys-lens window REPORT... [--anchor REGEX]`
 
 use super::Outcome;
-use super::analysis::{self, Common, Compat, WindowArgs};
+use super::analysis::{self, Common, Compat, CompatArg, WindowArgs};
 use nsys_lens::analysis::pithtrain;
 use nsys_lens::classify::Activity;
 use nsys_lens::report;
@@ -14,6 +14,9 @@ use nsys_lens::report;
   nsys-lens window --compat pithtrain node0.sqlite            PithTrain's find_window table, exactly")]
 pub struct Args {
     #[command(flatten)]
+    c: CompatArg,
+
+    #[command(flatten)]
     common: Common,
 
     #[command(flatten)]
@@ -24,7 +27,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.common.load()?;
     let activity = Activity::new(&timeline);
-    match args.common.compat {
+    match args.c.compat {
         Some(Compat::Pithtrain) => {
             anyhow::ensure!(
                 args.window.is_default(),
