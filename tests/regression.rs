@@ -180,3 +180,53 @@ fn r21_compat_is_refused_where_it_would_be_ignored() {
         assert!(run.status.success(), "{command}: {}", texts(&run).1);
     }
 }
+
+/// Issue 21: shell completions and a man page from the same clap definitions as `--help`; the
+/// bash script is valid bash and both know every subcommand.
+#[test]
+fn r21_completions_and_man_page_cover_every_subcommand() {
+    let subcommands = [
+        "info",
+        "ranks",
+        "window",
+        "streams",
+        "overlap",
+        "kernels",
+        "idle",
+        "bubbles",
+        "collectives",
+        "compare",
+        "report",
+        "convert",
+        "synth",
+    ];
+    let bash = nsys_lens(&["completions", "bash"]);
+    assert!(bash.status.success());
+    let script = texts(&bash).0;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nsys-lens.bash");
+    std::fs::write(&path, &script).unwrap();
+    let syntax = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        syntax.status.success(),
+        "{}",
+        String::from_utf8_lossy(&syntax.stderr)
+    );
+    let man = nsys_lens(&["man"]);
+    let page = texts(&man).0;
+    assert!(page.contains(".TH nsys-lens 1"));
+    for command in subcommands {
+        assert!(script.contains(command), "completions lack {command}");
+        assert!(page.contains(command), "the man page lacks {command}");
+    }
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        assert!(
+            nsys_lens(&["completions", shell]).status.success(),
+            "{shell}"
+        );
+    }
+}

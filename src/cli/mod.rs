@@ -5,6 +5,7 @@ mod analysis;
 mod bubbles;
 mod collectives;
 mod compare;
+mod completions;
 mod convert;
 mod idle;
 mod info;
@@ -69,6 +70,10 @@ enum Command {
     Convert(convert::Args),
     /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
     Synth(synth::Args),
+    /// Print the shell completion script for bash, zsh, fish, elvish or PowerShell.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff).
+    Man(completions::ManArgs),
 }
 
 /// The command line, with the options written after a `--` moved before it: `compare A -- B
@@ -178,5 +183,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Report(args) => report::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Synth(args) => synth::run(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
     }
 }
