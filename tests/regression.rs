@@ -230,3 +230,37 @@ fn r21_completions_and_man_page_cover_every_subcommand() {
         );
     }
 }
+
+/// Issue 21: `synth --preset megatron --pp 1` failed ("1 ranks do not fill nodes of 2 GPUs"):
+/// every mesh gets a node size that fits unless one is given, and an impossible one names the
+/// option to change.
+#[test]
+fn r21_synth_fits_any_mesh_to_its_nodes() {
+    for args in [
+        "--preset megatron --pp 1",
+        "--preset megatron --pp 3 --tp 1",
+        "--preset pithtrain --pp 1 --ep 3 --chunks 2",
+    ] {
+        crate::util::synth(args);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let args = [
+        "synth",
+        "-o",
+        out,
+        "--preset",
+        "megatron",
+        "--pp",
+        "3",
+        "--gpus-per-node",
+        "2",
+    ];
+    let run = nsys_lens(&args);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(
+        texts(&run).1.contains("change --gpus-per-node"),
+        "{}",
+        texts(&run).1
+    );
+}

@@ -23,9 +23,10 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     nodes: usize,
 
-    /// GPUs (ranks) per node.
-    #[arg(long, default_value_t = 2)]
-    gpus_per_node: usize,
+    /// GPUs (ranks) per node (default: 2; for a pithtrain or megatron mesh of an odd number of
+    /// ranks, the largest number up to 8 that divides it, so every mesh fills whole nodes).
+    #[arg(long)]
+    gpus_per_node: Option<usize>,
 
     /// Pipeline-parallel size (pithtrain, megatron).
     #[arg(long, default_value_t = 2)]
@@ -120,6 +121,22 @@ enum PresetArg {
     Fsdp,
 }
 
+/// Without `--gpus-per-node`: 2, unless the mesh of pithtrain or megatron has a number of ranks
+/// 2 does not divide; then the largest number up to 8 that does, so that they fill whole nodes.
+fn default_gpus_per_node(options: &Options) -> usize {
+    let world = match options.preset {
+        Preset::Ddp | Preset::Fsdp => return 2,
+        Preset::Pithtrain | Preset::Megatron => synth::world_size(options).max(1),
+    };
+    if world.is_multiple_of(2) {
+        return 2;
+    }
+    (1..=8.min(world))
+        .rev()
+        .find(|g| world % g == 0)
+        .unwrap_or(1)
+}
+
 /// `3:2000000` -> (3, 2000000).
 fn parse_straggler(text: &str) -> Result<(usize, i64), String> {
     let (rank, ns) = text
@@ -140,7 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     };
     let options = Options {
         nodes: args.nodes,
-        gpus_per_node: args.gpus_per_node,
+        gpus_per_node: args.gpus_per_node.unwrap_or(2),
         pp: args.pp,
         dp: args.dp,
         cp: args.cp,
@@ -160,6 +177,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         straggler: args.straggler,
         seed: args.seed,
         ..Options::new(preset)
+    };
+    let options = Options {
+        gpus_per_node: args
+            .gpus_per_node
+            .unwrap_or_else(|| default_gpus_per_node(&options)),
+        ..options
     };
     for path in synth::generate(&args.output, &options)? {
         println!("{}", path.display());

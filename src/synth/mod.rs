@@ -20,7 +20,7 @@ mod sim;
 mod truth;
 mod writer;
 
-pub use presets::Preset;
+pub use presets::{Preset, world_size};
 
 use anyhow::{Context, Result, ensure};
 use node::{NCCL_DOMAIN, NodeExport, NodeSpec, NvtxText};
@@ -127,7 +127,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
     );
     ensure!(
         world.is_multiple_of(options.gpus_per_node),
-        "{world} ranks do not fill nodes of {} GPUs",
+        "{world} ranks do not fill nodes of {} GPUs: change --gpus-per-node (or the mesh sizes)",
         options.gpus_per_node
     );
     if let Some((rank, ns)) = options.straggler {

@@ -60,7 +60,7 @@ impl Workload {
     }
 }
 
-/// How many ranks the preset needs.
+/// How many ranks the preset needs (for `ddp` and `fsdp`, nodes x GPUs per node).
 pub fn world_size(options: &Options) -> usize {
     match options.preset {
         Preset::Pithtrain => options.pp * options.dp * options.cp * options.ep,
