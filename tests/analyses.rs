@@ -627,7 +627,7 @@ fn reference(args: &[&str]) -> Option<String> {
                 std::env::var_os("NSYS_LENS_CI").is_none(),
                 "CI must install python3 (see .ci/run)"
             );
-            eprintln!("skipping the cross-check: python3 is not installed");
+            crate::util::skipped("the cross-check: python3 is not installed");
             None
         }
     }

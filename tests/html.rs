@@ -49,7 +49,7 @@ fn render(page: &Path, screenshot: &Path) -> Option<(String, String)> {
                 std::env::var_os("NSYS_LENS_CI").is_none(),
                 "CI must install chromium (see .ci/run)"
             );
-            eprintln!("skipping the rendering check: chromium is not installed");
+            crate::util::skipped("the rendering check: chromium is not installed");
             return None;
         }
     };

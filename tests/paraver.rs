@@ -298,7 +298,7 @@ pub fn pertalde(prv: &Path) {
                 std::env::var_os("NSYS_LENS_CI").is_none(),
                 "CI must install pertalde (see .ci/run)"
             );
-            eprintln!("skipping ptd comprovar: pertalde is not installed");
+            crate::util::skipped("ptd comprovar: pertalde is not installed");
         }
     }
 }

@@ -26,7 +26,9 @@ pub fn check(trace: &Path) -> Option<Value> {
             std::env::var_os("NSYS_LENS_CI").is_none(),
             "CI must install python3 and the perfetto package (see .ci/run)"
         );
-        eprintln!("skipping the trace check: python3 with the `perfetto` package is not installed");
+        crate::util::skipped(
+            "the trace check: python3 with the `perfetto` package is not installed",
+        );
         return None;
     }
     let out = out.expect("checked above");

@@ -19,10 +19,10 @@ pub fn real(path: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!(
-            "skipping: {} is absent (../shared/real-data is not beside the repository)",
+        skipped(&format!(
+            "{} is absent (../shared/real-data is not beside the repository)",
             p.display()
-        );
+        ));
         None
     }
 }
@@ -210,4 +210,12 @@ pub fn rows(v: &serde_json::Value) -> &Vec<serde_json::Value> {
 /// An integer field.
 pub fn int(v: &serde_json::Value) -> i64 {
     v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+/// Says that a test skipped part of its work, and why, where `cargo test` shows it: on the
+/// process's stderr directly (libtest captures `eprintln!`, so a note there would be seen only
+/// with `--nocapture`, and the test would just print `ok`).
+pub fn skipped(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED (part of a test): {why}");
 }
