@@ -98,7 +98,7 @@ impl Report {
     /// Nothing is ever written beside the input: a file no other program is writing (no `-wal`
     /// or `-journal` beside it) is opened immutable, which takes no locks and creates no `-shm` or
     /// `-wal` file even for a WAL-mode database; one that is being written is opened read-only
-    /// and waits up to [`BUSY_TIMEOUT`] for the writer's lock.
+    /// and waits up to two seconds (`BUSY_TIMEOUT`) for the writer's lock.
     pub fn open(path: &Path) -> Result<Report> {
         check_file(path)?;
         let conn = connect(path).map_err(|source| Error::Sqlite {
