@@ -118,11 +118,22 @@ fn stream_notes(ranks: &[(RankWindow, RankStreams, RankExposure)]) -> Vec<String
     if in_stream == 0 {
         return Vec::new();
     }
+    let mut parts = Vec::new();
+    if in_stream > barrier {
+        parts.push(format!(
+            "{} point-to-point kernel(s) keep their role and count as exposed where no other \
+             stream's compute covers them (they block the compute queued behind them)",
+            in_stream - barrier
+        ));
+    }
+    if barrier > 0 {
+        parts.push(format!(
+            "{barrier} collective(s) other than point-to-point are `{BARRIER}` rows, never \
+             counted in the totals"
+        ));
+    }
     vec![format!(
-        "{in_stream} NCCL kernel(s) ran in-stream, on compute streams (in_stream = yes): the \
-         {} point-to-point one(s) keep their role and count as exposed where no other stream's \
-         compute covers them (they block the compute queued behind them); the {barrier} other \
-         collective(s) are `{BARRIER}` rows, never counted in the totals",
-        in_stream - barrier
+        "{in_stream} NCCL kernel(s) ran in-stream, on compute streams (in_stream = yes): {}",
+        parts.join("; ")
     )]
 }
