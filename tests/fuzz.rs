@@ -252,15 +252,7 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
     align::estimate(&timeline);
     let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
     let mut matched = collectives::match_instances(&timeline, &processes);
-    let transfers: Vec<Vec<_>> = ranks
-        .iter()
-        .map(|r| {
-            let whole = classify::window::find(&activity, r.process, &WindowSpec::Whole);
-            let streams =
-                classify::streams::classify(&activity, r.process, whole.bounds(false), &rules);
-            classify::layout::transfers(&streams, &rules)
-        })
-        .collect();
+    let transfers = classify::layout::rank_transfers(&activity, &ranks, &rules);
     collectives::add_transfers(&mut matched, &transfers);
     let instances: Vec<_> = matched.instances.iter().collect();
     collectives::by_rank(ranks.len(), &instances);

@@ -52,6 +52,23 @@ pub struct Transfer {
     pub sends: bool,
 }
 
+/// Every rank's pipeline transfers over the whole capture ([`transfers`]).
+pub fn rank_transfers(
+    activity: &super::Activity,
+    ranks: &[Rank],
+    rules: &RoleRules,
+) -> Vec<Vec<Transfer>> {
+    let whole = super::WindowSpec::Whole;
+    ranks
+        .iter()
+        .map(|r| {
+            let bounds = super::window::find(activity, r.process, &whole).bounds(false);
+            let streams = super::streams::classify(activity, r.process, bounds, rules);
+            transfers(&streams, rules)
+        })
+        .collect()
+}
+
 /// The pipeline transfers of a rank's classified streams that NCCL's calls show as a lone send
 /// or a lone receive (a group that both sends and receives, such as a ring step, does not say
 /// which way its data went).
@@ -318,18 +335,7 @@ pub fn pipeline_coords(
             unread: None,
         };
     }
-    let whole = super::WindowSpec::Whole;
-    let transfers: Vec<Vec<Transfer>> = ranks
-        .iter()
-        .map(|r| {
-            let bounds = super::window::find(activity, r.process, &whole).bounds(false);
-            transfers(
-                &super::streams::classify(activity, r.process, bounds, rules),
-                rules,
-            )
-        })
-        .collect();
-    let unread = match pipeline(ranks, &transfers) {
+    let unread = match pipeline(ranks, &rank_transfers(activity, ranks, rules)) {
         Ok(found) => {
             for (c, f) in coords.iter_mut().zip(found) {
                 c.get_or_insert((f, PipelineSource::Transfers));

@@ -3,8 +3,7 @@
 use super::Outcome;
 use super::analysis::{self, RankArgs};
 use nsys_lens::analysis::collectives::{Instance, add_transfers, by_rank, match_instances};
-use nsys_lens::classify::layout::{self, Transfer};
-use nsys_lens::classify::{self, Activity, WindowSpec};
+use nsys_lens::classify::{Activity, layout};
 use nsys_lens::report;
 
 /// Options of `collectives`.
@@ -50,15 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut collectives = match_instances(&timeline, &processes);
     if args.p2p {
         let rules = args.r.streams.rules()?;
-        let transfers: Vec<Vec<Transfer>> = ranks
-            .iter()
-            .map(|r| {
-                let whole = classify::window::find(&activity, r.process, &WindowSpec::Whole);
-                let streams =
-                    classify::streams::classify(&activity, r.process, whole.bounds(false), &rules);
-                layout::transfers(&streams, &rules)
-            })
-            .collect();
+        let transfers = layout::rank_transfers(&activity, &ranks, &rules);
         add_transfers(&mut collectives, &transfers);
     }
     let wanted = args.r.streams.rank;
