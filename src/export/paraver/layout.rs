@@ -9,7 +9,7 @@ use crate::classify::{Role, Stage};
 use crate::export::counters::Counters;
 use crate::export::items::{Clipped, CpuEvent, GpuOp, copy_names, stream_ops, thread_events};
 use crate::export::{Part, Scope};
-use crate::hash::FxHashMap;
+use crate::hash::{FxHashMap, FxHashSet};
 use crate::model::{HostId, ProcessId, StreamId, StringId, Timeline};
 use std::collections::BTreeMap;
 
@@ -237,35 +237,25 @@ fn lane_count<T>(ops: &[Clipped<T>]) -> u32 {
 /// The value tables of everything the tasks draw.
 fn values(scope: &Scope, tasks: &[Task]) -> Values {
     let timeline = scope.activity.timeline;
-    let mut api: BTreeMap<String, Vec<StringId>> = BTreeMap::new();
-    let mut gpu: BTreeMap<String, Vec<GpuName>> = BTreeMap::new();
-    let mut nvtx: BTreeMap<String, Vec<(StringId, StringId)>> = BTreeMap::new();
-    let mut domains: BTreeMap<String, ()> = BTreeMap::new();
+    let mut api_keys: FxHashSet<StringId> = FxHashSet::default();
+    let mut gpu_keys: FxHashSet<GpuName> = FxHashSet::default();
+    let mut nvtx_keys: FxHashSet<(StringId, StringId)> = FxHashSet::default();
     let mut roles: BTreeMap<String, ()> = BTreeMap::new();
     let mut stages: BTreeMap<Stage, ()> = BTreeMap::new();
     for task in tasks {
         for (_, events) in &task.cpu {
             for e in events {
                 match e.what {
-                    CpuEvent::Api(a) => {
-                        let name = strip_version(timeline.text(a.name)).to_string();
-                        api.entry(name).or_default().push(a.name);
-                    }
+                    CpuEvent::Api(a) => api_keys.insert(a.name),
                     CpuEvent::Range(n) | CpuEvent::StartEnd(n) | CpuEvent::Mark(n) => {
-                        let domain = timeline.text(n.domain);
-                        domains.insert(domain.to_string(), ());
-                        let label = nvtx_label(domain, timeline.text(n.text));
-                        nvtx.entry(label).or_default().push((n.domain, n.text));
+                        nvtx_keys.insert((n.domain, n.text))
                     }
-                }
+                };
             }
         }
         for s in &task.streams {
             roles.insert(s.role.name(scope.rules).to_string(), ());
-            for op in &s.ops {
-                let (label, key) = gpu_name(timeline, op.what);
-                gpu.entry(label).or_default().push(key);
-            }
+            gpu_keys.extend(s.ops.iter().map(|op| gpu_name(op.what)));
         }
         let part = &scope.parts[task.part];
         for k in &part.streams.nccl {
@@ -275,6 +265,14 @@ fn values(scope: &Scope, tasks: &[Task]) -> Values {
             }
         }
     }
+    let api = by_label(api_keys, |&k| strip_version(timeline.text(k)).to_string());
+    let gpu = by_label(gpu_keys, |&k| gpu_label(timeline, k));
+    let mut domains: BTreeMap<String, ()> = BTreeMap::new();
+    let nvtx = by_label(nvtx_keys, |&(domain, text)| {
+        let domain = timeline.text(domain);
+        domains.insert(domain.to_string(), ());
+        nvtx_label(domain, timeline.text(text))
+    });
     let mut values = Values::default();
     for (label, keys) in api {
         values.names.push(label);
@@ -307,6 +305,18 @@ fn values(scope: &Scope, tasks: &[Task]) -> Values {
     values
 }
 
+/// Distinct keys grouped by their label, labels sorted (keys sharing a label share a value id).
+fn by_label<K>(
+    keys: FxHashSet<K>,
+    mut label: impl FnMut(&K) -> String,
+) -> BTreeMap<String, Vec<K>> {
+    let mut grouped: BTreeMap<String, Vec<K>> = BTreeMap::new();
+    for key in keys {
+        grouped.entry(label(&key)).or_default().push(key);
+    }
+    grouped
+}
+
 /// `cudaLaunchKernel_v7000` -> `cudaLaunchKernel` (nsys2prv 0.5.8 shows names without the suffix).
 pub fn strip_version(name: &str) -> &str {
     match name.rsplit_once("_v") {
@@ -328,19 +338,21 @@ fn nvtx_label(domain: &str, text: &str) -> String {
     }
 }
 
-/// The label and key of a GPU operation's name.
-pub fn gpu_name(timeline: &Timeline, op: GpuOp) -> (String, GpuName) {
+/// The key of a GPU operation's name.
+pub fn gpu_name(op: GpuOp) -> GpuName {
     match op {
-        GpuOp::Kernel(k) => (
-            timeline.text(k.short_name).to_string(),
-            GpuName::Kernel(k.short_name),
-        ),
-        GpuOp::Memcpy(m) => {
-            let name = copy_names(m.copy_kind).0;
-            let label = name.trim_matches(['[', ']']);
-            (label.to_string(), GpuName::Fixed(name))
-        }
-        GpuOp::Memset(_) => ("CUDA memset".to_string(), GpuName::Fixed("[CUDA memset]")),
+        GpuOp::Kernel(k) => GpuName::Kernel(k.short_name),
+        GpuOp::Memcpy(m) => GpuName::Fixed(copy_names(m.copy_kind).0),
+        GpuOp::Memset(_) => GpuName::Fixed("[CUDA memset]"),
+    }
+}
+
+/// The `.pcf` label of a GPU operation's name: the kernel's short name, or the fixed name
+/// without its brackets (`CUDA memcpy Host-to-Device`).
+fn gpu_label(timeline: &Timeline, name: GpuName) -> String {
+    match name {
+        GpuName::Kernel(short) => timeline.text(short).to_string(),
+        GpuName::Fixed(fixed) => fixed.trim_matches(['[', ']']).to_string(),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::export::items::{Clipped, CpuEvent, GpuOp};
 use crate::hash::FxHashMap;
 use crate::model::{ProcessId, StreamId};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, Write};
 
 /// Most type:value pairs in one record (a kernel begin has 14).
@@ -167,7 +167,7 @@ fn sources<'a>(ctx: &Context<'a>) -> Vec<Source<'a>> {
         }
         if let Some((thread, counters)) = &task.counters {
             sources.push(Source::Counters(CounterSource::new(
-                task_no, *thread, counters, ctx,
+                task_no, *thread, counters,
             )));
         }
     }
@@ -210,7 +210,7 @@ fn nccl_events(ctx: &Context, task: &Task) -> FxHashMap<(StreamId, i64, i64), Nc
 enum Source<'a> {
     Cpu(CpuSource<'a>),
     Gpu(GpuSource<'a>),
-    Counters(CounterSource),
+    Counters(CounterSource<'a>),
 }
 
 impl Source<'_> {
@@ -218,7 +218,7 @@ impl Source<'_> {
         match self {
             Source::Cpu(s) => s.peek(ctx),
             Source::Gpu(s) => s.peek(ctx),
-            Source::Counters(s) => s.lines.get(s.next).map(|(t, _)| *t),
+            Source::Counters(s) => s.peek(ctx),
         }
     }
 
@@ -226,16 +226,7 @@ impl Source<'_> {
         match self {
             Source::Cpu(s) => s.next(ctx, counts),
             Source::Gpu(s) => s.next(ctx, counts),
-            Source::Counters(s) => {
-                let (time, pairs) = &s.lines[s.next];
-                s.next += 1;
-                Record {
-                    time: *time,
-                    task: s.task,
-                    thread: s.thread,
-                    body: Body::events(pairs),
-                }
-            }
+            Source::Counters(s) => s.next(ctx),
         }
     }
 }
@@ -439,8 +430,11 @@ impl GpuSource<'_> {
     ) -> (Body, EndKind) {
         let timeline = ctx.scope.activity.timeline;
         let values = &ctx.layout.values;
-        let (_, key) = super::layout::gpu_name(timeline, op.what);
-        let id = values.gpu.get(&key).copied().unwrap_or(0) as u64;
+        let id = values
+            .gpu
+            .get(&super::layout::gpu_name(op.what))
+            .copied()
+            .unwrap_or(0) as u64;
         let correlation = u64::from(op.what.correlation());
         let role = (types::STREAM_ROLE, self.role);
         match op.what {
@@ -557,43 +551,66 @@ fn end_body(kind: EndKind) -> Body {
     }
 }
 
-/// The analysis thread: counter changes, one multi-event line per time.
-struct CounterSource {
+/// The analysis thread: counter changes, one multi-event line per time, merged on the fly from
+/// the counters' step series (nothing is held per line).
+struct CounterSource<'a> {
     task: u32,
     thread: u32,
-    lines: Vec<(u64, Vec<(u32, u64)>)>,
-    next: usize,
+    /// Each series' Paraver type and steps, in the order their pairs appear on a line.
+    series: [(u32, &'a [(i64, i64)]); 5],
+    /// The next step of each series.
+    next: [usize; 5],
 }
 
-impl CounterSource {
-    fn new(task: u32, thread: u32, c: &crate::export::counters::Counters, ctx: &Context) -> Self {
+impl<'a> CounterSource<'a> {
+    fn new(task: u32, thread: u32, c: &'a crate::export::counters::Counters) -> Self {
         let barrier = c
             .by_role
             .iter()
             .find(|(role, _)| role == BARRIER)
             .map(|(_, steps)| steps.as_slice())
             .unwrap_or(&[]);
-        let series: [(u32, &[(i64, i64)]); 5] = [
-            (types::COMPUTE_IN_FLIGHT, &c.compute),
-            (types::COMM_IN_FLIGHT, &c.comm),
-            (types::EXPOSED_COMM, &c.exposed),
-            (types::BARRIER_IN_FLIGHT, barrier),
-            (types::COLLECTIVE_WAIT, &c.waiting),
-        ];
-        let mut by_time: BTreeMap<u64, Vec<(u32, u64)>> = BTreeMap::new();
-        for (ty, steps) in series {
-            for &(t, v) in steps {
-                by_time
-                    .entry(ctx.scope.rebase(t))
-                    .or_default()
-                    .push((ty, v.max(0) as u64));
-            }
-        }
         CounterSource {
             task,
             thread,
-            lines: by_time.into_iter().collect(),
-            next: 0,
+            series: [
+                (types::COMPUTE_IN_FLIGHT, &c.compute),
+                (types::COMM_IN_FLIGHT, &c.comm),
+                (types::EXPOSED_COMM, &c.exposed),
+                (types::BARRIER_IN_FLIGHT, barrier),
+                (types::COLLECTIVE_WAIT, &c.waiting),
+            ],
+            next: [0; 5],
+        }
+    }
+
+    /// The earliest pending change, rebased.
+    fn peek(&self, ctx: &Context) -> Option<u64> {
+        self.series
+            .iter()
+            .zip(self.next)
+            .filter_map(|((_, steps), i)| steps.get(i))
+            .map(|&(t, _)| ctx.scope.rebase(t))
+            .min()
+    }
+
+    /// Every change at the earliest pending time, series by series.
+    fn next(&mut self, ctx: &Context) -> Record {
+        let time = self.peek(ctx).expect("next follows a successful peek");
+        let mut pairs = Pairs::new();
+        for ((ty, steps), next) in self.series.iter().zip(self.next.iter_mut()) {
+            while let Some(&(t, v)) = steps.get(*next)
+                && ctx.scope.rebase(t) == time
+            {
+                pairs.push((*ty, v.max(0) as u64));
+                *next += 1;
+            }
+        }
+        Record {
+            time,
+            task: self.task,
+            thread: self.thread,
+            body: Body::Events(pairs),
         }
     }
 }
