@@ -43,3 +43,67 @@ fn reading_reports_on_several_threads_changes_nothing() {
         }
     }
 }
+
+/// The timeline of `paths` read with `threads` threads and ranges of `chunk_rows` rows, or the
+/// error, as text (the timeline's `Debug` form holds every entity, event, string and warning).
+fn timeline_text(paths: &[std::path::PathBuf], threads: usize, chunk_rows: i64) -> String {
+    let reports = paths
+        .iter()
+        .map(|p| nsys_lens::nsys::Report::open(p))
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    match nsys_lens::model::Timeline::from_reports_chunked(reports, threads, chunk_rows) {
+        Ok(timeline) => format!("{timeline:?}"),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+#[test]
+fn one_report_read_in_rowid_ranges_on_several_connections_is_the_same_timeline() {
+    let mut inputs: Vec<Vec<std::path::PathBuf>> = vec![
+        vec![root().join("fixtures/megatron_pp2/node0.sqlite")],
+        vec![root().join("fixtures/pithtrain_pp2_ep2/node0.sqlite")],
+    ];
+    inputs.extend(real("nsysai_mfu_2gpu_before_2026.2.1.sqlite").map(|p| vec![p]));
+    for paths in inputs {
+        let sequential = timeline_text(&paths, 1, i64::MAX);
+        assert!(!sequential.starts_with("error"), "{sequential}");
+        // Ranges of 1, 7 and 1000 rows, read by 2 and 3 connections: many ranges, ranges that
+        // end mid-table, and more ranges in flight than workers.
+        for (threads, rows) in [(2, 1), (3, 7), (2, 1000)] {
+            assert!(
+                timeline_text(&paths, threads, rows) == sequential,
+                "{}: {threads} threads, ranges of {rows} rows",
+                paths[0].display()
+            );
+        }
+    }
+}
+
+#[test]
+fn read_in_ranges_the_first_bad_row_is_the_error_a_sequential_scan_gives() {
+    // Row 40 names a string that does not exist and row 300 ends before it starts: a sequential
+    // scan stops at row 40, and so must ranges of 16 rows read in any order.
+    let (_dir, copy) = crate::util::damaged_copy(
+        "megatron_pp2/node0.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = 987654321 WHERE rowid = 40;
+         UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start - 1 WHERE rowid = 300;",
+    );
+    let sequential = timeline_text(std::slice::from_ref(&copy), 1, i64::MAX);
+    assert!(
+        sequential.contains("987654321") && sequential.contains("row 40"),
+        "{sequential}"
+    );
+    assert_eq!(
+        timeline_text(std::slice::from_ref(&copy), 3, 16),
+        sequential
+    );
+    // Only the reversed interval: the error of row 300 either way.
+    let (_dir, copy) = crate::util::damaged_copy(
+        "megatron_pp2/node0.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start - 1 WHERE rowid = 300;",
+    );
+    let sequential = timeline_text(std::slice::from_ref(&copy), 1, i64::MAX);
+    assert!(sequential.contains("300"), "{sequential}");
+    assert_eq!(timeline_text(&[copy], 3, 16), sequential);
+}

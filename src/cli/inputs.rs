@@ -27,8 +27,9 @@ pub struct Inputs {
     #[arg(long, value_enum, default_value_t)]
     pub align: Align,
 
-    /// Reports read at once, each on its own thread (default: one per core); the result is the
-    /// same whatever the number.
+    /// Threads that read the reports (default: one per core): reports are read at once, each on
+    /// its own thread, and with fewer reports than threads a report's large tables are shared
+    /// among its threads in rowid ranges. The result is the same whatever the number.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
 }

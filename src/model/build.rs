@@ -7,7 +7,8 @@ use super::events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, SyncEvent};
 use super::{GpuId, HostId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable, ThreadId};
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::nsys::{
-    Clock, Error, ExportMeta, GlobalId, GpuOpRow, Report, Result, StringResolver, Warning, Warnings,
+    CHUNK_ROWS, Chunking, Clock, Error, ExportMeta, GlobalId, GpuOpRow, Report, Result,
+    StringResolver, Warning, Warnings,
 };
 use std::cmp::Reverse;
 use std::path::Path;
@@ -24,7 +25,8 @@ impl Timeline {
         Timeline::load_with_threads(paths, cores)
     }
 
-    /// [`Timeline::load`] reading at most `threads` reports at once; the timeline is the same
+    /// [`Timeline::load`] with `threads` threads: reports are read at once, and a report that
+    /// gets several threads shares its large tables among them; the timeline is the same
     /// whatever the number.
     pub fn load_with_threads<P: AsRef<Path>>(paths: &[P], threads: usize) -> Result<Timeline> {
         let reports = paths
@@ -35,13 +37,32 @@ impl Timeline {
     }
 
     /// Merges opened reports into one timeline: each is read into a timeline of its own on one
-    /// of `threads` workers, then they are appended in the order given (ids renumbered, strings
-    /// interned in order), which gives exactly what reading them one after another would.
+    /// of `threads` workers (with more threads than reports, each report's large tables are
+    /// read by `threads / reports` connections at once), then they are appended in the order
+    /// given (ids renumbered, strings interned in order), which gives exactly what reading them
+    /// one after another would.
     pub fn from_reports(reports: Vec<Report>, threads: usize) -> Result<Timeline> {
+        Timeline::from_reports_chunked(reports, threads, CHUNK_ROWS)
+    }
+
+    /// [`Timeline::from_reports`] with the size of the rowid ranges that share a large table among
+    /// the threads a report gets when there are fewer reports than threads (each range is read on
+    /// a connection of its own, and the rows are taken in rowid order, so the timeline is the
+    /// same for any size; tests use small ones).
+    pub fn from_reports_chunked(
+        reports: Vec<Report>,
+        threads: usize,
+        chunk_rows: i64,
+    ) -> Result<Timeline> {
         let metas: Vec<ExportMeta> = reports.iter().map(|r| r.meta().clone()).collect();
         let mappings = clock::plan(&metas.iter().collect::<Vec<_>>());
         let jobs: Vec<(Report, ClockMapping)> = reports.into_iter().zip(mappings).collect();
-        let mut parts = read_alone(jobs, threads.max(1)).into_iter();
+        let threads = threads.max(1);
+        let chunking = Chunking {
+            workers: threads / jobs.len().max(1),
+            rows: chunk_rows,
+        };
+        let mut parts = read_alone(jobs, threads, chunking).into_iter();
         let mut timeline = match parts.next() {
             Some(first) => first?,
             None => Timeline::default(),
@@ -151,12 +172,16 @@ impl Timeline {
 
 /// Reads every report into a timeline of its own (unsorted), on up to `threads` workers at
 /// once; the results come back in the order of `jobs`.
-fn read_alone(jobs: Vec<(Report, ClockMapping)>, threads: usize) -> Vec<Result<Timeline>> {
+fn read_alone(
+    jobs: Vec<(Report, ClockMapping)>,
+    threads: usize,
+    chunking: Chunking,
+) -> Vec<Result<Timeline>> {
     let count = jobs.len();
     let read = |(report, mapping): (Report, ClockMapping)| {
         let mut strings = StringTable::default();
         let mut builder = Builder::default();
-        builder.add_report(&report, mapping, &mut strings)?;
+        builder.add_report(&report, mapping, &mut strings, chunking)?;
         builder.timeline.strings = strings;
         Ok(builder.timeline)
     };
@@ -201,6 +226,15 @@ struct Builder {
     report_hosts: Vec<HostId>,
 }
 
+/// The report a builder reads, where its times go, and how its large tables are read.
+#[derive(Clone, Copy)]
+struct Source<'r> {
+    report: &'r Report,
+    id: ReportId,
+    clock: Clock,
+    chunking: Chunking,
+}
+
 /// First start and last end seen.
 #[derive(Default)]
 struct Span(Option<(Ns, Ns)>);
@@ -220,6 +254,7 @@ impl Builder {
         report: &Report,
         mapping: ClockMapping,
         strings: &mut StringTable,
+        chunking: Chunking,
     ) -> Result<()> {
         let id = ReportId(self.timeline.reports.len() as u32);
         let meta = report.meta();
@@ -232,8 +267,13 @@ impl Builder {
         let mut span = Span::default();
         let non_utf8_before = strings.non_utf8_count();
         let mut resolver = report.strings(strings)?;
-        let counts =
-            self.read_events(report, id, clock, &mut resolver, &mut warnings, &mut span)?;
+        let source = Source {
+            report,
+            id,
+            clock,
+            chunking,
+        };
+        let counts = self.read_events(source, &mut resolver, &mut warnings, &mut span)?;
         if counts.is_empty() {
             return Err(Error::NoEvents {
                 path: report.path().to_path_buf(),
@@ -259,14 +299,17 @@ impl Builder {
 
     fn read_events(
         &mut self,
-        report: &Report,
-        id: ReportId,
-        clock: Clock,
+        Source {
+            report,
+            id,
+            clock,
+            chunking,
+        }: Source,
         strings: &mut StringResolver,
         warnings: &mut Warnings,
         span: &mut Span,
     ) -> Result<RowCounts> {
-        let kernels = report.read_kernels(strings, warnings, clock, |k| {
+        let kernels = report.read_kernels(chunking, strings, warnings, clock, |k| {
             span.add(k.op.start, k.op.end);
             let stream = self.stream(id, &k.op);
             self.timeline.kernels.push(Kernel {
@@ -283,7 +326,7 @@ impl Builder {
                 dynamic_shared: k.dynamic_shared,
             });
         })?;
-        let memcpy = report.read_memcpys(warnings, clock, |m| {
+        let memcpy = report.read_memcpys(chunking, warnings, clock, |m| {
             span.add(m.op.start, m.op.end);
             let stream = self.stream(id, &m.op);
             self.timeline.memcpys.push(Memcpy {
@@ -295,7 +338,7 @@ impl Builder {
                 copy_kind: m.copy_kind,
             });
         })?;
-        let memset = report.read_memsets(warnings, clock, |m| {
+        let memset = report.read_memsets(chunking, warnings, clock, |m| {
             span.add(m.op.start, m.op.end);
             let stream = self.stream(id, &m.op);
             self.timeline.memsets.push(Memset {
@@ -307,7 +350,7 @@ impl Builder {
                 value: m.value,
             });
         })?;
-        let sync = report.read_syncs(warnings, clock, |s| {
+        let sync = report.read_syncs(chunking, warnings, clock, |s| {
             span.add(s.op.start, s.op.end);
             let process = self.process(id, s.op.pid);
             // Synchronization rows carry deviceId 0 whatever the device (observed in 2026.2
@@ -324,7 +367,7 @@ impl Builder {
                 sync_type: s.sync_type,
             });
         })?;
-        let cuda_api = report.read_api_calls(strings, clock, |a| {
+        let cuda_api = report.read_api_calls(chunking, strings, clock, |a| {
             span.add(a.start, a.end);
             let thread = self.thread(id, a.thread);
             self.timeline.api_calls.push(ApiCall {

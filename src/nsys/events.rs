@@ -4,11 +4,12 @@
 //! Each reader runs one `SELECT`, converts every row into a small `Copy` record (names as
 //! [`StringId`]s, times on the merged clock) and hands it to a sink: nothing per row is allocated.
 
+use super::chunks::{Chunking, Rows, infallible, read_table};
 use super::error::{Error, Result};
 use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, Fields, opt, req};
-use super::strings::{StringRef, StringResolver};
+use super::strings::{Deferred, Names, StringRef, StringResolver};
 use super::warnings::{Warning, Warnings};
 use crate::model::{Ns, StringId};
 
@@ -82,15 +83,15 @@ pub struct GpuOpRow {
     pub correlation: u32,
 }
 
-/// One `CUPTI_ACTIVITY_KIND_KERNEL` row.
+/// One `CUPTI_ACTIVITY_KIND_KERNEL` row; its names are [`StringId`]s once resolved (`N`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KernelRow {
+pub struct KernelRow<N = StringId> {
     /// Where and when it ran.
     pub op: GpuOpRow,
     /// Base name (`shortName`).
-    pub short_name: StringId,
+    pub short_name: N,
     /// Full signature (`demangledName`).
-    pub name: StringId,
+    pub name: N,
     /// Grid dimensions.
     pub grid: [u32; 3],
     /// Block dimensions.
@@ -134,9 +135,10 @@ pub struct SyncRow {
     pub sync_type: u8,
 }
 
-/// One `CUPTI_ACTIVITY_KIND_RUNTIME` row (runtime or driver API call).
+/// One `CUPTI_ACTIVITY_KIND_RUNTIME` row (runtime or driver API call); its name is a
+/// [`StringId`] once resolved (`N`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ApiRow {
+pub struct ApiRow<N = StringId> {
     /// Start on the merged clock.
     pub start: Ns,
     /// End on the merged clock.
@@ -144,7 +146,7 @@ pub struct ApiRow {
     /// Calling thread.
     pub thread: GlobalId,
     /// Function name with its version suffix (`cudaLaunchKernel_v7000`).
-    pub name: StringId,
+    pub name: N,
     /// Correlation id (unique per process only).
     pub correlation: u32,
     /// `ENUM_NSYS_EVENT_CLASS`: 0 runtime, 1 driver.
@@ -197,9 +199,9 @@ fn correlation(f: &mut Fields) -> Result<u32> {
     f.u32_or(0)
 }
 
-fn string(f: &mut Fields, strings: &mut StringResolver, table: &'static str) -> Result<StringId> {
+fn string<N: Names>(f: &mut Fields, names: &mut N, table: &'static str) -> Result<N::Name> {
     let id = f.int()?;
-    strings.resolve(
+    names.name(
         id,
         StringRef {
             table,
@@ -214,9 +216,108 @@ fn dims(f: &mut Fields) -> Result<[u32; 3]> {
 }
 
 impl Report {
+    /// Reads `CUPTI_ACTIVITY_KIND_KERNEL` with `chunking`, in rowid order; returns the number of
+    /// rows.
+    pub fn read_kernels(
+        &self,
+        chunking: Chunking,
+        strings: &mut StringResolver,
+        warnings: &mut Warnings,
+        clock: Clock,
+        mut sink: impl FnMut(KernelRow),
+    ) -> Result<u64> {
+        let read = |r: &Report, rows, w: &mut Warnings, out: &mut dyn FnMut(_)| {
+            r.scan_kernels(rows, &mut Deferred, w, clock, out)
+        };
+        read_table(self, chunking, KERNEL, warnings, read, |k| {
+            sink(KernelRow {
+                op: k.op,
+                short_name: k.short_name.resolve(strings)?,
+                name: k.name.resolve(strings)?,
+                grid: k.grid,
+                block: k.block,
+                registers: k.registers,
+                static_shared: k.static_shared,
+                dynamic_shared: k.dynamic_shared,
+            });
+            Ok(())
+        })
+    }
+
+    /// Reads `CUPTI_ACTIVITY_KIND_MEMCPY` with `chunking`, in rowid order.
+    pub fn read_memcpys(
+        &self,
+        chunking: Chunking,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(MemcpyRow),
+    ) -> Result<u64> {
+        let read = |r: &Report, rows, w: &mut Warnings, out: &mut dyn FnMut(_)| {
+            r.scan_memcpys(rows, w, clock, out)
+        };
+        read_table(self, chunking, MEMCPY, warnings, read, infallible(sink))
+    }
+
+    /// Reads `CUPTI_ACTIVITY_KIND_MEMSET` with `chunking`, in rowid order.
+    pub fn read_memsets(
+        &self,
+        chunking: Chunking,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(MemsetRow),
+    ) -> Result<u64> {
+        let read = |r: &Report, rows, w: &mut Warnings, out: &mut dyn FnMut(_)| {
+            r.scan_memsets(rows, w, clock, out)
+        };
+        read_table(self, chunking, MEMSET, warnings, read, infallible(sink))
+    }
+
+    /// Reads `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION` with `chunking`, in rowid order.
+    pub fn read_syncs(
+        &self,
+        chunking: Chunking,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(SyncRow),
+    ) -> Result<u64> {
+        let read = |r: &Report, rows, w: &mut Warnings, out: &mut dyn FnMut(_)| {
+            r.scan_syncs(rows, w, clock, out)
+        };
+        read_table(self, chunking, SYNC, warnings, read, infallible(sink))
+    }
+
+    /// Reads `CUPTI_ACTIVITY_KIND_RUNTIME` (CUDA runtime and driver API calls) with `chunking`,
+    /// in rowid order.
+    pub fn read_api_calls(
+        &self,
+        chunking: Chunking,
+        strings: &mut StringResolver,
+        clock: Clock,
+        mut sink: impl FnMut(ApiRow),
+    ) -> Result<u64> {
+        let read = |r: &Report, rows, _: &mut Warnings, out: &mut dyn FnMut(_)| {
+            r.scan_api_calls(rows, &mut Deferred, clock, out)
+        };
+        // The runtime table raises no warnings.
+        let mut none = Warnings::default();
+        read_table(self, chunking, RUNTIME, &mut none, read, |a| {
+            sink(ApiRow {
+                start: a.start,
+                end: a.end,
+                thread: a.thread,
+                name: a.name.resolve(strings)?,
+                correlation: a.correlation,
+                class: a.class,
+            });
+            Ok(())
+        })
+    }
+
     /// Runs a GPU activity reader, counting rows without `globalPid` as a warning.
+    #[allow(clippy::too_many_arguments)]
     fn gpu_table<R>(
         &self,
+        rows: Rows,
         warnings: &mut Warnings,
         table: &'static str,
         columns: &'static [Column],
@@ -226,22 +327,24 @@ impl Report {
     ) -> Result<u64> {
         let main_pid = self.main_pid()?;
         let mut missing_pid = 0;
-        let rows = self.for_each_row(table, columns, "", |f| {
+        let count = self.for_each_row(table, columns, &rows.tail(), |f| {
             let op = gpu_op(f, clock, main_pid, &mut missing_pid)?;
             sink(read(f, op)?);
             Ok(())
         })?;
         warnings.add_n(Warning::MissingGlobalPid(table), missing_pid);
-        Ok(rows)
+        Ok(count)
     }
 
-    /// Streams `CUPTI_ACTIVITY_KIND_KERNEL`; returns the number of rows.
-    pub fn read_kernels(
+    /// Streams the `rows` of `CUPTI_ACTIVITY_KIND_KERNEL`, their names taken by `names`;
+    /// returns the number of rows.
+    pub(crate) fn scan_kernels<N: Names>(
         &self,
-        strings: &mut StringResolver,
+        rows: Rows,
+        names: &mut N,
         warnings: &mut Warnings,
         clock: Clock,
-        sink: impl FnMut(KernelRow),
+        sink: impl FnMut(KernelRow<N::Name>),
     ) -> Result<u64> {
         const COLUMNS: &[Column] = gpu_op_columns![
             req("shortName"),
@@ -259,8 +362,8 @@ impl Report {
         let read = |f: &mut Fields, op| {
             Ok(KernelRow {
                 op,
-                short_name: string(f, strings, KERNEL)?,
-                name: string(f, strings, KERNEL)?,
+                short_name: string(f, names, KERNEL)?,
+                name: string(f, names, KERNEL)?,
                 grid: dims(f)?,
                 block: dims(f)?,
                 registers: f.u32_or(0)?,
@@ -268,12 +371,13 @@ impl Report {
                 dynamic_shared: f.u32_or(0)?,
             })
         };
-        self.gpu_table(warnings, KERNEL, COLUMNS, clock, read, sink)
+        self.gpu_table(rows, warnings, KERNEL, COLUMNS, clock, read, sink)
     }
 
-    /// Streams `CUPTI_ACTIVITY_KIND_MEMCPY`.
-    pub fn read_memcpys(
+    /// Streams the `rows` of `CUPTI_ACTIVITY_KIND_MEMCPY`.
+    pub(crate) fn scan_memcpys(
         &self,
+        rows: Rows,
         warnings: &mut Warnings,
         clock: Clock,
         sink: impl FnMut(MemcpyRow),
@@ -286,12 +390,13 @@ impl Report {
                 copy_kind: f.u32_or(0)?.min(255) as u8,
             })
         };
-        self.gpu_table(warnings, MEMCPY, COLUMNS, clock, read, sink)
+        self.gpu_table(rows, warnings, MEMCPY, COLUMNS, clock, read, sink)
     }
 
-    /// Streams `CUPTI_ACTIVITY_KIND_MEMSET`.
-    pub fn read_memsets(
+    /// Streams the `rows` of `CUPTI_ACTIVITY_KIND_MEMSET`.
+    pub(crate) fn scan_memsets(
         &self,
+        rows: Rows,
         warnings: &mut Warnings,
         clock: Clock,
         sink: impl FnMut(MemsetRow),
@@ -304,12 +409,13 @@ impl Report {
                 value: f.opt_int()?.unwrap_or(0) as u32,
             })
         };
-        self.gpu_table(warnings, MEMSET, COLUMNS, clock, read, sink)
+        self.gpu_table(rows, warnings, MEMSET, COLUMNS, clock, read, sink)
     }
 
-    /// Streams `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.
-    pub fn read_syncs(
+    /// Streams the `rows` of `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.
+    pub(crate) fn scan_syncs(
         &self,
+        rows: Rows,
         warnings: &mut Warnings,
         clock: Clock,
         sink: impl FnMut(SyncRow),
@@ -321,15 +427,17 @@ impl Report {
                 sync_type: f.u32_or(0)?.min(255) as u8,
             })
         };
-        self.gpu_table(warnings, SYNC, COLUMNS, clock, read, sink)
+        self.gpu_table(rows, warnings, SYNC, COLUMNS, clock, read, sink)
     }
 
-    /// Streams `CUPTI_ACTIVITY_KIND_RUNTIME` (CUDA runtime and driver API calls).
-    pub fn read_api_calls(
+    /// Streams the `rows` of `CUPTI_ACTIVITY_KIND_RUNTIME` (CUDA runtime and driver API calls),
+    /// their names taken by `names`.
+    pub(crate) fn scan_api_calls<N: Names>(
         &self,
-        strings: &mut StringResolver,
+        rows: Rows,
+        names: &mut N,
         clock: Clock,
-        mut sink: impl FnMut(ApiRow),
+        mut sink: impl FnMut(ApiRow<N::Name>),
     ) -> Result<u64> {
         const COLUMNS: &[Column] = &[
             req("start"),
@@ -339,12 +447,12 @@ impl Report {
             opt("correlationId"),
             req("nameId"),
         ];
-        self.for_each_row(RUNTIME, COLUMNS, "", |f| {
+        self.for_each_row(RUNTIME, COLUMNS, &rows.tail(), |f| {
             let (start, end) = clock.interval(f)?;
             let class = f.u32_or(0)?.min(255) as u8;
             let thread = GlobalId::decode(f.int()?);
             let correlation = correlation(f)?;
-            let name = string(f, strings, RUNTIME)?;
+            let name = string(f, names, RUNTIME)?;
             sink(ApiRow {
                 start,
                 end,

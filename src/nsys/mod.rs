@@ -5,6 +5,7 @@
 //! events: readers hand compact `Copy` rows to a sink, and [`crate::model`] stores them.
 //! Facts relied on are in `reference/nsys-sqlite.md` (shared with the project).
 
+mod chunks;
 mod error;
 mod events;
 mod ids;
@@ -16,6 +17,7 @@ mod schema;
 mod strings;
 mod warnings;
 
+pub use chunks::{CHUNK_ROWS, Chunking};
 pub use error::{Error, Result};
 pub use events::{ApiRow, Clock, GpuOpRow, KernelRow, MemcpyRow, MemsetRow, SyncRow};
 pub use ids::GlobalId;

@@ -101,11 +101,7 @@ impl Report {
     /// and waits up to two seconds (`BUSY_TIMEOUT`) for the writer's lock.
     pub fn open(path: &Path) -> Result<Report> {
         check_file(path)?;
-        let conn = connect(path).map_err(|source| Error::Sqlite {
-            path: path.to_path_buf(),
-            table: "the database header".into(),
-            cause: source,
-        })?;
+        let conn = connect(path)?;
         let schema = Schema::probe(&conn, path)?;
         if !EXPORT_TABLES.iter().any(|t| schema.has_table(t)) {
             let reason = if schema.table_count() == 0 {
@@ -128,6 +124,17 @@ impl Report {
         report.meta = report.read_meta()?;
         super::progress::expect(report.estimated_rows());
         Ok(report)
+    }
+
+    /// Another read-only connection to the same export, for a worker reading beside this one.
+    pub(crate) fn reopen(&self) -> Result<Report> {
+        Ok(Report {
+            path: self.path.clone(),
+            conn: connect(&self.path)?,
+            schema: self.schema.clone(),
+            meta: self.meta.clone(),
+            warnings: Warnings::default(),
+        })
     }
 
     /// About how many event rows the export holds: each event table's largest rowid (the end of
@@ -436,7 +443,16 @@ pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A read-only connection to an export: immutable when no `-wal` or `-journal` says another
 /// program is writing it (see [`Report::open`]).
-fn connect(path: &Path) -> rusqlite::Result<Connection> {
+fn connect(path: &Path) -> Result<Connection> {
+    open_connection(path).map_err(|source| Error::Sqlite {
+        path: path.to_path_buf(),
+        table: "the database header".into(),
+        cause: source,
+    })
+}
+
+/// [`connect`], with SQLite's own error.
+fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;

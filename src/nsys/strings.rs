@@ -19,11 +19,56 @@ pub struct StringResolver<'r> {
 }
 
 /// Where a string id was found, for the error when it does not resolve.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StringRef {
     pub table: &'static str,
     pub row: i64,
     pub column: &'static str,
+}
+
+/// What a reader makes of a `StringIds` reference in a row: the interned string
+/// ([`StringResolver`]), or the reference itself, resolved later ([`Deferred`]).
+pub(crate) trait Names {
+    /// A row's name field.
+    type Name: Copy;
+
+    /// The name field for `StringIds` id `id`, found at `at`.
+    fn name(&mut self, id: i64, at: StringRef) -> Result<Self::Name>;
+}
+
+impl Names for StringResolver<'_> {
+    type Name = StringId;
+
+    fn name(&mut self, id: i64, at: StringRef) -> Result<StringId> {
+        self.resolve(id, at)
+    }
+}
+
+/// Keeps `StringIds` references as they are, for rows read on another connection and resolved
+/// in row order by the reader that consumes them (so strings are interned, and missing ones
+/// reported, exactly as one sequential scan would).
+pub(crate) struct Deferred;
+
+/// A `StringIds` reference not yet resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeferredName {
+    id: i64,
+    at: StringRef,
+}
+
+impl Names for Deferred {
+    type Name = DeferredName;
+
+    fn name(&mut self, id: i64, at: StringRef) -> Result<DeferredName> {
+        Ok(DeferredName { id, at })
+    }
+}
+
+impl DeferredName {
+    /// Resolves the reference.
+    pub(crate) fn resolve(self, strings: &mut StringResolver) -> Result<StringId> {
+        strings.resolve(self.id, self.at)
+    }
 }
 
 impl<'r> StringResolver<'r> {

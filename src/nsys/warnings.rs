@@ -83,6 +83,13 @@ impl Warnings {
         }
     }
 
+    /// Adds every count of `other`, in its order.
+    pub fn extend(&mut self, other: &Warnings) {
+        for (warning, n) in other.iter() {
+            self.add_n(warning.clone(), n);
+        }
+    }
+
     /// Whether nothing was raised.
     pub fn is_empty(&self) -> bool {
         self.counts.is_empty()
