@@ -11,6 +11,7 @@ mod fuzz;
 mod hostile;
 mod html;
 mod nsys_rep;
+mod paramedir;
 mod paraver;
 mod perfetto;
 mod real_data;

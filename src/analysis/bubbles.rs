@@ -1,6 +1,6 @@
 //! Pipeline bubbles: per rank and step, the time the GPU was not busy (busy = compute kernels
 //! and non-pipeline communication), split into the pipeline wait (only pipeline point-to-point
-//! in flight) and idle (nothing at all), beside the ideal 1F1B bubble `(pp-1)/(m+pp-1)`.
+//! in flight) and idle (no kernel at all; copies and sets are not counted as work), beside the ideal 1F1B bubble `(pp-1)/(m+pp-1)`.
 //!
 //! Pipeline communication is every NCCL kernel whose own role is `pp_p2p`, or point-to-point
 //! traffic no evidence gives another purpose (`p2p`: one peer per NCCL group; `nccl:SendRecv`:
@@ -26,7 +26,7 @@ pub struct StepBubble {
     pub bubble_ns: i64,
     /// Of the bubble: only pipeline communication in flight, ns.
     pub pp_wait_ns: i64,
-    /// Of the bubble: nothing running, ns.
+    /// Of the bubble: no kernel running, ns.
     pub idle_ns: i64,
     /// The bubble in the warm-up, steady and cool-down phases, when the step's `forward…` and
     /// `backward…` NVTX ranges show them: warm-up until the first backward starts, cool-down

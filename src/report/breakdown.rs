@@ -255,7 +255,7 @@ pub fn bubbles_output(timeline: &Timeline, ranks: &[RankBubbles]) -> Output {
     let mut output = per_rank_output(timeline, table, ranks.iter().map(|r| &r.window));
     output.notes.push(
         "busy = compute kernels and non-pipeline communication; pp_wait = only pipeline \
-         point-to-point (kernel roles pp_p2p, p2p or nccl:SendRecv, on any stream) in flight; idle = nothing running; \
+         point-to-point (kernel roles pp_p2p, p2p or nccl:SendRecv, on any stream) in flight; idle = no kernel running (copies and sets are not kernels); \
          ideal = 1F1B's (pp-1)/(m+pp-1) with m the forward micro-batch ranges of the step"
             .to_string(),
     );

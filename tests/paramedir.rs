@@ -1,0 +1,235 @@
+//! Paraver's own parser and analyzer on our traces: BSC's `paramedir` (built from
+//! `../shared/tools/paraver-kernel` by `.ci/run`) loads every `.prv` written here, computes every
+//! shipped preset, and each preset's number per rank equals what the CLI or SQL gives.
+
+use crate::util::{int, json, root, rows, sql_gpu_ops, union_length};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The paramedir binary: `NSYS_LENS_PARAMEDIR`, else `paramedir` on the PATH, else where
+/// `build-paramedir.sh` installs it. None (a skip, noted) when there is none; under
+/// `NSYS_LENS_CI` that fails when `.ci/run` could have built it.
+fn paramedir() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("NSYS_LENS_PARAMEDIR").map(PathBuf::from),
+        Some(PathBuf::from("paramedir")),
+        Some(PathBuf::from("/opt/paramedir/bin/paramedir")),
+    ];
+    let found = candidates.into_iter().flatten().find(|p| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        let buildable = root()
+            .join("../shared/tools/paraver-kernel/build-paramedir.sh")
+            .exists();
+        assert!(
+            !(buildable && std::env::var_os("NSYS_LENS_CI").is_some()),
+            "CI must build paramedir (see .ci/run)"
+        );
+        crate::util::skipped("paramedir checks: paramedir is not built (../shared/tools)");
+    }
+    found
+}
+
+/// Every shipped preset.
+fn presets() -> Vec<PathBuf> {
+    let mut cfgs: Vec<PathBuf> = std::fs::read_dir(root().join("cfgs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cfg"))
+        .collect();
+    cfgs.sort();
+    cfgs
+}
+
+/// Converts `input` (whole capture) and computes every preset on it in one paramedir run;
+/// returns each preset's CSV text by stem.
+fn compute(paramedir: &Path, input: &Path) -> BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("run");
+    let convert = crate::util::nsys_lens(&[
+        "convert",
+        "--to",
+        "paraver",
+        "-q",
+        "-o",
+        base.to_str().unwrap(),
+        input.to_str().unwrap(),
+    ]);
+    assert!(
+        convert.status.success(),
+        "{:?}",
+        crate::util::texts(&convert)
+    );
+    let mut command = Command::new(paramedir);
+    command.arg(base.with_extension("prv"));
+    for cfg in presets() {
+        let stem = cfg.file_stem().unwrap().to_str().unwrap().to_string();
+        command
+            .arg(&cfg)
+            .arg(dir.path().join(format!("{stem}.csv")));
+    }
+    let run = command.output().unwrap();
+    let (out, err) = crate::util::texts(&run);
+    assert!(
+        run.status.success() && !(out.clone() + &err).contains("Segmentation fault"),
+        "paramedir failed on {}: {out}{err}",
+        input.display()
+    );
+    presets()
+        .iter()
+        .map(|cfg| {
+            let stem = cfg.file_stem().unwrap().to_str().unwrap().to_string();
+            let csv = dir.path().join(format!("{stem}.csv"));
+            let text = std::fs::read_to_string(&csv)
+                .unwrap_or_else(|_| panic!("{stem}: paramedir wrote no {}", csv.display()));
+            (stem, text)
+        })
+        .collect()
+}
+
+/// A one-column histogram's value per row label (`rank N`), in ns.
+fn per_rank(csv: &str) -> BTreeMap<String, i64> {
+    csv.lines()
+        .filter(|l| l.starts_with("rank "))
+        .map(|l| {
+            let mut cells = l.split('\t');
+            let rank = cells.next().unwrap().to_string();
+            let value: f64 = cells.next().unwrap().trim().parse().unwrap();
+            (rank, value.round() as i64)
+        })
+        .collect()
+}
+
+/// A CLI table's column per `rank N` row (rank rows only; for tables with stage and role
+/// columns, the `all`/`all` row).
+fn cli(args: &[&str], column: &str) -> BTreeMap<String, i64> {
+    let out = json(args);
+    let total = |r: &serde_json::Value, key: &str| r.get(key).is_none_or(|v| v == "all");
+    rows(&out)
+        .iter()
+        .filter(|r| r["rank"].is_u64() && total(r, "stage") && total(r, "role"))
+        .map(|r| (format!("rank {}", r["rank"]), int(&r[column])))
+        .collect()
+}
+
+/// Per rank from SQL: the union of the rank's GPU operations, and of its compute (non-NCCL)
+/// kernels. Each report is one host, named by its `Hostname`.
+fn sql_per_rank(input: &Path) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+    let ranks = json(&["ranks", input.to_str().unwrap()]);
+    let reports = crate::util::sqlite_files(input);
+    let mut active = BTreeMap::new();
+    let mut computing = BTreeMap::new();
+    for r in rows(&ranks) {
+        let (host, pid) = (r["host"].as_str().unwrap(), int(&r["pid"]) as u32);
+        let report = reports
+            .iter()
+            .find(|p| hostname(p) == host)
+            .unwrap_or_else(|| panic!("no report of host {host}"));
+        let spans = sql_gpu_ops(report).into_iter().filter(|o| o.0 == pid);
+        let kernels = compute_kernels(report).into_iter().filter(|k| k.0 == pid);
+        let rank = format!("rank {}", r["rank"]);
+        active.insert(
+            rank.clone(),
+            union_length(spans.map(|o| (o.3, o.4)).collect()),
+        );
+        computing.insert(rank, union_length(kernels.map(|k| (k.1, k.2)).collect()));
+    }
+    (active, computing)
+}
+
+/// The `Hostname` an export records.
+fn hostname(report: &Path) -> String {
+    let conn = rusqlite::Connection::open(report).unwrap();
+    conn.query_row(
+        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// (pid, start, end) of every kernel whose name does not start with `nccl`, from SQL.
+fn compute_kernels(report: &Path) -> Vec<(u32, i64, i64)> {
+    let conn = rusqlite::Connection::open(report).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT (k.globalPid >> 24) & 16777215, k.start, k.end FROM \
+             CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName \
+             WHERE lower(substr(s.value, 1, 4)) != 'nccl'",
+        )
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn every_preset_computes_in_paramedir_and_equals_the_cli_and_sql() {
+    let Some(paramedir) = paramedir() else {
+        return;
+    };
+    for fixture in ["megatron_pp2", "ddp_2node", "pithtrain_pp2_ep2"] {
+        let input = root().join("fixtures").join(fixture);
+        let at = input.to_str().unwrap();
+        let csv = compute(&paramedir, &input);
+        let (active, compute_time) = sql_per_rank(&input);
+        assert_eq!(
+            per_rank(&csv["gpu_active"]),
+            active,
+            "{fixture}: GPU active"
+        );
+        assert_eq!(
+            per_rank(&csv["compute_time"]),
+            compute_time,
+            "{fixture}: compute time"
+        );
+        let overlap = cli(&["overlap", "--whole", at], "exposed_wall_ns");
+        assert_eq!(
+            per_rank(&csv["exposed_communication"]),
+            overlap,
+            "{fixture}: exposed communication"
+        );
+        let waited = cli(&["collectives", "--whole", "--by", "rank", at], "waited_ns");
+        assert_eq!(
+            per_rank(&csv["collective_wait"]),
+            waited,
+            "{fixture}: waiting in collectives"
+        );
+        roles_in_their_columns(&csv["communication_by_role"], fixture);
+    }
+    // The step is the outermost NVTX range of Megatron's ranks: the bubble preset's idle time
+    // is `bubbles`' (it crashed paramedir until its composed window named its parents first).
+    let input = root().join("fixtures/megatron_pp2");
+    let csv = compute(&paramedir, &input);
+    let idle = cli(&["bubbles", input.to_str().unwrap()], "idle_ns");
+    assert!(idle.values().any(|&v| v > 100_000), "{idle:?}");
+    assert_eq!(per_rank(&csv["pipeline_bubble"]), idle);
+}
+
+/// In the role histogram every stream's busy time sits in the column of the role its `.row`
+/// name ends with, and nowhere else.
+fn roles_in_their_columns(csv: &str, fixture: &str) {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    let mut streams = 0;
+    for line in lines.filter(|l| l.starts_with("CUDA-D")) {
+        let cells: Vec<&str> = line.split('\t').collect();
+        let role = cells[0].split(' ').nth(1).unwrap();
+        for (column, value) in header.iter().zip(&cells).skip(1) {
+            let value: f64 = value.trim().parse().unwrap_or(0.0);
+            if column.trim() == role {
+                assert!(value > 0.0, "{fixture}: {}: no time as {role}", cells[0]);
+            } else {
+                assert_eq!(value, 0.0, "{fixture}: {} has time as {column}", cells[0]);
+            }
+        }
+        streams += 1;
+    }
+    assert!(streams > 0, "{fixture}: no stream rows in\n{csv}");
+}
