@@ -52,9 +52,9 @@ pub struct Trace {
     tasks: Vec<(usize, usize)>,
     row: BTreeMap<String, Vec<String>>,
     /// type -> (label, value labels).
-    pcf: HashMap<u32, (String, HashMap<u64, String>)>,
+    pub pcf: HashMap<u32, (String, HashMap<u64, String>)>,
     /// Event records in file order.
-    events: Vec<Event>,
+    pub events: Vec<Event>,
     /// (send time, task, thread, receive time, task, thread, size, tag).
     comms: Vec<[u64; 8]>,
 }

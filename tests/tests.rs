@@ -11,6 +11,7 @@ mod fuzz;
 mod hostile;
 mod html;
 mod nsys_rep;
+mod osrt;
 mod paramedir;
 mod paraver;
 mod perfetto;

@@ -64,7 +64,13 @@ fn one_report_read_in_rowid_ranges_on_several_connections_is_the_same_timeline()
         vec![root().join("fixtures/megatron_pp2/node0.sqlite")],
         vec![root().join("fixtures/pithtrain_pp2_ep2/node0.sqlite")],
     ];
-    inputs.extend(real("nsysai_mfu_2gpu_before_2026.2.1.sqlite").map(|p| vec![p]));
+    // A real export with OS runtime calls (4,630) and one without.
+    for file in [
+        "nsysai_mfu_2gpu_before_2026.2.1.sqlite",
+        "mordred_report1_pre2022.sqlite",
+    ] {
+        inputs.extend(real(file).map(|p| vec![p]));
+    }
     for paths in inputs {
         let sequential = timeline_text(&paths, 1, i64::MAX);
         assert!(!sequential.starts_with("error"), "{sequential}");

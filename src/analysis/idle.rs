@@ -128,6 +128,22 @@ pub fn rank_idle(
     (streams, gaps)
 }
 
+/// The innermost OS runtime call (`--trace=osrt`) a thread was in at `t`: what a host that let
+/// the GPU wait was blocked in (`pthread_cond_wait`, `read`, `poll`...).
+pub fn os_call(
+    activity: &Activity,
+    process: ProcessId,
+    thread: ThreadId,
+    t: i64,
+) -> Option<String> {
+    activity
+        .os_calls(process)
+        .take_while(|o| o.start.0 <= t)
+        .filter(|o| o.thread == thread && t < o.end.0)
+        .min_by_key(|o| o.end.0 - o.start.0)
+        .map(|o| activity.timeline.text(o.name).to_string())
+}
+
 /// What a thread was doing at `t`: the API call it was in, else its innermost NVTX range.
 pub fn cpu_activity(
     activity: &Activity,

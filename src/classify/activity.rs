@@ -2,7 +2,7 @@
 //! NVTX events (indices into the timeline's sorted vectors, so still in start order), and the
 //! launching API call of each GPU operation.
 
-use crate::model::{ApiCall, Kernel, Memcpy, Memset, Ns, NvtxEvent, ProcessId, Timeline};
+use crate::model::{ApiCall, Kernel, Memcpy, Memset, Ns, NvtxEvent, OsCall, ProcessId, Timeline};
 
 /// A timeline with its events grouped by process.
 pub struct Activity<'t> {
@@ -13,6 +13,7 @@ pub struct Activity<'t> {
     memsets: Vec<Vec<u32>>,
     api_calls: Vec<Vec<u32>>,
     nvtx: Vec<Vec<u32>>,
+    os_calls: Vec<Vec<u32>>,
     /// (process, correlation id, start, index into the API calls) of every API call, sorted.
     launches: Vec<(ProcessId, u32, Ns, u32)>,
 }
@@ -30,6 +31,7 @@ impl<'t> Activity<'t> {
             timeline.thread(a.thread).process
         });
         let nvtx = group(n, &timeline.nvtx, |e| timeline.thread(e.thread).process);
+        let os_calls = group(n, &timeline.os_calls, |o| timeline.thread(o.thread).process);
         let mut launches: Vec<(ProcessId, u32, Ns, u32)> = timeline
             .api_calls
             .iter()
@@ -51,6 +53,7 @@ impl<'t> Activity<'t> {
             memsets,
             api_calls,
             nvtx,
+            os_calls,
             launches,
         }
     }
@@ -91,6 +94,15 @@ impl<'t> Activity<'t> {
     pub fn nvtx(&self, process: ProcessId) -> impl Iterator<Item = &'t NvtxEvent> + '_ {
         let all = &self.timeline.nvtx;
         self.nvtx[process.index()]
+            .iter()
+            .map(move |&i| &all[i as usize])
+    }
+
+    /// The OS runtime calls of all the process's threads, in start order (enclosing calls
+    /// first).
+    pub fn os_calls(&self, process: ProcessId) -> impl Iterator<Item = &'t OsCall> + '_ {
+        let all = &self.timeline.os_calls;
+        self.os_calls[process.index()]
             .iter()
             .map(move |&i| &all[i as usize])
     }

@@ -276,12 +276,20 @@ fn parse_ranks(list: &str) -> anyhow::Result<Vec<u32>> {
     Ok(ranks)
 }
 
+/// `, N OS runtime calls` for a summary line, when the capture has any.
+fn os_calls(count: u64) -> String {
+    match count {
+        0 => String::new(),
+        n => format!(", {n} OS runtime calls"),
+    }
+}
+
 /// The summary line of the Perfetto trace, and a warning when the UI may not open it.
 fn report(summary: &perfetto::Summary) -> Vec<String> {
     let c = summary.counts;
     let mut lines = vec![format!(
         "wrote {} ({} bytes): {} kernels, {} memcpy, {} memset, {} CUDA API calls, {} NVTX \
-         events, {} flows, {} tracks",
+         events{}, {} flows, {} tracks",
         summary.path.display(),
         summary.bytes,
         c.kernels,
@@ -289,6 +297,7 @@ fn report(summary: &perfetto::Summary) -> Vec<String> {
         c.memset,
         c.api,
         c.nvtx,
+        os_calls(c.os_calls),
         c.flows,
         c.tracks
     )];
@@ -309,7 +318,7 @@ fn report_paraver(summary: &paraver::Summary) -> Vec<String> {
     let c = summary.counts;
     let mut lines = vec![format!(
         "wrote {} ({} bytes; .pcf and .row beside it): {} tasks, {} threads, {} kernels, {} \
-         memcpy/memset, {} CUDA API calls, {} NVTX events, {} communications",
+         memcpy/memset, {} CUDA API calls, {} NVTX events{}, {} communications",
         summary.prv.display(),
         summary.bytes,
         summary.tasks,
@@ -318,6 +327,7 @@ fn report_paraver(summary: &paraver::Summary) -> Vec<String> {
         c.memops,
         c.api,
         c.nvtx,
+        os_calls(c.os_calls),
         c.comms
     )];
     for warning in &summary.warnings {

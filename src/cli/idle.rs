@@ -2,9 +2,9 @@
 
 use super::Outcome;
 use super::analysis::RankArgs;
-use nsys_lens::analysis::idle::{cpu_activity, rank_idle};
+use nsys_lens::analysis::idle::{cpu_activity, os_call, rank_idle};
 use nsys_lens::classify::Activity;
-use nsys_lens::report::{self, RankIdle};
+use nsys_lens::report::{self, GapContext, RankIdle};
 
 /// How many of a rank's longest gaps are listed.
 const LONGEST: usize = 3;
@@ -39,10 +39,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .take(LONGEST)
                 .map(|g| {
                     let middle = g.start + (g.end - g.start) / 2;
-                    let cpu = g
-                        .launcher
-                        .and_then(|t| cpu_activity(&activity, process, t, middle));
-                    (g, cpu)
+                    let context = g.launcher.map_or_else(GapContext::default, |t| GapContext {
+                        cpu: cpu_activity(&activity, process, t, middle),
+                        os_call: os_call(&activity, process, t, middle),
+                    });
+                    (g, context)
                 })
                 .collect();
             RankIdle {

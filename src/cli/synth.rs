@@ -80,6 +80,11 @@ pub struct Args {
     #[arg(long)]
     nccl_on_compute: bool,
 
+    /// Record OS runtime calls (`OSRT_API`, as `nsys profile --trace=osrt`): the host's waits
+    /// in the OS, such as ddp's data loader in `pthread_cond_wait` (`--slow-dataloader`).
+    #[arg(long)]
+    osrt: bool,
+
     /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
     /// ranges (every preset).
     #[arg(long)]
@@ -173,6 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         session_gap: args.session_gap,
         clock_skew: args.clock_skew,
         nccl_on_compute: args.nccl_on_compute,
+        osrt: args.osrt,
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
         seed: args.seed,

@@ -5,7 +5,9 @@
 use super::Part;
 use crate::classify::Activity;
 use crate::classify::streams::clip;
-use crate::model::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, StreamId, ThreadId};
+use crate::model::{
+    ApiCall, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, OsCall, StreamId, ThreadId,
+};
 use std::collections::BTreeMap;
 
 /// Something to draw, clipped to the exported window (merged-clock ns).
@@ -30,6 +32,8 @@ pub enum CpuEvent<'t> {
     StartEnd(&'t NvtxEvent),
     /// An NVTX mark.
     Mark(&'t NvtxEvent),
+    /// An OS runtime library call.
+    Os(&'t OsCall),
 }
 
 /// A GPU operation.
@@ -85,6 +89,9 @@ pub fn thread_events<'t>(
     };
     for a in activity.api_calls(part.process) {
         add(a.thread, (a.start.0, a.end.0), CpuEvent::Api(a));
+    }
+    for o in activity.os_calls(part.process) {
+        add(o.thread, (o.start.0, o.end.0), CpuEvent::Os(o));
     }
     for e in activity.nvtx(part.process) {
         let span = (e.start.0, e.end.map_or(window.1, |t| t.0));

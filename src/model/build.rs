@@ -3,7 +3,7 @@
 use super::Timeline;
 use super::clock::{self, ClockMapping};
 use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
-use super::events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, SyncEvent};
+use super::events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, OsCall, SyncEvent};
 use super::{GpuId, HostId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable, ThreadId};
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::nsys::{
@@ -158,6 +158,12 @@ impl Timeline {
                 thread: thread(a.thread),
                 name: s(a.name),
                 ..a
+            }));
+        self.os_calls
+            .extend(part.os_calls.into_iter().map(|o| OsCall {
+                thread: thread(o.thread),
+                name: s(o.name),
+                ..o
             }));
         self.nvtx.extend(part.nvtx.into_iter().map(|n| NvtxEvent {
             thread: thread(n.thread),
@@ -393,6 +399,16 @@ impl Builder {
                 text: n.text,
             });
         })?;
+        let osrt = report.read_os_calls(chunking, strings, clock, |o| {
+            span.add(o.start, o.end);
+            let thread = self.thread(id, o.thread);
+            self.timeline.os_calls.push(OsCall {
+                start: o.start,
+                end: o.end,
+                thread,
+                name: o.name,
+            });
+        })?;
         Ok(RowCounts {
             kernels,
             memcpy,
@@ -400,6 +416,7 @@ impl Builder {
             cuda_api,
             sync,
             nvtx,
+            osrt,
         })
     }
 
@@ -593,6 +610,8 @@ impl Timeline {
             .sort_unstable_by_key(|s| (s.start, s.end, s.process, s.correlation));
         t.api_calls
             .sort_unstable_by_key(|a| (a.start, a.end, a.thread, a.correlation));
+        t.os_calls
+            .sort_unstable_by_key(|o| (o.start, Reverse(o.end), o.thread, o.name));
         // Enclosing ranges first on equal starts; an open range encloses everything after it.
         t.nvtx
             .sort_by_key(|n| (n.start, Reverse(n.end.map_or(i64::MAX, |e| e.0)), n.thread));

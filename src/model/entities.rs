@@ -38,6 +38,8 @@ pub struct RowCounts {
     pub sync: u64,
     /// `NVTX_EVENTS` (all event types).
     pub nvtx: u64,
+    /// `OSRT_API` calls (its profiler start and finish markers are not counted).
+    pub osrt: u64,
 }
 
 impl RowCounts {

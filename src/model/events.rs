@@ -80,6 +80,19 @@ pub struct ApiCall {
     pub class: u8,
 }
 
+/// One OS runtime library call (`OSRT_API`: `poll`, `ioctl`, `pthread_cond_wait`, `read`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OsCall {
+    /// Start.
+    pub start: Ns,
+    /// End.
+    pub end: Ns,
+    /// Calling thread.
+    pub thread: ThreadId,
+    /// Function name.
+    pub name: StringId,
+}
+
 /// One synchronization event (a host wait, or a stream waiting on an event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncEvent {
@@ -147,6 +160,7 @@ mod tests {
     fn events_stay_small() {
         assert!(std::mem::size_of::<Kernel>() <= 72);
         assert!(std::mem::size_of::<ApiCall>() <= 32);
+        assert!(std::mem::size_of::<OsCall>() <= 24);
         assert!(std::mem::size_of::<NvtxEvent>() <= 48);
         assert!(std::mem::size_of::<Memcpy>() <= 40);
         assert!(std::mem::size_of::<Memset>() <= 40);

@@ -16,7 +16,7 @@ mod strings;
 
 pub use clock::{ClockMapping, TimeBase};
 pub use entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
-pub use events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, SyncEvent};
+pub use events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, OsCall, SyncEvent};
 pub use strings::{StringId, StringTable};
 
 /// A time in nanoseconds on the merged clock (signed: NVTX ranges can open before the capture).
@@ -91,6 +91,8 @@ pub struct Timeline {
     pub api_calls: Vec<ApiCall>,
     /// Synchronization events, sorted by start.
     pub syncs: Vec<SyncEvent>,
+    /// OS runtime library calls, sorted by start, enclosing calls first on equal starts.
+    pub os_calls: Vec<OsCall>,
     /// NVTX ranges and marks, sorted by start, enclosing ranges first on equal starts.
     pub nvtx: Vec<NvtxEvent>,
 }

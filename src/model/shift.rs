@@ -44,6 +44,9 @@ impl Timeline {
         for a in &mut self.api_calls {
             by([&mut a.start, &mut a.end], thread_shift[a.thread.index()]);
         }
+        for o in &mut self.os_calls {
+            by([&mut o.start, &mut o.end], thread_shift[o.thread.index()]);
+        }
         for s in &mut self.syncs {
             by([&mut s.start, &mut s.end], process_shift[s.process.index()]);
         }

@@ -35,6 +35,7 @@ const EVENT_TABLES: &[&str] = &[
     "CUPTI_ACTIVITY_KIND_MEMSET",
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
     "NVTX_EVENTS",
+    "OSRT_API",
 ];
 
 /// One open export, read-only.

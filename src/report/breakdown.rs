@@ -120,6 +120,15 @@ pub fn kernels_output(timeline: &Timeline, ranks: &[RankBreakdown]) -> Output {
     output
 }
 
+/// What the thread that launched the operation after a gap was doing in the middle of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GapContext {
+    /// The API call it was in, else its innermost NVTX range.
+    pub cpu: Option<String>,
+    /// The innermost OS runtime call it was in (captures with `--trace=osrt`).
+    pub os_call: Option<String>,
+}
+
 /// One rank's idle streams and gaps.
 pub struct RankIdle<'a> {
     /// Rank and window.
@@ -129,7 +138,7 @@ pub struct RankIdle<'a> {
     /// Roles of its streams over the window.
     pub roles: &'a RankStreams,
     /// The longest gaps, with what the launching thread was doing then.
-    pub longest: Vec<(Gap, Option<String>)>,
+    pub longest: Vec<(Gap, GapContext)>,
 }
 
 /// The `idle` output.
@@ -168,11 +177,15 @@ pub fn idle_output(timeline: &Timeline, ranks: &[RankIdle], rules: &RoleRules) -
             ]);
             table.push(row);
         }
-        for (gap, cpu) in &r.longest {
+        for (gap, context) in &r.longest {
             let stream = timeline.stream(gap.stream);
-            let cpu_text = cpu
+            let mut cpu_text = context
+                .cpu
                 .clone()
                 .unwrap_or_else(|| "nothing recorded".to_string());
+            if let Some(call) = &context.os_call {
+                cpu_text.push_str(&format!(" (OS call {call})"));
+            }
             notes.push(format!(
                 "rank {} GPU {} stream {}: idle {} ns from {} ({:?}); the launching thread was in: {cpu_text}",
                 r.window.rank.rank,
@@ -190,7 +203,8 @@ pub fn idle_output(timeline: &Timeline, ranks: &[RankIdle], rules: &RoleRules) -
                 "end": gap.end,
                 "idle_ns": gap.end - gap.start,
                 "cause": gap.cause,
-                "cpu": cpu,
+                "cpu": context.cpu,
+                "os_call": context.os_call,
             }));
         }
     }

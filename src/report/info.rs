@@ -375,8 +375,8 @@ impl ReportSummary {
         }
         let r = &self.rows;
         let rows = format!(
-            "kernels {}, memcpy {}, memset {}, cuda api {}, sync {}, nvtx {}",
-            r.kernels, r.memcpy, r.memset, r.cuda_api, r.sync, r.nvtx
+            "kernels {}, memcpy {}, memset {}, cuda api {}, sync {}, nvtx {}, os runtime {}",
+            r.kernels, r.memcpy, r.memset, r.cuda_api, r.sync, r.nvtx, r.osrt
         );
         field(out, "rows", &rows);
         match self.host_gpus.is_empty() {

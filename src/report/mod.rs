@@ -15,7 +15,7 @@ mod table;
 mod time;
 
 pub use breakdown::{
-    RankBreakdown, RankBubbles, RankIdle, bubbles_output, idle_output, kernels_output,
+    GapContext, RankBreakdown, RankBubbles, RankIdle, bubbles_output, idle_output, kernels_output,
 };
 pub use collectives::{by_rank_output, instances_output};
 pub use info::{AlignmentSummary, InfoOutput, ReportSummary};

@@ -69,6 +69,8 @@ pub struct Options {
     pub clock_skew: i64,
     /// Communication launched on the compute stream instead of its own streams.
     pub nccl_on_compute: bool,
+    /// OS runtime calls are recorded (`OSRT_API`), as `--trace=osrt` does.
+    pub osrt: bool,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
@@ -100,6 +102,7 @@ impl Options {
             session_gap: 37_251_904,
             clock_skew: 0,
             nccl_on_compute: false,
+            osrt: false,
             framework_nvtx: true,
             straggler: None,
             seed: 1,
@@ -168,6 +171,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         nccl_on_compute: options.nccl_on_compute,
         framework_nvtx: options.framework_nvtx,
         straggler: options.straggler,
+        osrt: options.osrt,
     };
     let schedules = sim::run(
         &workload.programs,

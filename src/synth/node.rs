@@ -80,6 +80,8 @@ pub struct NodeExport {
     grid_ids: FxHashMap<u32, i64>,
     last_time: i64,
     command: String,
+    /// Whether an OS runtime call was written (and so the tracing-started marker).
+    os_runtime_started: bool,
 }
 
 impl NodeExport {
@@ -94,6 +96,7 @@ impl NodeExport {
             grid_ids: FxHashMap::default(),
             last_time: 0,
             command,
+            os_runtime_started: false,
         })
     }
 
@@ -154,6 +157,35 @@ impl NodeExport {
                 &name,
                 &0,
             ],
+        )
+    }
+
+    /// An OS runtime call; the first one of the export is preceded by the marker nsys writes
+    /// when OS runtime tracing starts (event class 31, no duration).
+    pub fn os_call(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        name: &str,
+    ) -> Result<()> {
+        const CALL: i64 = 27;
+        const STARTED: i64 = 31;
+        let (start, end) = (self.local(start), self.local(end));
+        if !self.os_runtime_started {
+            self.os_runtime_started = true;
+            let marker = self.writer.string("OS runtime libraries profiling started");
+            self.os_row((start, start), STARTED, GlobalId::encode(pid, pid), marker)?;
+        }
+        let name = self.writer.string(name);
+        self.os_row((start, end), CALL, GlobalId::encode(pid, tid), name)
+    }
+
+    fn os_row(&mut self, (start, end): (i64, i64), class: i64, tid: i64, name: i64) -> Result<()> {
+        self.writer.insert(
+            "OSRT_API",
+            "start, end, eventClass, globalTid, nameId, returnValue, nestingLevel, callchainId, \
+             argumentsId",
+            &[&start, &end, &class, &tid, &name, &0, &0, &0, &0],
         )
     }
 

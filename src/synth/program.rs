@@ -40,6 +40,13 @@ pub enum Op {
     Pop,
     /// CPU work, ns.
     Cpu(i64),
+    /// The launching thread blocked in an OS runtime call (a row of `OSRT_API` with `--osrt`).
+    Blocked {
+        /// The function, e.g. `pthread_cond_wait`.
+        call: &'static str,
+        /// How long, ns.
+        ns: i64,
+    },
     /// Switches the launching thread.
     Thread(Launcher),
     /// Launches a kernel on a stream.
@@ -146,6 +153,12 @@ impl Program {
     pub fn cpu(&mut self, ns: i64) {
         let ns = self.rng.around(ns, 0.1);
         self.ops.push(Op::Cpu(ns));
+    }
+
+    /// The thread waits about `ns` in the OS call `call` (CPU time like [`Program::cpu`]).
+    pub fn blocked(&mut self, call: &'static str, ns: i64) {
+        let ns = self.rng.around(ns, 0.1);
+        self.ops.push(Op::Blocked { call, ns });
     }
 
     /// Launches from `launcher` from now on.

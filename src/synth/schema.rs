@@ -103,6 +103,12 @@ pub const TABLES: &[(&str, &str)] = &[
          eventSyncId INTEGER",
     ),
     (
+        "OSRT_API",
+        "start INTEGER NN, end INTEGER NN, eventClass INTEGER NN, globalTid INTEGER, \
+         nameId INTEGER NN, returnValue INTEGER NN, nestingLevel INTEGER, \
+         callchainId INTEGER NN, argumentsId INTEGER NN",
+    ),
+    (
         "NVTX_EVENTS",
         "start INTEGER NN, end INTEGER, eventType INTEGER NN, rangeId INTEGER, category INTEGER, \
          color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, \

@@ -37,6 +37,8 @@ pub struct Style {
     /// (rank, ns): that rank's collectives start this much later than it would start them (its
     /// compute before each collective runs longer), so it arrives last.
     pub straggler: Option<(usize, i64)>,
+    /// OS runtime calls are recorded (`--trace=osrt`).
+    pub osrt: bool,
 }
 
 /// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
@@ -405,6 +407,16 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             }
         }
         Op::Cpu(ns) => rank.cpu += ns,
+        Op::Blocked { call, ns } => {
+            if rank.style.osrt {
+                node.os_call(
+                    (rank.cpu, rank.cpu + ns),
+                    (rank.place.pid, rank.tid()),
+                    call,
+                )?;
+            }
+            rank.cpu += ns;
+        }
         Op::Thread(launcher) => rank.launcher = *launcher,
         Op::Kernel { stream, kind, dur } => {
             let (ready, correlation) = launch(rank, node, "cudaLaunchKernel_v7000", 0)?;

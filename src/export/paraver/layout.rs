@@ -89,6 +89,12 @@ pub struct Values {
     pub nvtx_labels: Vec<String>,
     /// NVTX domain -> event type.
     pub domains: BTreeMap<String, u32>,
+    /// OS runtime call name -> (event type, value): [`types::OSRT`] or [`types::PTHREAD`].
+    pub os: FxHashMap<StringId, (u32, u32)>,
+    /// Labels of the [`types::OSRT`] values, by value.
+    pub os_labels: Vec<(u32, String)>,
+    /// Labels of the [`types::PTHREAD`] values, by value.
+    pub pthread_labels: Vec<(u32, String)>,
     /// Role names by id.
     pub roles: Vec<String>,
     /// Stages by id.
@@ -240,6 +246,7 @@ fn values(scope: &Scope, tasks: &[Task]) -> Values {
     let mut api_keys: FxHashSet<StringId> = FxHashSet::default();
     let mut gpu_keys: FxHashSet<GpuName> = FxHashSet::default();
     let mut nvtx_keys: FxHashSet<(StringId, StringId)> = FxHashSet::default();
+    let mut os_keys: FxHashSet<StringId> = FxHashSet::default();
     let mut roles: BTreeMap<String, ()> = BTreeMap::new();
     let mut stages: BTreeMap<Stage, ()> = BTreeMap::new();
     for task in tasks {
@@ -247,6 +254,7 @@ fn values(scope: &Scope, tasks: &[Task]) -> Values {
             for e in events {
                 match e.what {
                     CpuEvent::Api(a) => api_keys.insert(a.name),
+                    CpuEvent::Os(o) => os_keys.insert(o.name),
                     CpuEvent::Range(n) | CpuEvent::StartEnd(n) | CpuEvent::Mark(n) => {
                         nvtx_keys.insert((n.domain, n.text))
                     }
@@ -300,9 +308,38 @@ fn values(scope: &Scope, tasks: &[Task]) -> Values {
         };
         values.domains.insert(domain, ty);
     }
+    os_values(
+        &mut values,
+        by_label(os_keys, |&k| timeline.text(k).to_string()),
+    );
     values.roles = roles.into_keys().collect();
     values.stages = stages.into_keys().collect();
     values
+}
+
+/// The OS runtime call values, as nsys2prv 0.6 numbers them: names containing `pthread` (any
+/// case) under [`types::PTHREAD`] with its fixed values, unknown ones after them in name order;
+/// every other name under [`types::OSRT`], in name order from 1.
+fn os_values(values: &mut Values, by_name: BTreeMap<String, Vec<StringId>>) {
+    let fixed = |name: &str| types::PTHREAD_VALUES.iter().find(|(n, _)| *n == name);
+    let mut next_pthread = types::PTHREAD_VALUES.len() as u32;
+    for (name, keys) in by_name {
+        let (ty, value) = if !name.to_ascii_lowercase().contains("pthread") {
+            values
+                .os_labels
+                .push((values.os_labels.len() as u32 + 1, name));
+            (types::OSRT, values.os_labels.len() as u32)
+        } else if let Some(&(_, value)) = fixed(&name) {
+            values.pthread_labels.push((value, name));
+            (types::PTHREAD, value)
+        } else {
+            next_pthread += 1;
+            values.pthread_labels.push((next_pthread, name));
+            (types::PTHREAD, next_pthread)
+        };
+        values.os.extend(keys.into_iter().map(|k| (k, (ty, value))));
+    }
+    values.pthread_labels.sort();
 }
 
 /// Distinct keys grouped by their label, labels sorted (keys sharing a label share a value id).

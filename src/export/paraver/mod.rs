@@ -211,6 +211,15 @@ fn pcf(layout: &Layout) -> String {
         &nvtx,
     );
     block(&mut out, types::NVTX_MARK, "nsys-lens NVTX marks", &nvtx);
+    for (ty, label, values) in [
+        (types::OSRT, "OS Runtime Calls", &v.os_labels),
+        (types::PTHREAD, "Pthreads Calls", &v.pthread_labels),
+    ] {
+        if !values.is_empty() {
+            let values: Vec<(u32, &str)> = values.iter().map(|(id, l)| (*id, l.as_str())).collect();
+            block(&mut out, ty, label, &values);
+        }
+    }
     let roles: Vec<(u32, &str)> = (1..).zip(v.roles.iter().map(String::as_str)).collect();
     block(
         &mut out,

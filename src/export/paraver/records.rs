@@ -87,6 +87,8 @@ pub struct Counts {
     pub api: u64,
     /// NVTX range begins and marks.
     pub nvtx: u64,
+    /// OS runtime call begins (66400000 and 61000000).
+    pub os_calls: u64,
     /// Communication records (launch -> GPU operation).
     pub comms: u64,
     /// Launches not drawn as communication because the GPU operation starts before the call.
@@ -296,6 +298,11 @@ impl CpuSource<'_> {
                     .copied()
                     .unwrap_or(types::NVTX_PUSHPOP_BASE);
                 (ty, nvtx(n), None)
+            }
+            CpuEvent::Os(o) => {
+                counts.os_calls += 1;
+                let (ty, value) = values.os.get(&o.name).copied().unwrap_or((types::OSRT, 0));
+                (ty, u64::from(value), None)
             }
             CpuEvent::StartEnd(n) => {
                 counts.nvtx += 1;

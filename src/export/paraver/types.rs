@@ -64,6 +64,27 @@ pub const COLLECTIVE_WAIT: u32 = 63_100_014;
 /// member, from 1).
 pub const COLLECTIVE: u32 = 63_100_006;
 
+/// nsys2prv 0.6: OS runtime calls other than pthread ones; values are the names, sorted.
+pub const OSRT: u32 = 66_400_000;
+/// nsys2prv 0.6: pthread calls; values from [`PTHREAD_VALUES`], then other pthread names sorted.
+pub const PTHREAD: u32 = 61_000_000;
+/// nsys2prv 0.6's fixed values of the pthread calls it knows.
+pub const PTHREAD_VALUES: [(&str, u32); 13] = [
+    ("pthread_exit", 1),
+    ("pthread_create", 2),
+    ("pthread_join", 3),
+    ("pthread_detach", 4),
+    ("pthread_rwlock_wrlock", 5),
+    ("pthread_rwlock_rdlock", 6),
+    ("pthread_rwlock_unlock", 7),
+    ("pthread_mutex_lock", 8),
+    ("pthread_mutex_unlock", 9),
+    ("pthread_cond_signal", 10),
+    ("pthread_cond_broadcast", 11),
+    ("pthread_cond_wait", 12),
+    ("pthread_barrier_wait", 13),
+];
+
 /// Labels of the types without a value table (nsys2prv's exact wording for its own).
 pub const PLAIN: &[(u32, &str)] = &[
     (MEMOP_BYTES, "Memcopy size"),

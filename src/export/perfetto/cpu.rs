@@ -82,7 +82,7 @@ fn emit<W: Write>(
     let process = part.process;
     for item in items {
         let (start, end) = (w.scope.rebase(item.start), w.scope.rebase(item.end));
-        w.counts.nvtx += u64::from(!matches!(item.what, CpuEvent::Api(_)));
+        w.counts.nvtx += u64::from(!matches!(item.what, CpuEvent::Api(_) | CpuEvent::Os(_)));
         let (event, flow) = match item.what {
             CpuEvent::Mark(e) => {
                 lanes.first(&mut w.out, start)?;
@@ -98,6 +98,10 @@ fn emit<W: Write>(
                 let flow = w.flows.api_flow(process, a.correlation);
                 let args = vec![(Arg::Correlation, Value::Uint(a.correlation.into()))];
                 ((Name::Text(a.name), Category::CudaApi, args), flow)
+            }
+            CpuEvent::Os(o) => {
+                w.counts.os_calls += 1;
+                ((Name::Text(o.name), Category::OsRuntime, Vec::new()), None)
             }
             CpuEvent::Range(e) | CpuEvent::StartEnd(e) => {
                 let args = domain_arg(e).into_iter().collect();

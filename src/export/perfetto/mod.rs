@@ -49,6 +49,8 @@ pub struct Counts {
     pub api: u64,
     /// NVTX ranges and marks.
     pub nvtx: u64,
+    /// OS runtime call slices.
+    pub os_calls: u64,
     /// Flow arrows (API call to GPU operation).
     pub flows: u64,
     /// Track descriptors.
@@ -58,7 +60,7 @@ pub struct Counts {
 impl Counts {
     /// Slices and instants in all.
     pub fn slices(&self) -> u64 {
-        self.kernels + self.memcpy + self.memset + self.api + self.nvtx
+        self.kernels + self.memcpy + self.memset + self.api + self.nvtx + self.os_calls
     }
 }
 
@@ -279,8 +281,10 @@ fn process_name(scope: &Scope, part: &Part) -> String {
     let process = timeline.process(part.process);
     let host = &timeline.host(process.host).name;
     let Some(rank) = part.rank else {
-        let name = timeline.text(process.name);
-        return format!("node {host} · pid {} · {name}", process.pid);
+        return match timeline.text(process.name) {
+            "" => format!("node {host} · pid {}", process.pid),
+            name => format!("node {host} · pid {} · {name}", process.pid),
+        };
     };
     let mut words = vec![format!("rank {}", rank.rank)];
     if let Some(label) = rank.label {

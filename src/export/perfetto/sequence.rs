@@ -87,16 +87,19 @@ pub enum Category {
     Nvtx,
     /// What nsys-lens records about the export itself.
     Export,
+    /// OS runtime library calls.
+    OsRuntime,
 }
 
 impl Category {
-    const NAMES: [&'static str; 6] = [
+    const NAMES: [&'static str; 7] = [
         "kernel",
         "memcpy",
         "memset",
         "cuda_api",
         "nvtx",
         "nsys_lens",
+        "os_runtime",
     ];
 }
 

@@ -21,7 +21,9 @@ pub fn build(o: &Options) -> anyhow::Result<Workload> {
         let mut p = Program::new(o.seed, rank);
         for step in 0..o.steps {
             if o.slow_dataloader {
-                p.range("DataLoader.__next__", |p| p.cpu(45_000_000));
+                p.range("DataLoader.__next__", |p| {
+                    p.blocked("pthread_cond_wait", 45_000_000)
+                });
             }
             p.range(format!("ProfilerStep#{step}"), |p| {
                 p.cpu(200_000);
