@@ -8,6 +8,7 @@ mod breakdown;
 mod collectives;
 mod docs;
 mod fuzz;
+mod gpu_metrics;
 mod hostile;
 mod html;
 mod nsys_rep;

@@ -71,6 +71,11 @@ fn one_report_read_in_rowid_ranges_on_several_connections_is_the_same_timeline()
     ] {
         inputs.extend(real(file).map(|p| vec![p]));
     }
+    // OS runtime calls and GPU metrics, read in ranges like the CUDA tables.
+    let synthetic = crate::util::synth(
+        "--preset ddp --nodes 1 --gpus-per-node 2 --steps 2 --slow-dataloader --osrt --gpu-metrics",
+    );
+    inputs.push(vec![synthetic.path().join("node0.sqlite")]);
     for paths in inputs {
         let sequential = timeline_text(&paths, 1, i64::MAX);
         assert!(!sequential.starts_with("error"), "{sequential}");

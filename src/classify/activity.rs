@@ -2,7 +2,11 @@
 //! NVTX events (indices into the timeline's sorted vectors, so still in start order), and the
 //! launching API call of each GPU operation.
 
-use crate::model::{ApiCall, Kernel, Memcpy, Memset, Ns, NvtxEvent, OsCall, ProcessId, Timeline};
+use crate::model::{
+    ApiCall, GpuId, Kernel, Memcpy, Memset, MetricSample, MetricSeriesId, Ns, NvtxEvent, OsCall,
+    ProcessId, Timeline,
+};
+use std::ops::Range;
 
 /// A timeline with its events grouped by process.
 pub struct Activity<'t> {
@@ -14,6 +18,8 @@ pub struct Activity<'t> {
     api_calls: Vec<Vec<u32>>,
     nvtx: Vec<Vec<u32>>,
     os_calls: Vec<Vec<u32>>,
+    /// Each metric series' samples: a range of the timeline's (series-sorted) samples.
+    metric_samples: Vec<Range<usize>>,
     /// (process, correlation id, start, index into the API calls) of every API call, sorted.
     launches: Vec<(ProcessId, u32, Ns, u32)>,
 }
@@ -46,6 +52,12 @@ impl<'t> Activity<'t> {
             })
             .collect();
         launches.sort_unstable();
+        let mut metric_samples = vec![0..0; timeline.metric_series.len()];
+        let mut from = 0;
+        for run in timeline.metrics.chunk_by(|a, b| a.series == b.series) {
+            metric_samples[run[0].series.index()] = from..from + run.len();
+            from += run.len();
+        }
         Activity {
             timeline,
             kernels,
@@ -54,6 +66,7 @@ impl<'t> Activity<'t> {
             api_calls,
             nvtx,
             os_calls,
+            metric_samples,
             launches,
         }
     }
@@ -105,6 +118,48 @@ impl<'t> Activity<'t> {
         self.os_calls[process.index()]
             .iter()
             .map(move |&i| &all[i as usize])
+    }
+
+    /// The GPU metric series sampled on a GPU of the process: the report's series whose GPU
+    /// index is the GPU's host index (its CUDA ordinal when the export does not map it), with
+    /// the GPU, by GPU then series.
+    pub fn metric_series(&self, process: ProcessId) -> Vec<(GpuId, MetricSeriesId)> {
+        let timeline = self.timeline;
+        let report = timeline.process(process).report;
+        let mut found = Vec::new();
+        for (g, gpu) in timeline.gpus.iter().enumerate() {
+            if gpu.process != process {
+                continue;
+            }
+            let index = gpu.host_gpu.map_or(gpu.device, |i| i as u32);
+            found.extend(
+                (0..timeline.metric_series.len() as u32)
+                    .map(MetricSeriesId)
+                    .filter(|&s| {
+                        let series = timeline.metric_series(s);
+                        series.report == report && series.gpu_index == index
+                    })
+                    .map(|s| (GpuId(g as u32), s)),
+            );
+        }
+        found
+    }
+
+    /// A metric series' samples, in time order.
+    pub fn metric_samples(&self, series: MetricSeriesId) -> &'t [MetricSample] {
+        &self.timeline.metrics[self.metric_samples[series.index()].clone()]
+    }
+
+    /// A metric series' samples taken inside `[from, to]`, in time order.
+    pub fn metric_samples_in(
+        &self,
+        series: MetricSeriesId,
+        (from, to): (i64, i64),
+    ) -> &'t [MetricSample] {
+        let all = self.metric_samples(series);
+        let first = all.partition_point(|m| m.time.0 < from);
+        let end = all.partition_point(|m| m.time.0 <= to);
+        &all[first..end.max(first)]
     }
 
     /// Whether the process ran any kernel, copy or set.

@@ -276,12 +276,16 @@ fn parse_ranks(list: &str) -> anyhow::Result<Vec<u32>> {
     Ok(ranks)
 }
 
-/// `, N OS runtime calls` for a summary line, when the capture has any.
-fn os_calls(count: u64) -> String {
-    match count {
-        0 => String::new(),
-        n => format!(", {n} OS runtime calls"),
-    }
+/// `, N OS runtime calls, M GPU metric samples` for a summary line: the parts the capture has.
+fn optional_counts(os_calls: u64, metric_samples: u64) -> String {
+    [
+        (os_calls, "OS runtime calls"),
+        (metric_samples, "GPU metric samples"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!(", {n} {what}"))
+    .collect()
 }
 
 /// The summary line of the Perfetto trace, and a warning when the UI may not open it.
@@ -297,7 +301,7 @@ fn report(summary: &perfetto::Summary) -> Vec<String> {
         c.memset,
         c.api,
         c.nvtx,
-        os_calls(c.os_calls),
+        optional_counts(c.os_calls, c.metric_samples),
         c.flows,
         c.tracks
     )];
@@ -327,7 +331,7 @@ fn report_paraver(summary: &paraver::Summary) -> Vec<String> {
         c.memops,
         c.api,
         c.nvtx,
-        os_calls(c.os_calls),
+        optional_counts(c.os_calls, c.metric_samples),
         c.comms
     )];
     for warning in &summary.warnings {

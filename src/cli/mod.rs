@@ -11,6 +11,7 @@ mod idle;
 mod info;
 mod inputs;
 mod kernels;
+mod metrics;
 mod overlap;
 mod progress;
 mod ranks;
@@ -62,6 +63,8 @@ enum Command {
     Bubbles(bubbles::Args),
     /// Every collective matched across its ranks: arrival skew, the last rank, the waits.
     Collectives(collectives::Args),
+    /// GPU metrics per rank: mean SM and tensor activity, DRAM, NVLink and PCIe throughput.
+    Metrics(metrics::Args),
     /// Two runs side by side: kernel families, step time, exposed communication, bubbles.
     Compare(compare::Args),
     /// One self-contained HTML page: ranks, where each step goes, overlap, families, bubbles.
@@ -179,6 +182,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Idle(args) => idle::run(args),
         Command::Bubbles(args) => bubbles::run(args),
         Command::Collectives(args) => collectives::run(args),
+        Command::Metrics(args) => metrics::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
         Command::Convert(args) => convert::run(args),

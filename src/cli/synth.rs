@@ -85,6 +85,11 @@ pub struct Args {
     #[arg(long)]
     osrt: bool,
 
+    /// Sample GPU metrics every 100 us (`GPU_METRICS`, as `--gpu-metrics-devices=all`): SM and
+    /// tensor activity and DRAM bandwidth follow the compute kernels, NVLink the communication.
+    #[arg(long)]
+    gpu_metrics: bool,
+
     /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
     /// ranges (every preset).
     #[arg(long)]
@@ -179,6 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         clock_skew: args.clock_skew,
         nccl_on_compute: args.nccl_on_compute,
         osrt: args.osrt,
+        gpu_metrics: args.gpu_metrics,
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
         seed: args.seed,

@@ -113,6 +113,11 @@ fn first_start(activity: &Activity, part: &Part) -> Option<i64> {
         first_clipped(activity.memsets(p).map(|m| (m.start.0, m.end.0)), w),
         first_clipped(activity.api_calls(p).map(|a| (a.start.0, a.end.0)), w),
         first_clipped(activity.os_calls(p).map(|o| (o.start.0, o.end.0)), w),
+        activity
+            .metric_series(p)
+            .into_iter()
+            .filter_map(|(_, s)| Some(activity.metric_samples_in(s, w).first()?.time.0))
+            .min(),
         first_clipped(
             activity
                 .nvtx(p)

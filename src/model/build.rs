@@ -2,9 +2,13 @@
 
 use super::Timeline;
 use super::clock::{self, ClockMapping};
+use super::entities::MetricSeries;
 use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
-use super::events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, OsCall, SyncEvent};
-use super::{GpuId, HostId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable, ThreadId};
+use super::events::{ApiCall, Kernel, Memcpy, Memset, MetricSample, NvtxEvent, OsCall, SyncEvent};
+use super::{
+    GpuId, HostId, MetricSeriesId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable,
+    ThreadId,
+};
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::nsys::{
     CHUNK_ROWS, Chunking, Clock, Error, ExportMeta, GlobalId, GpuOpRow, Report, Result,
@@ -164,6 +168,18 @@ impl Timeline {
                 thread: thread(o.thread),
                 name: s(o.name),
                 ..o
+            }));
+        let m0 = self.metric_series.len() as u32;
+        self.metric_series
+            .extend(part.metric_series.into_iter().map(|m| MetricSeries {
+                report,
+                name: s(m.name),
+                ..m
+            }));
+        self.metrics
+            .extend(part.metrics.into_iter().map(|m| MetricSample {
+                series: MetricSeriesId(m.series.0 + m0),
+                ..m
             }));
         self.nvtx.extend(part.nvtx.into_iter().map(|n| NvtxEvent {
             thread: thread(n.thread),
@@ -399,6 +415,7 @@ impl Builder {
                 text: n.text,
             });
         })?;
+        let gpu_metrics = self.read_metrics(report, id, clock, chunking, strings, span)?;
         let osrt = report.read_os_calls(chunking, strings, clock, |o| {
             span.add(o.start, o.end);
             let thread = self.thread(id, o.thread);
@@ -417,6 +434,44 @@ impl Builder {
             sync,
             nvtx,
             osrt,
+            gpu_metrics,
+        })
+    }
+
+    /// Reads the report's GPU metrics, one series per (GPU index, metric id).
+    fn read_metrics(
+        &mut self,
+        report: &Report,
+        id: ReportId,
+        clock: Clock,
+        chunking: Chunking,
+        strings: &mut StringResolver,
+        span: &mut Span,
+    ) -> Result<u64> {
+        let names = report.metric_names()?;
+        let mut series: FxHashMap<(u32, u32), MetricSeriesId> = FxHashMap::default();
+        let timeline = &mut self.timeline;
+        report.read_metrics(chunking, clock, |m| {
+            span.add(m.time, m.time);
+            let key = (m.gpu_index, m.metric_id);
+            let series = *series.entry(key).or_insert_with(|| {
+                let name = match names.get(&m.metric_id) {
+                    Some(name) => strings.intern(name),
+                    None => strings.intern(&format!("metric {}", m.metric_id)),
+                };
+                timeline.metric_series.push(MetricSeries {
+                    report: id,
+                    gpu_index: m.gpu_index,
+                    metric_id: m.metric_id,
+                    name,
+                });
+                MetricSeriesId(timeline.metric_series.len() as u32 - 1)
+            });
+            timeline.metrics.push(MetricSample {
+                time: m.time,
+                value: m.value,
+                series,
+            });
         })
     }
 
@@ -612,6 +667,8 @@ impl Timeline {
             .sort_unstable_by_key(|a| (a.start, a.end, a.thread, a.correlation));
         t.os_calls
             .sort_unstable_by_key(|o| (o.start, Reverse(o.end), o.thread, o.name));
+        t.metrics
+            .sort_unstable_by_key(|m| (m.series, m.time, m.value));
         // Enclosing ranges first on equal starts; an open range encloses everything after it.
         t.nvtx
             .sort_by_key(|n| (n.start, Reverse(n.end.map_or(i64::MAX, |e| e.0)), n.thread));

@@ -40,6 +40,8 @@ pub struct RowCounts {
     pub nvtx: u64,
     /// `OSRT_API` calls (its profiler start and finish markers are not counted).
     pub osrt: u64,
+    /// `GPU_METRICS` samples (one per metric and sampling time).
+    pub gpu_metrics: u64,
 }
 
 impl RowCounts {
@@ -92,6 +94,19 @@ pub struct Gpu {
     /// The host's GPU index (`TARGET_INFO_GPU.id`) when known.
     pub host_gpu: Option<i64>,
     /// Product name (empty when unknown).
+    pub name: StringId,
+}
+
+/// One GPU metric of one GPU, as a report samples it (`TARGET_INFO_GPU_METRICS`).
+#[derive(Debug, Clone)]
+pub struct MetricSeries {
+    /// The report.
+    pub report: ReportId,
+    /// The host's GPU index (`typeId & 0xFF`; `TARGET_INFO_GPU.id`).
+    pub gpu_index: u32,
+    /// nsys's metric id (stable within one metric set only).
+    pub metric_id: u32,
+    /// `metricName` (`SMs Active`, `NVLink RX Bandwidth`...).
     pub name: StringId,
 }
 

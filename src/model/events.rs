@@ -1,6 +1,6 @@
 //! The events of a timeline: compact `Copy` records, times on the merged clock, text interned.
 
-use super::{Ns, ProcessId, StreamId, StringId, ThreadId};
+use super::{MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
 
 /// One kernel execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +93,18 @@ pub struct OsCall {
     pub name: StringId,
 }
 
+/// One sample of one GPU metric (`GPU_METRICS`, `--gpu-metrics-devices`): the value holds from
+/// its time until the series' next sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricSample {
+    /// Sample time.
+    pub time: Ns,
+    /// The value as nsys records it (percent of peak for most metrics, MHz for clocks).
+    pub value: i64,
+    /// Its series (one metric of one GPU of one report).
+    pub series: MetricSeriesId,
+}
+
 /// One synchronization event (a host wait, or a stream waiting on an event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncEvent {
@@ -161,6 +173,7 @@ mod tests {
         assert!(std::mem::size_of::<Kernel>() <= 72);
         assert!(std::mem::size_of::<ApiCall>() <= 32);
         assert!(std::mem::size_of::<OsCall>() <= 24);
+        assert!(std::mem::size_of::<MetricSample>() <= 24);
         assert!(std::mem::size_of::<NvtxEvent>() <= 48);
         assert!(std::mem::size_of::<Memcpy>() <= 40);
         assert!(std::mem::size_of::<Memset>() <= 40);

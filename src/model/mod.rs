@@ -15,8 +15,10 @@ mod shift;
 mod strings;
 
 pub use clock::{ClockMapping, TimeBase};
-pub use entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
-pub use events::{ApiCall, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, OsCall, SyncEvent};
+pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
+pub use events::{
+    ApiCall, Kernel, Memcpy, Memset, MetricSample, NvtxEvent, NvtxKind, OsCall, SyncEvent,
+};
 pub use strings::{StringId, StringTable};
 
 /// A time in nanoseconds on the merged clock (signed: NVTX ranges can open before the capture).
@@ -62,6 +64,10 @@ typed_id!(
     /// One CUDA stream: (process, device, stream id). Equal stream ids on two devices never merge.
     StreamId
 );
+typed_id!(
+    /// One GPU metric of one GPU of one report: (report, GPU index, metric id).
+    MetricSeriesId
+);
 
 /// Every report merged onto one clock. Built by [`Timeline::load`]; read-only afterwards.
 #[derive(Debug, Default)]
@@ -95,6 +101,11 @@ pub struct Timeline {
     pub os_calls: Vec<OsCall>,
     /// NVTX ranges and marks, sorted by start, enclosing ranges first on equal starts.
     pub nvtx: Vec<NvtxEvent>,
+    /// GPU metric series, indexed by [`MetricSeriesId`]: reports in input order, each report's
+    /// series in order of first appearance.
+    pub metric_series: Vec<MetricSeries>,
+    /// GPU metric samples, sorted by series, then time: each series is one run.
+    pub metrics: Vec<MetricSample>,
 }
 
 impl Timeline {
@@ -121,6 +132,11 @@ impl Timeline {
     /// The stream.
     pub fn stream(&self, id: StreamId) -> &Stream {
         &self.streams[id.index()]
+    }
+
+    /// The GPU metric series.
+    pub fn metric_series(&self, id: MetricSeriesId) -> &MetricSeries {
+        &self.metric_series[id.index()]
     }
 
     /// The host.

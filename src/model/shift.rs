@@ -57,6 +57,10 @@ impl Timeline {
                 end.0 += d;
             }
         }
+        for m in &mut self.metrics {
+            let report = &self.reports[self.metric_series[m.series.index()].report.index()];
+            m.time.0 += corrections[report.host.index()];
+        }
         for report in &mut self.reports {
             let d = corrections[report.host.index()];
             report.clock.offset += d;

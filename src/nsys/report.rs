@@ -36,6 +36,7 @@ const EVENT_TABLES: &[&str] = &[
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
     "NVTX_EVENTS",
     "OSRT_API",
+    "GPU_METRICS",
 ];
 
 /// One open export, read-only.

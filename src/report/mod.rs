@@ -7,6 +7,7 @@ mod breakdown;
 mod collectives;
 pub mod html;
 mod info;
+mod metrics;
 mod overlap;
 pub mod pithtrain;
 mod ranks;
@@ -19,6 +20,7 @@ pub use breakdown::{
 };
 pub use collectives::{by_rank_output, instances_output};
 pub use info::{AlignmentSummary, InfoOutput, ReportSummary};
+pub use metrics::{RankMetrics, metrics_output};
 pub use overlap::overlap_output;
 pub use ranks::{RankWindow, ranks_output, window_output};
 pub use streams::streams_output;

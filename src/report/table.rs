@@ -14,6 +14,8 @@ pub enum Cell {
     Text(String),
     /// A percentage in 0..100: `58.4%` in tables, a number in JSON and CSV.
     Percent(f64),
+    /// A measured number that is not an integer (a mean): two decimals in tables.
+    Number(f64),
     /// A yes/no: `yes`/`no` in tables, `true`/`false` in JSON and CSV.
     Bool(bool),
     /// Structured detail: a short text in tables and CSV, the value itself in JSON.
@@ -43,6 +45,7 @@ impl Cell {
             Cell::Int(v) => v.to_string(),
             Cell::Text(s) => s.clone(),
             Cell::Percent(p) => format!("{p:.1}%"),
+            Cell::Number(x) => format!("{x:.2}"),
             Cell::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
             Cell::Detail(text, _) if text.is_empty() => "-".to_string(),
             Cell::Detail(text, _) => text.clone(),
@@ -57,7 +60,7 @@ impl Cell {
                 format!("\"{}\"", s.replace('"', "\"\""))
             }
             Cell::Text(s) | Cell::Detail(s, _) => s.clone(),
-            Cell::Percent(p) => p.to_string(),
+            Cell::Percent(p) | Cell::Number(p) => p.to_string(),
             Cell::Bool(b) => b.to_string(),
             Cell::Empty => String::new(),
         }
@@ -67,7 +70,7 @@ impl Cell {
         match self {
             Cell::Int(v) => Value::from(*v),
             Cell::Text(s) => Value::from(s.as_str()),
-            Cell::Percent(p) => Value::from(*p),
+            Cell::Percent(p) | Cell::Number(p) => Value::from(*p),
             Cell::Bool(b) => Value::from(*b),
             Cell::Detail(_, v) => v.clone(),
             Cell::Empty => Value::Null,
@@ -75,7 +78,7 @@ impl Cell {
     }
 
     fn is_numeric(&self) -> bool {
-        matches!(self, Cell::Int(_) | Cell::Percent(_))
+        matches!(self, Cell::Int(_) | Cell::Percent(_) | Cell::Number(_))
     }
 }
 

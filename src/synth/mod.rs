@@ -11,6 +11,7 @@
 //! clock, coupling collectives and point-to-point transfers across ranks and nodes.
 
 mod kernels;
+mod metrics;
 mod node;
 mod presets;
 mod program;
@@ -71,6 +72,8 @@ pub struct Options {
     pub nccl_on_compute: bool,
     /// OS runtime calls are recorded (`OSRT_API`), as `--trace=osrt` does.
     pub osrt: bool,
+    /// GPU metrics are sampled (`GPU_METRICS`), as `--gpu-metrics-devices=all` does.
+    pub gpu_metrics: bool,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
@@ -103,6 +106,7 @@ impl Options {
             clock_skew: 0,
             nccl_on_compute: false,
             osrt: false,
+            gpu_metrics: false,
             framework_nvtx: true,
             straggler: None,
             seed: 1,
@@ -182,6 +186,11 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         style,
     )?;
     truth::write(dir, &schedules, &places)?;
+    if options.gpu_metrics {
+        for (schedule, place) in schedules.iter().zip(&places) {
+            metrics::write(&mut nodes[place.node], place.device, &schedule.kernels)?;
+        }
+    }
     nodes.into_iter().map(NodeExport::finish).collect()
 }
 

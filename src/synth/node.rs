@@ -189,6 +189,25 @@ impl NodeExport {
         )
     }
 
+    /// One row of `TARGET_INFO_GPU_METRICS`: a metric of the GPU `type_id` names.
+    pub fn gpu_metric_name(&mut self, type_id: i64, metric_id: u32, name: &str) -> Result<()> {
+        self.writer.insert(
+            "TARGET_INFO_GPU_METRICS",
+            "typeId, sourceId, typeName, metricId, metricName",
+            &[&type_id, &0, &"GPU Metrics", &metric_id, &name],
+        )
+    }
+
+    /// One sample of `GPU_METRICS` at `t` (the raw timestamp is the same time).
+    pub fn gpu_metric(&mut self, t: i64, type_id: i64, metric_id: u32, value: i64) -> Result<()> {
+        let t = self.local(t);
+        self.writer.insert(
+            "GPU_METRICS",
+            "rawTimestamp, timestamp, typeId, metricId, value",
+            &[&t, &t, &type_id, &metric_id, &value],
+        )
+    }
+
     /// Inserts a row of a GPU activity table: the eight columns every such table opens with
     /// (`gpu_op_columns!`), then `extra` for the table's own columns.
     fn gpu_op(

@@ -103,6 +103,16 @@ pub const TABLES: &[(&str, &str)] = &[
          eventSyncId INTEGER",
     ),
     (
+        "TARGET_INFO_GPU_METRICS",
+        "typeId INTEGER NN, sourceId INTEGER NN, typeName TEXT NN, metricId INTEGER NN, \
+         metricName TEXT NN",
+    ),
+    (
+        "GPU_METRICS",
+        "rawTimestamp INTEGER NN, timestamp INTEGER NN, typeId INTEGER NN, \
+         metricId INTEGER NN, value INTEGER NN",
+    ),
+    (
         "OSRT_API",
         "start INTEGER NN, end INTEGER NN, eventClass INTEGER NN, globalTid INTEGER, \
          nameId INTEGER NN, returnValue INTEGER NN, nestingLevel INTEGER, \

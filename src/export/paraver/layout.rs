@@ -10,7 +10,7 @@ use crate::export::counters::Counters;
 use crate::export::items::{Clipped, CpuEvent, GpuOp, copy_names, stream_ops, thread_events};
 use crate::export::{Part, Scope};
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::model::{HostId, ProcessId, StreamId, StringId, Timeline};
+use crate::model::{HostId, MetricSeriesId, ProcessId, StreamId, StringId, Timeline};
 use std::collections::BTreeMap;
 
 /// Paraver's default builds index objects with 16 bits.
@@ -53,6 +53,8 @@ pub struct Task<'t> {
     pub streams: Vec<StreamThreads<'t>>,
     /// The analysis thread's number and its counters.
     pub counters: Option<(u32, Counters)>,
+    /// Per GPU with metrics: its `Metrics GPU<d>` thread's number and its metric series.
+    pub metrics: Vec<(u32, Vec<MetricSeriesId>)>,
 }
 
 /// Where a launch's GPU operation was drawn: the receiving end of a communication record.
@@ -99,6 +101,8 @@ pub struct Values {
     pub roles: Vec<String>,
     /// Stages by id.
     pub stages: Vec<Stage>,
+    /// GPU metric event types (9400 + metric id) and their names.
+    pub metrics: BTreeMap<u32, String>,
 }
 
 /// The whole model.
@@ -196,6 +200,18 @@ fn task<'t>(scope: &Scope<'_, 't>, index: usize, part: &Part, node: u32) -> Task
         names.push(format!("ANALYSIS {}", task_name(timeline, part)));
         (names.len() as u32, c)
     });
+    let mut metrics: Vec<(u32, Vec<MetricSeriesId>)> = Vec::new();
+    let mut last_gpu = None;
+    for (gpu, series) in activity.metric_series(part.process) {
+        if last_gpu != Some(gpu) {
+            last_gpu = Some(gpu);
+            names.push(format!("Metrics GPU{}", timeline.gpu(gpu).device));
+            metrics.push((names.len() as u32, Vec::new()));
+        }
+        if let Some((_, all)) = metrics.last_mut() {
+            all.push(series);
+        }
+    }
     Task {
         part: index,
         name: task_name(timeline, part),
@@ -204,6 +220,7 @@ fn task<'t>(scope: &Scope<'_, 't>, index: usize, part: &Part, node: u32) -> Task
         cpu,
         streams,
         counters,
+        metrics,
     }
 }
 
@@ -312,6 +329,14 @@ fn values(scope: &Scope, tasks: &[Task]) -> Values {
         &mut values,
         by_label(os_keys, |&k| timeline.text(k).to_string()),
     );
+    for task in tasks {
+        for series in task.metrics.iter().flat_map(|(_, all)| all) {
+            let series = timeline.metric_series(*series);
+            let ty = types::GPU_METRICS_BASE + series.metric_id;
+            let name = timeline.text(series.name).to_string();
+            values.metrics.entry(ty).or_insert(name);
+        }
+    }
     values.roles = roles.into_keys().collect();
     values.stages = stages.into_keys().collect();
     values
@@ -433,6 +458,11 @@ fn end_time(scope: &Scope, tasks: &[Task]) -> u64 {
         }
         for s in &task.streams {
             end = s.ops.iter().map(|o| o.end).fold(end, i64::max);
+        }
+        let window = scope.parts[task.part].window;
+        for series in task.metrics.iter().flat_map(|(_, all)| all) {
+            let samples = scope.activity.metric_samples_in(*series, window);
+            end = samples.last().map_or(end, |m| end.max(m.time.0));
         }
         if let Some((_, c)) = &task.counters {
             let last = |steps: &Vec<(i64, i64)>| steps.last().map_or(i64::MIN, |s| s.0);

@@ -243,6 +243,13 @@ fn pcf(layout: &Layout) -> String {
     let stages: Vec<String> = v.stages.iter().map(|s| s.to_string()).collect();
     let stages: Vec<(u32, &str)> = (1..).zip(stages.iter().map(String::as_str)).collect();
     block(&mut out, types::STAGE, "nsys-lens PithTrain stage", &stages);
+    if !v.metrics.is_empty() {
+        out.push_str("EVENT_TYPE\n");
+        for (ty, name) in &v.metrics {
+            let _ = writeln!(out, "7    {ty}    {}", one_line(name));
+        }
+        out.push('\n');
+    }
     out.push_str("EVENT_TYPE\n");
     for (ty, label) in types::PLAIN {
         let _ = writeln!(out, "0    {ty}    {label}");

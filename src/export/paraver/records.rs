@@ -9,7 +9,7 @@ use crate::classify::rules::is_nccl;
 use crate::export::Scope;
 use crate::export::items::{Clipped, CpuEvent, GpuOp};
 use crate::hash::FxHashMap;
-use crate::model::{ProcessId, StreamId};
+use crate::model::{MetricSample, ProcessId, StreamId};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, Write};
@@ -89,6 +89,8 @@ pub struct Counts {
     pub nvtx: u64,
     /// OS runtime call begins (66400000 and 61000000).
     pub os_calls: u64,
+    /// GPU metric samples (9400 + metric id).
+    pub metric_samples: u64,
     /// Communication records (launch -> GPU operation).
     pub comms: u64,
     /// Launches not drawn as communication because the GPU operation starts before the call.
@@ -172,6 +174,22 @@ fn sources<'a>(ctx: &Context<'a>) -> Vec<Source<'a>> {
                 task_no, *thread, counters,
             )));
         }
+        for (thread, series) in &task.metrics {
+            let series = series
+                .iter()
+                .map(|&s| {
+                    let ty = types::GPU_METRICS_BASE
+                        + ctx.scope.activity.timeline.metric_series(s).metric_id;
+                    (ty, ctx.scope.activity.metric_samples_in(s, part.window))
+                })
+                .collect();
+            sources.push(Source::Metrics(MetricSource {
+                task: task_no,
+                thread: *thread,
+                series,
+                next: Vec::new(),
+            }));
+        }
     }
     sources
 }
@@ -213,6 +231,7 @@ enum Source<'a> {
     Cpu(CpuSource<'a>),
     Gpu(GpuSource<'a>),
     Counters(CounterSource<'a>),
+    Metrics(MetricSource<'a>),
 }
 
 impl Source<'_> {
@@ -221,6 +240,7 @@ impl Source<'_> {
             Source::Cpu(s) => s.peek(ctx),
             Source::Gpu(s) => s.peek(ctx),
             Source::Counters(s) => s.peek(ctx),
+            Source::Metrics(s) => s.peek(ctx),
         }
     }
 
@@ -229,6 +249,7 @@ impl Source<'_> {
             Source::Cpu(s) => s.next(ctx, counts),
             Source::Gpu(s) => s.next(ctx, counts),
             Source::Counters(s) => s.next(ctx),
+            Source::Metrics(s) => s.next(ctx, counts),
         }
     }
 }
@@ -610,6 +631,52 @@ impl<'a> CounterSource<'a> {
                 && ctx.scope.rebase(t) == time
             {
                 pairs.push((*ty, v.max(0) as u64));
+                *next += 1;
+            }
+        }
+        Record {
+            time,
+            task: self.task,
+            thread: self.thread,
+            body: Body::Events(pairs),
+        }
+    }
+}
+
+/// A GPU's `Metrics GPU<d>` thread: at each sampling time one line with every metric sampled
+/// then (type 9400 + metric id, negative values as 0), merged on the fly from the series.
+struct MetricSource<'a> {
+    task: u32,
+    thread: u32,
+    /// Each metric's event type and samples inside the window.
+    series: Vec<(u32, &'a [MetricSample])>,
+    /// The next sample of each series (empty until the first record).
+    next: Vec<usize>,
+}
+
+impl MetricSource<'_> {
+    fn peek(&self, ctx: &Context) -> Option<u64> {
+        self.series
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, samples))| samples.get(self.next.get(i).copied().unwrap_or(0)))
+            .map(|m| ctx.scope.rebase(m.time.0))
+            .min()
+    }
+
+    fn next(&mut self, ctx: &Context, counts: &mut Counts) -> Record {
+        let time = self.peek(ctx).expect("next follows a successful peek");
+        self.next.resize(self.series.len(), 0);
+        let mut pairs = Pairs::new();
+        for ((ty, samples), next) in self.series.iter().zip(self.next.iter_mut()) {
+            while let Some(m) = samples.get(*next)
+                && ctx.scope.rebase(m.time.0) == time
+            {
+                if pairs.len == MAX_PAIRS {
+                    break;
+                }
+                pairs.push((*ty, m.value.max(0) as u64));
+                counts.metric_samples += 1;
                 *next += 1;
             }
         }

@@ -64,6 +64,8 @@ pub const COLLECTIVE_WAIT: u32 = 63_100_014;
 /// member, from 1).
 pub const COLLECTIVE: u32 = 63_100_006;
 
+/// nsys2prv: GPU metrics are types 9400 + nsys's metric id, labelled with the metric's name.
+pub const GPU_METRICS_BASE: u32 = 9400;
 /// nsys2prv 0.6: OS runtime calls other than pthread ones; values are the names, sorted.
 pub const OSRT: u32 = 66_400_000;
 /// nsys2prv 0.6: pthread calls; values from [`PTHREAD_VALUES`], then other pthread names sorted.

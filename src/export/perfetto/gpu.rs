@@ -16,6 +16,8 @@ use std::io::Write;
 /// Track order under a process: GPU groups after threads and NVTX, counters last.
 const GPU_ORDER: i32 = 2_000;
 const COUNTER_ORDER: i32 = 3_000;
+/// Track order of the GPU metric counters: after the overlap counters.
+const METRIC_ORDER: i32 = 4_000;
 
 /// The (process, correlation id) pairs of exported GPU operations and API calls: a flow is
 /// drawn only when both of its ends are exported.
@@ -208,6 +210,26 @@ fn stream_track<W: Write>(
         lanes.opened(lane, end);
     }
     lanes.finish(&mut w.out)?;
+    Ok(())
+}
+
+/// The GPU metrics of a process's GPUs: one counter track per metric per GPU
+/// (`GPU 0 · SMs Active`), with every sample inside the part's window as nsys recorded it.
+pub fn metrics<W: Write>(w: &mut Writer<W>, part: &Part, process_uuid: u64) -> anyhow::Result<()> {
+    let activity = w.scope.activity;
+    let timeline = activity.timeline;
+    for (order, (gpu, series)) in activity.metric_series(part.process).into_iter().enumerate() {
+        let name = format!(
+            "GPU {} · {}",
+            timeline.gpu(gpu).device,
+            timeline.text(timeline.metric_series(series).name)
+        );
+        let mut seq = w.counter_track(process_uuid, name, METRIC_ORDER + order as i32)?;
+        for sample in activity.metric_samples_in(series, part.window) {
+            seq.counter(&mut w.out, w.scope.rebase(sample.time.0), sample.value)?;
+            w.counts.metric_samples += 1;
+        }
+    }
     Ok(())
 }
 

@@ -51,6 +51,8 @@ pub struct Counts {
     pub nvtx: u64,
     /// OS runtime call slices.
     pub os_calls: u64,
+    /// GPU metric samples (counter values).
+    pub metric_samples: u64,
     /// Flow arrows (API call to GPU operation).
     pub flows: u64,
     /// Track descriptors.
@@ -229,7 +231,8 @@ impl<'a, W: Write> Writer<'_, 'a, '_, W> {
         cpu::threads(self, part, pid)?;
         cpu::nvtx_ranges(self, part, uuid)?;
         gpu::streams(self, part, uuid)?;
-        gpu::counters(self, part, uuid)
+        gpu::counters(self, part, uuid)?;
+        gpu::metrics(self, part, uuid)
     }
 
     /// A thread track; returns its uuid.
