@@ -6,6 +6,7 @@
 
 use super::node::NodeExport;
 use super::sim::Placed;
+use crate::intervals::IntervalSet;
 use anyhow::Result;
 
 /// nsys's default sampling period (10 kHz).
@@ -48,14 +49,13 @@ pub fn write(node: &mut NodeExport, gpu_index: u32, kernels: &[Placed]) -> Resul
     ) else {
         return Ok(());
     };
-    let busy = |compute: bool| -> Vec<(i64, i64)> {
-        let mut spans: Vec<(i64, i64)> = kernels
-            .iter()
-            .filter(|k| (k.role == "compute") == compute)
-            .map(|k| (k.start, k.end))
-            .collect();
-        spans.sort_unstable();
-        union(spans)
+    let busy = |compute: bool| {
+        IntervalSet::from_intervals(
+            kernels
+                .iter()
+                .filter(|k| (k.role == "compute") == compute)
+                .map(|k| (k.start, k.end)),
+        )
     };
     let (compute, communication) = (busy(true), busy(false));
     let mut t = (first / SAMPLE_NS) * SAMPLE_NS;
@@ -64,8 +64,8 @@ pub fn write(node: &mut NodeExport, gpu_index: u32, kernels: &[Placed]) -> Resul
         for (id, _, source, full) in METRICS {
             let share = match source {
                 Source::Constant => 1.0,
-                Source::Compute => covered(&compute, period),
-                Source::Communication => covered(&communication, period),
+                Source::Compute => share(&compute, period),
+                Source::Communication => share(&communication, period),
             };
             node.gpu_metric(t, type_id, id, (full as f64 * share).round() as i64)?;
         }
@@ -74,25 +74,7 @@ pub fn write(node: &mut NodeExport, gpu_index: u32, kernels: &[Placed]) -> Resul
     Ok(())
 }
 
-/// Sorted spans merged into disjoint ones.
-fn union(spans: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
-    let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
-    for (start, end) in spans {
-        match merged.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
-        }
-    }
-    merged
-}
-
-/// The share of `(from, to)` that disjoint sorted `spans` cover.
-fn covered(spans: &[(i64, i64)], (from, to): (i64, i64)) -> f64 {
-    let first = spans.partition_point(|&(_, end)| end <= from);
-    let total: i64 = spans[first..]
-        .iter()
-        .take_while(|&&(start, _)| start < to)
-        .map(|&(start, end)| end.min(to) - start.max(from))
-        .sum();
-    total as f64 / (to - from) as f64
+/// The share of `(from, to)` that `busy` covers.
+fn share(busy: &IntervalSet, (from, to): (i64, i64)) -> f64 {
+    busy.covered(from, to) as f64 / (to - from) as f64
 }
