@@ -62,8 +62,8 @@ fn metric_means_equal_an_independent_sql_average_in_every_window() {
             );
             checked += 1;
         }
-        // 4 ranks x 8 metrics.
-        assert_eq!(checked, 32, "{window:?}");
+        // 4 ranks x 9 metrics.
+        assert_eq!(checked, 36, "{window:?}");
     }
     // The metrics follow the run: SM activity is mostly on, NVLink mostly off.
     let out = json(&["metrics", at]);

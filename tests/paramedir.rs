@@ -80,14 +80,14 @@ fn compute(paramedir: &Path, input: &Path) -> BTreeMap<String, String> {
         "paramedir failed on {}: {out}{err}",
         input.display()
     );
+    // A preset whose event types the trace lacks (GPU metrics in a capture without them)
+    // computes nothing and writes no file.
     presets()
         .iter()
-        .map(|cfg| {
+        .filter_map(|cfg| {
             let stem = cfg.file_stem().unwrap().to_str().unwrap().to_string();
             let csv = dir.path().join(format!("{stem}.csv"));
-            let text = std::fs::read_to_string(&csv)
-                .unwrap_or_else(|_| panic!("{stem}: paramedir wrote no {}", csv.display()));
-            (stem, text)
+            Some((stem, std::fs::read_to_string(&csv).ok()?))
         })
         .collect()
 }
@@ -178,6 +178,12 @@ fn every_preset_computes_in_paramedir_and_equals_the_cli_and_sql() {
         let input = root().join("fixtures").join(fixture);
         let at = input.to_str().unwrap();
         let csv = compute(&paramedir, &input);
+        let missing: Vec<PathBuf> = presets()
+            .into_iter()
+            .filter(|p| !p.file_stem().unwrap().to_str().unwrap().starts_with("gpu_"))
+            .filter(|p| !csv.contains_key(p.file_stem().unwrap().to_str().unwrap()))
+            .collect();
+        assert!(missing.is_empty(), "{fixture}: no output from {missing:?}");
         let (active, compute_time) = sql_per_rank(&input);
         assert_eq!(
             per_rank(&csv["gpu_active"]),
@@ -232,4 +238,102 @@ fn roles_in_their_columns(csv: &str, fixture: &str) {
         streams += 1;
     }
     assert!(streams > 0, "{fixture}: no stream rows in\n{csv}");
+}
+
+/// The `.row` name of every thread, by paramedir's object name `1.<task>.<thread>`.
+fn thread_names(trace: &crate::paraver::Trace) -> BTreeMap<String, String> {
+    let names = &trace.row["THREAD"];
+    let mut objects = BTreeMap::new();
+    let mut next = names.iter();
+    for (task, (threads, _)) in trace.tasks.iter().enumerate() {
+        for thread in 1..=*threads {
+            let name = next.next().unwrap().clone();
+            objects.insert(format!("1.{}.{thread}", task + 1), name);
+        }
+    }
+    objects
+}
+
+/// The value a timeline CSV (object, begin, duration, value; segments in time order) gives
+/// `object` at `t`: that of the last segment begun by then (the last one lasts to the end).
+fn value_at(csv: &str, object: &str, t: i64) -> f64 {
+    csv.lines()
+        .rev()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .find(|c| c[0] == object && c[1].parse::<f64>().unwrap() as i64 <= t)
+        .map(|c| c[3].parse().unwrap())
+        .unwrap_or_else(|| panic!("{object} has no value at {t}"))
+}
+
+#[test]
+fn gpu_metric_presets_show_each_sample_of_each_gpu() {
+    let Some(paramedir) = paramedir() else {
+        return;
+    };
+    let dir =
+        crate::util::synth("--preset ddp --nodes 1 --gpus-per-node 2 --steps 1 --gpu-metrics");
+    let report = dir.path().join("node0.sqlite");
+    let csv = compute(&paramedir, &report);
+    let (_out, base) = crate::util::convert_to("paraver", std::slice::from_ref(&report), &[]);
+    let prv = base.with_extension("prv");
+    let trace = crate::paraver::parse(&prv);
+    let objects = thread_names(&trace);
+    // One node, clock offset 0: a sample's time in the trace is its timestamp minus the rebase.
+    let text = std::fs::read_to_string(&prv).unwrap();
+    let rebase: i64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# nsys-lens: times are merged-clock ns minus "))
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let conn = rusqlite::Connection::open(&report).unwrap();
+    let samples = |metric: &str, device: u32| -> Vec<(i64, i64)> {
+        let mut stmt = conn
+            .prepare(
+                "SELECT m.timestamp, m.value FROM GPU_METRICS m JOIN TARGET_INFO_GPU_METRICS n \
+                 ON n.metricId = m.metricId AND n.typeId = m.typeId \
+                 WHERE n.metricName = ?1 AND (m.typeId & 255) = ?2 ORDER BY m.timestamp",
+            )
+            .unwrap();
+        stmt.query_map(rusqlite::params![metric, device], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    let mut checked = 0;
+    for (object, name) in &objects {
+        let Some(device) = name.strip_prefix("Metrics GPU") else {
+            continue;
+        };
+        let device: u32 = device.parse().unwrap();
+        for (preset, metrics) in [
+            ("gpu_sm_active", &["SMs Active"][..]),
+            (
+                "gpu_nvlink",
+                &["NVLink RX Bandwidth", "NVLink TX Bandwidth"][..],
+            ),
+            ("gpu_pcie", &["PCIe RX Bandwidth", "PCIe TX Bandwidth"][..]),
+        ] {
+            let series: Vec<Vec<(i64, i64)>> = metrics.iter().map(|m| samples(m, device)).collect();
+            assert!(
+                series[0].len() > 100,
+                "{preset}: {} samples",
+                series[0].len()
+            );
+            for (i, &(t, _)) in series[0].iter().enumerate() {
+                // A sample at the trace's end time lasts for nothing: no timeline shows it.
+                if t - rebase >= trace.end as i64 {
+                    continue;
+                }
+                let want: i64 = series.iter().map(|s| s[i].1).sum();
+                let got = value_at(&csv[preset], object, t - rebase);
+                assert_eq!(got, want as f64, "{preset} {name} at {t}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0, "no Metrics thread in {objects:?}");
 }

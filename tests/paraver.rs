@@ -46,11 +46,13 @@ type KernelCounts = BTreeMap<(u32, u32), u64>;
 
 /// A parsed trace (fields used by this module; the fuzz harness uses [`check`]).
 pub struct Trace {
-    end: u64,
+    /// The header's end time.
+    pub end: u64,
     nodes: usize,
     /// Threads per task, and each task's node.
-    tasks: Vec<(usize, usize)>,
-    row: BTreeMap<String, Vec<String>>,
+    pub tasks: Vec<(usize, usize)>,
+    /// The `.row` names per level.
+    pub row: BTreeMap<String, Vec<String>>,
     /// type -> (label, value labels).
     pub pcf: HashMap<u32, (String, HashMap<u64, String>)>,
     /// Event records in file order.
@@ -435,7 +437,14 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
     let reports = pithtrain_nodes();
     let (_dir, prv) = convert(&reports, &[]);
     let trace = parse(&prv);
-    let labels: Vec<&String> = trace.pcf.values().map(|(l, _)| l).collect();
+    // The GPU-metric presets name metrics only captures with GPU metrics have.
+    let with_metrics = crate::util::synth("--preset ddp --nodes 1 --gpus-per-node 1 --gpu-metrics");
+    let (_metrics_dir, metrics_prv) = convert(&[with_metrics.path().join("node0.sqlite")], &[]);
+    let metrics_trace = parse(&metrics_prv);
+    let labels: Vec<&String> = [&trace, &metrics_trace]
+        .iter()
+        .flat_map(|t| t.pcf.values().map(|(l, _)| l))
+        .collect();
     let dir = crate::util::root().join("cfgs");
     let mut presets = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -481,7 +490,7 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
             }
         }
     }
-    assert_eq!(presets, 9);
+    assert_eq!(presets, 12);
 }
 
 /// Issue 15: each NCCL kernel's role and evidence are events on its begin record, with the same

@@ -25,7 +25,7 @@ enum Source {
 
 /// (metric id, name, source, value at full activity): an H100 metric set's names, the ids a
 /// capture of such a GPU could give (ids are stable only within one metric set).
-const METRICS: [(u32, &str, Source, i64); 8] = [
+const METRICS: [(u32, &str, Source, i64); 9] = [
     (0, "GPC Clock Frequency", Source::Constant, 1755),
     (5, "SMs Active", Source::Compute, 90),
     (11, "Tensor Active", Source::Compute, 55),
@@ -34,6 +34,7 @@ const METRICS: [(u32, &str, Source, i64); 8] = [
     (20, "NVLink RX Bandwidth", Source::Communication, 70),
     (21, "NVLink TX Bandwidth", Source::Communication, 70),
     (28, "PCIe RX Bandwidth", Source::Constant, 1),
+    (29, "PCIe TX Bandwidth", Source::Constant, 2),
 ];
 
 /// Writes the metric names of GPU `gpu_index` and its samples over `kernels`' span (one sampling
