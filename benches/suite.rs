@@ -3,8 +3,8 @@
 //! A plain harness (no criterion or divan): each measurement is one run of the release binary
 //! on a synthetic export, and what matters is wall time, peak RSS and output size of whole
 //! commands, which a statistics framework over in-process closures would not measure. Exports
-//! are generated once into `target/bench-data/` by `nsys-lens synth` at four sizes (10 k, 100 k
-//! and 1 M kernels on one node, and 4 nodes x 250 k). The floor is the `sqlite3` shell summing
+//! are generated once into `target/bench-data/` by `nsys-lens synth` at five sizes (10 k, 100 k
+//! and 1 M kernels on one node, 1 M GPU-metric samples, and 4 nodes x 250 k). The floor is the `sqlite3` shell summing
 //! every column the reader reads, table by table (C speed, nothing done per row): every figure
 //! is printed as a multiple of it (`x floor`). Without `sqlite3` on PATH the floor is a bare
 //! rusqlite scan of the same rows, and the output says so. `NSYS_LENS_BENCH_SIZES=10k,100k`
@@ -63,6 +63,20 @@ const SIZES: &[Size] = &[
         ],
     },
     Size {
+        name: "metrics1M",
+        args: &[
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "1",
+            "--layers",
+            "32",
+            "--steps",
+            "50",
+            "--gpu-metrics",
+        ],
+    },
+    Size {
         name: "4x250k",
         args: &[
             "--nodes",
@@ -118,10 +132,11 @@ fn main() {
         let out = tempfile::tempdir().expect("tempdir");
         let base = out.path().join("out");
         let base = base.to_str().expect("utf-8");
-        let commands: [(&str, Vec<&str>); 5] = [
+        let commands: [(&str, Vec<&str>); 6] = [
             ("info", vec!["info", "-q"]),
             ("overlap", vec!["overlap", "-q", "--whole"]),
             ("kernels", vec!["kernels", "-q", "--whole"]),
+            ("metrics", vec!["metrics", "-q", "--whole"]),
             (
                 "convert perfetto",
                 vec!["convert", "-q", "--to", "perfetto", "-o", base],
@@ -195,6 +210,8 @@ const TABLES: &[(&str, &str)] = &[
         "NVTX_EVENTS",
         "start, end, eventType, globalTid, endGlobalTid, domainId, text, textId",
     ),
+    ("OSRT_API", "start, end, eventClass, globalTid, nameId"),
+    ("GPU_METRICS", "timestamp, typeId, metricId, value"),
 ];
 
 /// Rows of the event tables.
@@ -246,24 +263,33 @@ fn bare_scan(files: &[PathBuf]) -> Run {
 /// when it is not installed).
 fn sqlite3_floor(files: &[PathBuf]) -> Option<Run> {
     Command::new("sqlite3").arg("--version").output().ok()?;
-    let sql: String = TABLES
-        .iter()
-        .map(|(table, columns)| {
-            let sums: Vec<String> = columns
-                .split(',')
-                .map(|c| format!("total({})", c.trim()))
-                .collect();
-            format!("SELECT {} FROM {table};", sums.join(" + "))
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
     let mut total = Run {
         wall: 0.0,
         peak_rss: 0,
         output_bytes: 0,
     };
     for file in files {
-        // Tables nsys did not create make the shell complain on stderr; the sums still run.
+        // Only the tables nsys created: the shell stops at the first missing one.
+        let conn = rusqlite::Connection::open(file).expect("opens");
+        let sql: String = TABLES
+            .iter()
+            .filter(|(table, _)| {
+                conn.query_row(
+                    &format!("SELECT 1 FROM \"{table}\" LIMIT 1"),
+                    [],
+                    |_| Ok(()),
+                )
+                .is_ok()
+            })
+            .map(|(table, columns)| {
+                let sums: Vec<String> = columns
+                    .split(',')
+                    .map(|c| format!("total({})", c.trim()))
+                    .collect();
+                format!("SELECT {} FROM {table};", sums.join(" + "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
         let mut shell = Command::new("sqlite3");
         shell.arg("-readonly").arg(file).arg(&sql);
         let run = timed(shell);

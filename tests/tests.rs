@@ -11,6 +11,7 @@ mod fuzz;
 mod gpu_metrics;
 mod hostile;
 mod html;
+mod memory;
 mod nsys_rep;
 mod osrt;
 mod paramedir;

@@ -7,6 +7,7 @@ pub mod bubbles;
 pub mod collectives;
 pub mod idle;
 pub mod kernels;
+pub mod memory;
 pub mod metrics;
 pub mod overlap;
 pub mod pithtrain;

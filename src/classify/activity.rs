@@ -3,8 +3,8 @@
 //! launching API call of each GPU operation.
 
 use crate::model::{
-    ApiCall, GpuId, Kernel, Memcpy, Memset, MetricSample, MetricSeriesId, Ns, NvtxEvent, OsCall,
-    ProcessId, Timeline,
+    ApiCall, GpuId, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MetricSeriesId, Ns,
+    NvtxEvent, OsCall, ProcessId, Timeline,
 };
 use std::ops::Range;
 
@@ -18,6 +18,7 @@ pub struct Activity<'t> {
     api_calls: Vec<Vec<u32>>,
     nvtx: Vec<Vec<u32>>,
     os_calls: Vec<Vec<u32>>,
+    memory: Vec<Vec<u32>>,
     /// Each metric series' samples: a range of the timeline's (series-sorted) samples.
     metric_samples: Vec<Range<usize>>,
     /// (process, correlation id, start, index into the API calls) of every API call, sorted.
@@ -38,6 +39,7 @@ impl<'t> Activity<'t> {
         });
         let nvtx = group(n, &timeline.nvtx, |e| timeline.thread(e.thread).process);
         let os_calls = group(n, &timeline.os_calls, |o| timeline.thread(o.thread).process);
+        let memory = group(n, &timeline.memory, |m| timeline.gpu(m.gpu).process);
         let mut launches: Vec<(ProcessId, u32, Ns, u32)> = timeline
             .api_calls
             .iter()
@@ -66,6 +68,7 @@ impl<'t> Activity<'t> {
             api_calls,
             nvtx,
             os_calls,
+            memory,
             metric_samples,
             launches,
         }
@@ -116,6 +119,14 @@ impl<'t> Activity<'t> {
     pub fn os_calls(&self, process: ProcessId) -> impl Iterator<Item = &'t OsCall> + '_ {
         let all = &self.timeline.os_calls;
         self.os_calls[process.index()]
+            .iter()
+            .map(move |&i| &all[i as usize])
+    }
+
+    /// The device-memory allocations and releases of the process, in time order.
+    pub fn memory(&self, process: ProcessId) -> impl Iterator<Item = &'t MemoryEvent> + '_ {
+        let all = &self.timeline.memory;
+        self.memory[process.index()]
             .iter()
             .map(move |&i| &all[i as usize])
     }

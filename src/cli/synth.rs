@@ -90,6 +90,12 @@ pub struct Args {
     #[arg(long)]
     gpu_metrics: bool,
 
+    /// Record device-memory allocations (`CUDA_GPU_MEMORY_USAGE_EVENTS`, as
+    /// `--cuda-memory-usage=true`): the model's 8 GiB before the first kernel, 2 GiB of
+    /// activations allocated at each step's start and released at its end.
+    #[arg(long)]
+    memory_usage: bool,
+
     /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
     /// ranges (every preset).
     #[arg(long)]
@@ -185,6 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         nccl_on_compute: args.nccl_on_compute,
         osrt: args.osrt,
         gpu_metrics: args.gpu_metrics,
+        memory_usage: args.memory_usage,
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
         seed: args.seed,

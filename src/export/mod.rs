@@ -118,6 +118,7 @@ fn first_start(activity: &Activity, part: &Part) -> Option<i64> {
             .into_iter()
             .filter_map(|(_, s)| Some(activity.metric_samples_in(s, w).first()?.time.0))
             .min(),
+        first_clipped(activity.memory(p).map(|m| (m.time.0, m.time.0)), w),
         first_clipped(
             activity
                 .nvtx(p)

@@ -4,7 +4,9 @@ use super::Timeline;
 use super::clock::{self, ClockMapping};
 use super::entities::MetricSeries;
 use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
-use super::events::{ApiCall, Kernel, Memcpy, Memset, MetricSample, NvtxEvent, OsCall, SyncEvent};
+use super::events::{
+    ApiCall, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, OsCall, SyncEvent,
+};
 use super::{
     GpuId, HostId, MetricSeriesId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable,
     ThreadId,
@@ -168,6 +170,12 @@ impl Timeline {
                 thread: thread(o.thread),
                 name: s(o.name),
                 ..o
+            }));
+        let gpu = |id: GpuId| GpuId(id.0 + g0);
+        self.memory
+            .extend(part.memory.into_iter().map(|m| MemoryEvent {
+                gpu: gpu(m.gpu),
+                ..m
             }));
         let m0 = self.metric_series.len() as u32;
         self.metric_series
@@ -416,6 +424,16 @@ impl Builder {
             });
         })?;
         let gpu_metrics = self.read_metrics(report, id, clock, chunking, strings, span)?;
+        let memory = report.read_memory(chunking, clock, |m| {
+            span.add(m.time, m.time);
+            let process = self.process(id, m.pid);
+            let gpu = self.gpu(process, m.device);
+            self.timeline.memory.push(MemoryEvent {
+                time: m.time,
+                bytes: m.bytes,
+                gpu,
+            });
+        })?;
         let osrt = report.read_os_calls(chunking, strings, clock, |o| {
             span.add(o.start, o.end);
             let thread = self.thread(id, o.thread);
@@ -435,6 +453,7 @@ impl Builder {
             nvtx,
             osrt,
             gpu_metrics,
+            memory,
         })
     }
 
@@ -669,6 +688,7 @@ impl Timeline {
             .sort_unstable_by_key(|o| (o.start, Reverse(o.end), o.thread, o.name));
         t.metrics
             .sort_unstable_by_key(|m| (m.series, m.time, m.value));
+        t.memory.sort_by_key(|m| m.time);
         // Enclosing ranges first on equal starts; an open range encloses everything after it.
         t.nvtx
             .sort_by_key(|n| (n.start, Reverse(n.end.map_or(i64::MAX, |e| e.0)), n.thread));

@@ -42,6 +42,8 @@ pub struct RowCounts {
     pub osrt: u64,
     /// `GPU_METRICS` samples (one per metric and sampling time).
     pub gpu_metrics: u64,
+    /// `CUDA_GPU_MEMORY_USAGE_EVENTS` rows of device memory.
+    pub memory: u64,
 }
 
 impl RowCounts {

@@ -1,6 +1,6 @@
 //! The events of a timeline: compact `Copy` records, times on the merged clock, text interned.
 
-use super::{MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
+use super::{GpuId, MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
 
 /// One kernel execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +105,18 @@ pub struct MetricSample {
     pub series: MetricSeriesId,
 }
 
+/// One device-memory allocation or release (`CUDA_GPU_MEMORY_USAGE_EVENTS`,
+/// `--cuda-memory-usage=true`; device memory only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryEvent {
+    /// When.
+    pub time: Ns,
+    /// Bytes allocated (positive) or released (negative).
+    pub bytes: i64,
+    /// The GPU (and so the process).
+    pub gpu: GpuId,
+}
+
 /// One synchronization event (a host wait, or a stream waiting on an event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncEvent {
@@ -174,6 +186,7 @@ mod tests {
         assert!(std::mem::size_of::<ApiCall>() <= 32);
         assert!(std::mem::size_of::<OsCall>() <= 24);
         assert!(std::mem::size_of::<MetricSample>() <= 24);
+        assert!(std::mem::size_of::<MemoryEvent>() <= 24);
         assert!(std::mem::size_of::<NvtxEvent>() <= 48);
         assert!(std::mem::size_of::<Memcpy>() <= 40);
         assert!(std::mem::size_of::<Memset>() <= 40);

@@ -17,7 +17,8 @@ mod strings;
 pub use clock::{ClockMapping, TimeBase};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{
-    ApiCall, Kernel, Memcpy, Memset, MetricSample, NvtxEvent, NvtxKind, OsCall, SyncEvent,
+    ApiCall, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, NvtxKind, OsCall,
+    SyncEvent,
 };
 pub use strings::{StringId, StringTable};
 
@@ -106,6 +107,8 @@ pub struct Timeline {
     pub metric_series: Vec<MetricSeries>,
     /// GPU metric samples, sorted by series, then time: each series is one run.
     pub metrics: Vec<MetricSample>,
+    /// Device-memory allocations and releases, sorted by time.
+    pub memory: Vec<MemoryEvent>,
 }
 
 impl Timeline {

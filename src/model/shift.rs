@@ -57,6 +57,10 @@ impl Timeline {
                 end.0 += d;
             }
         }
+        for m in &mut self.memory {
+            let process = self.gpus[m.gpu.index()].process;
+            m.time.0 += process_shift[process.index()];
+        }
         for m in &mut self.metrics {
             let report = &self.reports[self.metric_series[m.series.index()].report.index()];
             m.time.0 += corrections[report.host.index()];

@@ -37,6 +37,7 @@ const EVENT_TABLES: &[&str] = &[
     "NVTX_EVENTS",
     "OSRT_API",
     "GPU_METRICS",
+    "CUDA_GPU_MEMORY_USAGE_EVENTS",
 ];
 
 /// One open export, read-only.

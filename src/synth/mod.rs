@@ -11,6 +11,7 @@
 //! clock, coupling collectives and point-to-point transfers across ranks and nodes.
 
 mod kernels;
+mod memory;
 mod metrics;
 mod node;
 mod presets;
@@ -74,6 +75,8 @@ pub struct Options {
     pub osrt: bool,
     /// GPU metrics are sampled (`GPU_METRICS`), as `--gpu-metrics-devices=all` does.
     pub gpu_metrics: bool,
+    /// Device-memory allocations are recorded, as `--cuda-memory-usage=true` does.
+    pub memory_usage: bool,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
@@ -107,6 +110,7 @@ impl Options {
             nccl_on_compute: false,
             osrt: false,
             gpu_metrics: false,
+            memory_usage: false,
             framework_nvtx: true,
             straggler: None,
             seed: 1,
@@ -186,9 +190,13 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         style,
     )?;
     truth::write(dir, &schedules, &places)?;
-    if options.gpu_metrics {
-        for (schedule, place) in schedules.iter().zip(&places) {
-            metrics::write(&mut nodes[place.node], place.device, &schedule.kernels)?;
+    for (schedule, place) in schedules.iter().zip(&places) {
+        let node = &mut nodes[place.node];
+        if options.gpu_metrics {
+            metrics::write(node, place.device, &schedule.kernels)?;
+        }
+        if options.memory_usage {
+            memory::write(node, place, schedule)?;
         }
     }
     nodes.into_iter().map(NodeExport::finish).collect()

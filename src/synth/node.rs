@@ -189,6 +189,34 @@ impl NodeExport {
         )
     }
 
+    /// One device-memory allocation (`release` false) or release of `bytes` at `address`.
+    pub fn memory(
+        &mut self,
+        t: i64,
+        (pid, device): (u32, u32),
+        (address, bytes): (i64, i64),
+        release: bool,
+    ) -> Result<()> {
+        const DEVICE: i64 = 2;
+        let t = self.local(t);
+        self.writer.insert(
+            "CUDA_GPU_MEMORY_USAGE_EVENTS",
+            "start, globalPid, deviceId, contextId, address, pc, bytes, memKind, \
+             memoryOperationType",
+            &[
+                &t,
+                &GlobalId::encode(pid, 0),
+                &device,
+                &1,
+                &address,
+                &0,
+                &bytes,
+                &DEVICE,
+                &i64::from(release),
+            ],
+        )
+    }
+
     /// One row of `TARGET_INFO_GPU_METRICS`: a metric of the GPU `type_id` names.
     pub fn gpu_metric_name(&mut self, type_id: i64, metric_id: u32, name: &str) -> Result<()> {
         self.writer.insert(

@@ -113,6 +113,15 @@ pub const TABLES: &[(&str, &str)] = &[
          metricId INTEGER NN, value INTEGER NN",
     ),
     (
+        "CUDA_GPU_MEMORY_USAGE_EVENTS",
+        "start INTEGER NN, globalPid INTEGER NN, deviceId INTEGER NN, contextId INTEGER NN, \
+         address INTEGER NN, pc INTEGER NN, bytes INTEGER NN, memKind INTEGER NN, \
+         memoryOperationType INTEGER NN, name TEXT, correlationId INTEGER, streamId INTEGER, \
+         localMemoryPoolAddress INTEGER, localMemoryPoolReleaseThreshold INTEGER, \
+         localMemoryPoolSize INTEGER, localMemoryPoolUtilizedSize INTEGER, \
+         importedMemoryPoolAddress INTEGER, importedMemoryPoolProcessId INTEGER",
+    ),
+    (
         "OSRT_API",
         "start INTEGER NN, end INTEGER NN, eventClass INTEGER NN, globalTid INTEGER, \
          nameId INTEGER NN, returnValue INTEGER NN, nestingLevel INTEGER, \

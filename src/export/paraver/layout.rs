@@ -5,6 +5,7 @@
 //! stages in their own sorted tables.
 
 use super::types;
+use crate::analysis::memory::allocated;
 use crate::classify::{Role, Stage};
 use crate::export::counters::Counters;
 use crate::export::items::{Clipped, CpuEvent, GpuOp, copy_names, stream_ops, thread_events};
@@ -55,6 +56,8 @@ pub struct Task<'t> {
     pub counters: Option<(u32, Counters)>,
     /// Per GPU with metrics: its `Metrics GPU<d>` thread's number and its metric series.
     pub metrics: Vec<(u32, Vec<MetricSeriesId>)>,
+    /// Per GPU with memory events: its `Memory GPU<d>` thread's number and allocated bytes.
+    pub memory: Vec<(u32, Vec<(i64, i64)>)>,
 }
 
 /// Where a launch's GPU operation was drawn: the receiving end of a communication record.
@@ -212,6 +215,13 @@ fn task<'t>(scope: &Scope<'_, 't>, index: usize, part: &Part, node: u32) -> Task
             all.push(series);
         }
     }
+    let memory = allocated(activity, part.process, part.window)
+        .into_iter()
+        .map(|a| {
+            names.push(format!("Memory GPU{}", timeline.gpu(a.gpu).device));
+            (names.len() as u32, a.steps)
+        })
+        .collect();
     Task {
         part: index,
         name: task_name(timeline, part),
@@ -221,6 +231,7 @@ fn task<'t>(scope: &Scope<'_, 't>, index: usize, part: &Part, node: u32) -> Task
         streams,
         counters,
         metrics,
+        memory,
     }
 }
 
@@ -458,6 +469,9 @@ fn end_time(scope: &Scope, tasks: &[Task]) -> u64 {
         }
         for s in &task.streams {
             end = s.ops.iter().map(|o| o.end).fold(end, i64::max);
+        }
+        for (_, steps) in &task.memory {
+            end = steps.last().map_or(end, |s| end.max(s.0));
         }
         let window = scope.parts[task.part].window;
         for series in task.metrics.iter().flat_map(|(_, all)| all) {

@@ -170,8 +170,14 @@ fn sources<'a>(ctx: &Context<'a>) -> Vec<Source<'a>> {
             }));
         }
         if let Some((thread, counters)) = &task.counters {
-            sources.push(Source::Counters(CounterSource::new(
+            sources.push(Source::Counters(CounterSource::analysis(
                 task_no, *thread, counters,
+            )));
+        }
+        for (thread, steps) in &task.memory {
+            let series = vec![(types::GPU_MEMORY, steps.as_slice())];
+            sources.push(Source::Counters(CounterSource::new(
+                task_no, *thread, series,
             )));
         }
         for (thread, series) in &task.metrics {
@@ -579,45 +585,53 @@ fn end_body(kind: EndKind) -> Body {
     }
 }
 
-/// The analysis thread: counter changes, one multi-event line per time, merged on the fly from
-/// the counters' step series (nothing is held per line).
+/// A thread of step functions (the analysis thread's counters, a GPU's allocated memory): one
+/// multi-event line per time, merged on the fly from the step series (nothing is held per line).
 struct CounterSource<'a> {
     task: u32,
     thread: u32,
     /// Each series' Paraver type and steps, in the order their pairs appear on a line.
-    series: [(u32, &'a [(i64, i64)]); 5],
+    series: Vec<(u32, &'a [(i64, i64)])>,
     /// The next step of each series.
-    next: [usize; 5],
+    next: Vec<usize>,
 }
 
 impl<'a> CounterSource<'a> {
-    fn new(task: u32, thread: u32, c: &'a crate::export::counters::Counters) -> Self {
+    /// The step series `series` on `thread` of `task`.
+    fn new(task: u32, thread: u32, series: Vec<(u32, &'a [(i64, i64)])>) -> Self {
+        let next = vec![0; series.len()];
+        CounterSource {
+            task,
+            thread,
+            series,
+            next,
+        }
+    }
+
+    /// The analysis thread's counters.
+    fn analysis(task: u32, thread: u32, c: &'a crate::export::counters::Counters) -> Self {
         let barrier = c
             .by_role
             .iter()
             .find(|(role, _)| role == BARRIER)
             .map(|(_, steps)| steps.as_slice())
             .unwrap_or(&[]);
-        CounterSource {
-            task,
-            thread,
-            series: [
-                (types::COMPUTE_IN_FLIGHT, &c.compute),
-                (types::COMM_IN_FLIGHT, &c.comm),
-                (types::EXPOSED_COMM, &c.exposed),
-                (types::BARRIER_IN_FLIGHT, barrier),
-                (types::COLLECTIVE_WAIT, &c.waiting),
-            ],
-            next: [0; 5],
-        }
+        let series = vec![
+            (types::COMPUTE_IN_FLIGHT, c.compute.as_slice()),
+            (types::COMM_IN_FLIGHT, &c.comm),
+            (types::EXPOSED_COMM, &c.exposed),
+            (types::BARRIER_IN_FLIGHT, barrier),
+            (types::COLLECTIVE_WAIT, &c.waiting),
+        ];
+        CounterSource::new(task, thread, series)
     }
 
     /// The earliest pending change, rebased.
     fn peek(&self, ctx: &Context) -> Option<u64> {
         self.series
             .iter()
-            .zip(self.next)
-            .filter_map(|((_, steps), i)| steps.get(i))
+            .zip(&self.next)
+            .filter_map(|((_, steps), &i)| steps.get(i))
             .map(|&(t, _)| ctx.scope.rebase(t))
             .min()
     }

@@ -60,6 +60,8 @@ pub const EXPOSED_COMM: u32 = 63_100_012;
 pub const BARRIER_IN_FLIGHT: u32 = 63_100_013;
 /// 1 while the rank waits in a collective for its last member.
 pub const COLLECTIVE_WAIT: u32 = 63_100_014;
+/// nsys-lens: device memory allocated on a GPU since the capture started, bytes.
+pub const GPU_MEMORY: u32 = 63_100_020;
 /// nsys-lens: the collective instance an NCCL kernel took part in (the same value on every
 /// member, from 1).
 pub const COLLECTIVE: u32 = 63_100_006;
@@ -105,6 +107,7 @@ pub const PLAIN: &[(u32, &str)] = &[
     (EXPOSED_COMM, "nsys-lens exposed communication"),
     (COLLECTIVE_WAIT, "nsys-lens waiting in collectives"),
     (COLLECTIVE, "nsys-lens collective instance"),
+    (GPU_MEMORY, "nsys-lens GPU memory allocated (bytes)"),
     (
         BARRIER_IN_FLIGHT,
         "nsys-lens barrier communication in flight",

@@ -5,6 +5,7 @@
 use super::Writer;
 use super::lanes::Lanes;
 use super::sequence::{Arg, Category, Name, Value};
+use crate::analysis::memory::allocated;
 use crate::classify::Role;
 use crate::classify::streams::{BARRIER, clip};
 use crate::export::counters::Counters;
@@ -18,6 +19,8 @@ const GPU_ORDER: i32 = 2_000;
 const COUNTER_ORDER: i32 = 3_000;
 /// Track order of the GPU metric counters: after the overlap counters.
 const METRIC_ORDER: i32 = 4_000;
+/// Track order of the allocated-memory counters: last.
+const MEMORY_ORDER: i32 = 5_000;
 
 /// The (process, correlation id) pairs of exported GPU operations and API calls: a flow is
 /// drawn only when both of its ends are exported.
@@ -228,6 +231,24 @@ pub fn metrics<W: Write>(w: &mut Writer<W>, part: &Part, process_uuid: u64) -> a
         for sample in activity.metric_samples_in(series, part.window) {
             seq.counter(&mut w.out, w.scope.rebase(sample.time.0), sample.value)?;
             w.counts.metric_samples += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The device memory each GPU of a process has allocated since the capture started: one
+/// counter track per GPU (`GPU 0 · memory allocated (bytes)`).
+pub fn memory<W: Write>(w: &mut Writer<W>, part: &Part, process_uuid: u64) -> anyhow::Result<()> {
+    let timeline = w.scope.activity.timeline;
+    let per_gpu = allocated(w.scope.activity, part.process, part.window);
+    for (order, a) in per_gpu.into_iter().enumerate() {
+        let name = format!(
+            "GPU {} · memory allocated (bytes)",
+            timeline.gpu(a.gpu).device
+        );
+        let mut seq = w.counter_track(process_uuid, name, MEMORY_ORDER + order as i32)?;
+        for (t, bytes) in a.steps {
+            seq.counter(&mut w.out, w.scope.rebase(t), bytes)?;
         }
     }
     Ok(())

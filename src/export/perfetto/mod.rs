@@ -232,7 +232,8 @@ impl<'a, W: Write> Writer<'_, 'a, '_, W> {
         cpu::nvtx_ranges(self, part, uuid)?;
         gpu::streams(self, part, uuid)?;
         gpu::counters(self, part, uuid)?;
-        gpu::metrics(self, part, uuid)
+        gpu::metrics(self, part, uuid)?;
+        gpu::memory(self, part, uuid)
     }
 
     /// A thread track; returns its uuid.
