@@ -56,14 +56,7 @@ fn allocated_memory_per_gpu_equals_the_running_sum_in_both_traces() {
     let prv = base.with_extension("prv");
     crate::paraver::pertalde(&prv);
     let trace = crate::paraver::parse(&prv);
-    let text = std::fs::read_to_string(&prv).unwrap();
-    let rebase: i64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("# nsys-lens: times are merged-clock ns minus "))
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rebase = crate::paraver::rebase_offset(&prv);
     for task in 1..=2 {
         let got: Vec<(i64, i64)> = trace
             .events

@@ -279,14 +279,7 @@ fn gpu_metric_presets_show_each_sample_of_each_gpu() {
     let trace = crate::paraver::parse(&prv);
     let objects = thread_names(&trace);
     // One node, clock offset 0: a sample's time in the trace is its timestamp minus the rebase.
-    let text = std::fs::read_to_string(&prv).unwrap();
-    let rebase: i64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("# nsys-lens: times are merged-clock ns minus "))
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rebase = crate::paraver::rebase_offset(&prv);
     let conn = rusqlite::Connection::open(&report).unwrap();
     let samples = |metric: &str, device: u32| -> Vec<(i64, i64)> {
         let mut stmt = conn

@@ -61,6 +61,19 @@ pub struct Trace {
     comms: Vec<[u64; 8]>,
 }
 
+/// What the trace subtracted from merged-clock times (its `# nsys-lens: times are ...` line).
+pub fn rebase_offset(prv: &Path) -> i64 {
+    std::fs::read_to_string(prv)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("# nsys-lens: times are merged-clock ns minus "))
+        .and_then(|rest| rest.split(' ').next())
+        .expect("the rebase line")
+        .parse()
+        .unwrap()
+}
+
+/// Reads a written `.prv` with its `.row` and `.pcf`, checking the record grammar as it goes.
 pub fn parse(prv: &Path) -> Trace {
     let text = std::fs::read_to_string(prv).expect("prv");
     let mut lines = text.lines();
