@@ -330,3 +330,84 @@ fn gpu_metric_presets_show_each_sample_of_each_gpu() {
     }
     assert!(checked > 0, "no Metrics thread in {objects:?}");
 }
+
+/// nsys2prv 0.5.8's presets (its sdist's `cfgs/`, which `.ci/run` downloads from PyPI and names
+/// in `NSYS_LENS_NSYS2PRV_CFGS`), or None, noted.
+fn nsys2prv_presets() -> Option<Vec<PathBuf>> {
+    let Some(dir) = std::env::var_os("NSYS_LENS_NSYS2PRV_CFGS").map(PathBuf::from) else {
+        assert!(
+            std::env::var_os("NSYS_LENS_CI").is_none(),
+            "CI must download nsys2prv's presets (see .ci/run)"
+        );
+        crate::util::skipped("nsys2prv's presets: NSYS_LENS_NSYS2PRV_CFGS is not set");
+        return None;
+    };
+    let mut cfgs = Vec::new();
+    for group in std::fs::read_dir(&dir).unwrap() {
+        let group = group.unwrap().path();
+        if group.is_dir() {
+            for cfg in std::fs::read_dir(&group).unwrap() {
+                cfgs.push(cfg.unwrap().path());
+            }
+        }
+    }
+    cfgs.retain(|p| p.extension().is_some_and(|e| e == "cfg"));
+    cfgs.sort();
+    assert!(
+        cfgs.len() > 40,
+        "{} presets in {}",
+        cfgs.len(),
+        dir.display()
+    );
+    Some(cfgs)
+}
+
+#[test]
+fn nsys2prv_presets_compute_on_our_traces() {
+    let (Some(paramedir), Some(presets)) = (paramedir(), nsys2prv_presets()) else {
+        return;
+    };
+    let input = root().join("fixtures/megatron_pp2");
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("run");
+    let (_out, converted) =
+        crate::util::convert_to("paraver", &crate::util::sqlite_files(&input), &[]);
+    let prv = converted.with_extension("prv");
+    let mut written = 0;
+    for cfg in &presets {
+        let csv = base.with_extension("csv");
+        let _ = std::fs::remove_file(&csv);
+        let run = Command::new(&paramedir)
+            .arg(&prv)
+            .arg(cfg)
+            .arg(&csv)
+            .output()
+            .unwrap();
+        let (out, err) = crate::util::texts(&run);
+        let said = out + &err;
+        // A preset may name types this capture lacks (graphs, OpenACC, GPU metrics, NCCL
+        // payloads): paramedir says so and writes nothing. Anything else must compute.
+        let lacks = said.contains("None of the events specified in the filter appear");
+        assert!(
+            run.status.success() && !said.contains("Segmentation fault"),
+            "{}: {said}",
+            cfg.display()
+        );
+        assert!(
+            lacks || csv.exists(),
+            "{}: no output: {said}",
+            cfg.display()
+        );
+        written += usize::from(csv.exists());
+        if cfg.ends_with("analysis/gpu_active.cfg") {
+            // nsys2prv's own GPU-active time per task is ours: the union of each rank's GPU
+            // operations computed with SQL.
+            let text = std::fs::read_to_string(&csv).unwrap();
+            assert_eq!(per_rank(&text), sql_per_rank(&input).0);
+        }
+    }
+    assert!(
+        written >= 30,
+        "only {written} of nsys2prv's presets computed"
+    );
+}
