@@ -411,3 +411,22 @@ fn nsys2prv_presets_compute_on_our_traces() {
         "only {written} of nsys2prv's presets computed"
     );
 }
+
+#[test]
+fn graph_launches_are_gpu_and_compute_time_in_the_presets() {
+    let Some(paramedir) = paramedir() else {
+        return;
+    };
+    let run = "--preset ddp --nodes 1 --gpus-per-node 2 --steps 2";
+    let kernels = crate::util::synth(run);
+    let graphs = crate::util::synth(&format!("{run} --cuda-graphs"));
+    let (a, b) = (
+        compute(&paramedir, &kernels.path().join("node0.sqlite")),
+        compute(&paramedir, &graphs.path().join("node0.sqlite")),
+    );
+    for preset in ["gpu_active", "compute_time", "pipeline_bubble"] {
+        let with_kernels = per_rank(&a[preset]);
+        assert!(!with_kernels.is_empty(), "{preset}");
+        assert_eq!(per_rank(&b[preset]), with_kernels, "{preset}");
+    }
+}

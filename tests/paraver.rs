@@ -58,7 +58,7 @@ pub struct Trace {
     /// Event records in file order.
     pub events: Vec<Event>,
     /// (send time, task, thread, receive time, task, thread, size, tag).
-    comms: Vec<[u64; 8]>,
+    pub comms: Vec<[u64; 8]>,
 }
 
 /// What the trace subtracted from merged-clock times (its `# nsys-lens: times are ...` line).
@@ -451,7 +451,8 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
     let (_dir, prv) = convert(&reports, &[]);
     let trace = parse(&prv);
     // The GPU-metric presets name metrics only captures with GPU metrics have.
-    let with_metrics = crate::util::synth("--preset ddp --nodes 1 --gpus-per-node 1 --gpu-metrics");
+    let with_metrics =
+        crate::util::synth("--preset ddp --nodes 1 --gpus-per-node 1 --gpu-metrics --cuda-graphs");
     let (_metrics_dir, metrics_prv) = convert(&[with_metrics.path().join("node0.sqlite")], &[]);
     let metrics_trace = parse(&metrics_prv);
     let labels: Vec<&String> = [&trace, &metrics_trace]

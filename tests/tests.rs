@@ -9,6 +9,7 @@ mod collectives;
 mod docs;
 mod fuzz;
 mod gpu_metrics;
+mod graphs;
 mod hostile;
 mod html;
 mod memory;

@@ -61,6 +61,11 @@ pub fn rank_bubbles(
         .kernels(process)
         .filter(|k| !is_nccl(timeline.text(k.short_name)))
         .map(|k| (k.start.0, k.end.0))
+        .chain(
+            activity
+                .graph_launches(process)
+                .map(|g| (g.start.0, g.end.0)),
+        )
         .collect();
     let mut transfers = Vec::new();
     for k in &streams.nccl {

@@ -62,21 +62,8 @@ pub fn rank_idle(
     launch_gap: i64,
 ) -> (Vec<StreamIdle>, Vec<Gap>) {
     let mut per_stream: BTreeMap<StreamId, Vec<(i64, i64, u32)>> = BTreeMap::new();
-    let ops = activity
-        .kernels(process)
-        .map(|k| (k.stream, k.start.0, k.end.0, k.correlation))
-        .chain(
-            activity
-                .memcpys(process)
-                .map(|m| (m.stream, m.start.0, m.end.0, m.correlation)),
-        )
-        .chain(
-            activity
-                .memsets(process)
-                .map(|m| (m.stream, m.start.0, m.end.0, m.correlation)),
-        );
-    for (stream, start, end, correlation) in ops {
-        if let Some((s, e)) = clip((start, end), window) {
+    for (stream, start, end, correlation) in activity.operations(process) {
+        if let Some((s, e)) = clip((start.0, end.0), window) {
             per_stream
                 .entry(stream)
                 .or_default()
@@ -125,6 +112,12 @@ pub fn rank_idle(
         idle.span_ns = reach - ops[0].0;
         streams.push(idle);
     }
+    // By device and stream number, whatever order the streams were first seen in.
+    let timeline = activity.timeline;
+    streams.sort_by_key(|s| {
+        let stream = timeline.stream(s.stream);
+        (timeline.gpu(stream.gpu).device, stream.stream, s.stream)
+    });
     (streams, gaps)
 }
 

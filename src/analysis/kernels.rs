@@ -5,7 +5,7 @@
 
 use super::IntervalSet;
 use crate::classify::Activity;
-use crate::classify::families::{FamilyCache, MEMCPY, MEMSET};
+use crate::classify::families::{CUDA_GRAPH, FamilyCache, MEMCPY, MEMSET};
 use crate::classify::streams::clip;
 use crate::model::ProcessId;
 use std::collections::BTreeMap;
@@ -71,6 +71,9 @@ pub fn rank_kernels(
     }
     for m in activity.memsets(process) {
         add(MEMSET, clip((m.start.0, m.end.0), window));
+    }
+    for g in activity.graph_launches(process) {
+        add(CUDA_GRAPH, clip((g.start.0, g.end.0), window));
     }
     let union = IntervalSet::from_intervals(spans).measure();
     let mut families: Vec<FamilyTime> = times

@@ -3,8 +3,8 @@
 //! launching API call of each GPU operation.
 
 use crate::model::{
-    ApiCall, GpuId, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MetricSeriesId, Ns,
-    NvtxEvent, OsCall, ProcessId, Timeline,
+    ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MetricSeriesId,
+    Ns, NvtxEvent, OsCall, ProcessId, StreamId, Timeline,
 };
 use std::ops::Range;
 
@@ -15,6 +15,7 @@ pub struct Activity<'t> {
     kernels: Vec<Vec<u32>>,
     memcpys: Vec<Vec<u32>>,
     memsets: Vec<Vec<u32>>,
+    graph_launches: Vec<Vec<u32>>,
     api_calls: Vec<Vec<u32>>,
     nvtx: Vec<Vec<u32>>,
     os_calls: Vec<Vec<u32>>,
@@ -34,6 +35,7 @@ impl<'t> Activity<'t> {
         let kernels = group(n, &timeline.kernels, |k| process_of_stream(k.stream));
         let memcpys = group(n, &timeline.memcpys, |m| process_of_stream(m.stream));
         let memsets = group(n, &timeline.memsets, |m| process_of_stream(m.stream));
+        let graph_launches = group(n, &timeline.graph_launches, |g| process_of_stream(g.stream));
         let api_calls = group(n, &timeline.api_calls, |a| {
             timeline.thread(a.thread).process
         });
@@ -65,6 +67,7 @@ impl<'t> Activity<'t> {
             kernels,
             memcpys,
             memsets,
+            graph_launches,
             api_calls,
             nvtx,
             os_calls,
@@ -173,10 +176,46 @@ impl<'t> Activity<'t> {
         &all[first..end.max(first)]
     }
 
-    /// Whether the process ran any kernel, copy or set.
+    /// The process's CUDA graph launches (graph-level trace), in start order.
+    pub fn graph_launches(&self, process: ProcessId) -> impl Iterator<Item = &'t GraphLaunch> + '_ {
+        let all = &self.timeline.graph_launches;
+        self.graph_launches[process.index()]
+            .iter()
+            .map(move |&i| &all[i as usize])
+    }
+
+    /// Every GPU operation of the process (kernels, copies, sets, graph launches) as
+    /// `(stream, start, end, correlation)`, kind by kind.
+    pub fn operations(
+        &self,
+        process: ProcessId,
+    ) -> impl Iterator<Item = (StreamId, Ns, Ns, u32)> + '_ {
+        let kernels = self
+            .kernels(process)
+            .map(|k| (k.stream, k.start, k.end, k.correlation));
+        let copies = self
+            .memcpys(process)
+            .map(|m| (m.stream, m.start, m.end, m.correlation));
+        let sets = self
+            .memsets(process)
+            .map(|m| (m.stream, m.start, m.end, m.correlation));
+        let graphs = self
+            .graph_launches(process)
+            .map(|g| (g.stream, g.start, g.end, g.correlation));
+        kernels.chain(copies).chain(sets).chain(graphs)
+    }
+
+    /// Whether the process ran any kernel, copy, set or graph.
     pub fn has_gpu_work(&self, process: ProcessId) -> bool {
         let i = process.index();
-        !(self.kernels[i].is_empty() && self.memcpys[i].is_empty() && self.memsets[i].is_empty())
+        [
+            &self.kernels,
+            &self.memcpys,
+            &self.memsets,
+            &self.graph_launches,
+        ]
+        .iter()
+        .any(|ops| !ops[i].is_empty())
     }
 
     /// Start times of the process's API calls with this correlation id, earliest first (a

@@ -41,6 +41,8 @@ const BUILTIN: &[(&str, &[&str])] = &[
 pub const MEMCPY: &str = "memcpy";
 /// The family of memory sets.
 pub const MEMSET: &str = "memset";
+/// The family of CUDA graph launches traced as a whole (their kernels are not listed).
+pub const CUDA_GRAPH: &str = "cuda_graph";
 /// Kernels no rule names.
 pub const OTHER: &str = "other";
 

@@ -245,6 +245,17 @@ pub fn classify(
             compute.push((s, e));
         }
     }
+    // A graph launch traced as a whole hides its nodes; it is counted as compute (graphs of
+    // communication kernels cannot be told apart here).
+    for g in activity.graph_launches(process) {
+        if let Some((s, e)) = clip((g.start.0, g.end.0), window) {
+            let (usage, busy) = entry(&mut per_stream, g.stream);
+            busy.push((s, e));
+            usage.n_comp += 1;
+            usage.comp_ns += e - s;
+            compute.push((s, e));
+        }
+    }
     let copies = activity
         .memcpys(process)
         .map(|m| (m.stream, m.start.0, m.end.0))

@@ -146,21 +146,9 @@ fn projection(activity: &Activity, process: ProcessId, start: Ns, end: Ns) -> Op
             .is_some_and(|t| start <= t && t <= end)
     };
     let ops = activity
-        .kernels(process)
-        .filter(|k| inside(k.correlation))
-        .map(|k| (k.start, k.end))
-        .chain(
-            activity
-                .memcpys(process)
-                .filter(|m| inside(m.correlation))
-                .map(|m| (m.start, m.end)),
-        )
-        .chain(
-            activity
-                .memsets(process)
-                .filter(|m| inside(m.correlation))
-                .map(|m| (m.start, m.end)),
-        );
+        .operations(process)
+        .filter(|&(.., correlation)| inside(correlation))
+        .map(|(_, start, end, _)| (start, end));
     ops.fold(None, |acc, (s, e)| match acc {
         None => Some((s, e)),
         Some((a, b)) => Some((a.min(s), b.max(e))),

@@ -276,9 +276,11 @@ fn parse_ranks(list: &str) -> anyhow::Result<Vec<u32>> {
     Ok(ranks)
 }
 
-/// `, N OS runtime calls, M GPU metric samples` for a summary line: the parts the capture has.
-fn optional_counts(os_calls: u64, metric_samples: u64) -> String {
+/// `, N CUDA graph launches, M OS runtime calls, ...` for a summary line: the parts the capture
+/// has.
+fn optional_counts(graphs: u64, os_calls: u64, metric_samples: u64) -> String {
     [
+        (graphs, "CUDA graph launches"),
         (os_calls, "OS runtime calls"),
         (metric_samples, "GPU metric samples"),
     ]
@@ -301,7 +303,7 @@ fn report(summary: &perfetto::Summary) -> Vec<String> {
         c.memset,
         c.api,
         c.nvtx,
-        optional_counts(c.os_calls, c.metric_samples),
+        optional_counts(c.graphs, c.os_calls, c.metric_samples),
         c.flows,
         c.tracks
     )];
@@ -331,7 +333,7 @@ fn report_paraver(summary: &paraver::Summary) -> Vec<String> {
         c.memops,
         c.api,
         c.nvtx,
-        optional_counts(c.os_calls, c.metric_samples),
+        optional_counts(c.graphs, c.os_calls, c.metric_samples),
         c.comms
     )];
     for warning in &summary.warnings {

@@ -96,6 +96,12 @@ pub struct Args {
     #[arg(long)]
     memory_usage: bool,
 
+    /// Launch every compute kernel as a one-node CUDA graph, traced as whole graphs
+    /// (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`, nsys's default `--cuda-graph-trace=graph`); the
+    /// timing is the same as without.
+    #[arg(long)]
+    cuda_graphs: bool,
+
     /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
     /// ranges (every preset).
     #[arg(long)]
@@ -192,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         osrt: args.osrt,
         gpu_metrics: args.gpu_metrics,
         memory_usage: args.memory_usage,
+        cuda_graphs: args.cuda_graphs,
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
         seed: args.seed,

@@ -39,7 +39,13 @@ impl Counters {
         let compute: Vec<(i64, i64)> = activity
             .kernels(part.process)
             .filter(|k| !is_nccl(timeline.text(k.short_name)))
-            .filter_map(|k| clip((k.start.0, k.end.0), part.window))
+            .map(|k| (k.start.0, k.end.0))
+            .chain(
+                activity
+                    .graph_launches(part.process)
+                    .map(|g| (g.start.0, g.end.0)),
+            )
+            .filter_map(|span| clip(span, part.window))
             .collect();
         let nccl = &part.streams.nccl;
         if compute.is_empty() && nccl.is_empty() {

@@ -6,7 +6,7 @@ use super::Part;
 use crate::classify::Activity;
 use crate::classify::streams::clip;
 use crate::model::{
-    ApiCall, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, OsCall, StreamId, ThreadId,
+    ApiCall, GraphLaunch, Kernel, Memcpy, Memset, NvtxEvent, NvtxKind, OsCall, StreamId, ThreadId,
 };
 use std::collections::BTreeMap;
 
@@ -45,6 +45,8 @@ pub enum GpuOp<'t> {
     Memcpy(&'t Memcpy),
     /// A memory set.
     Memset(&'t Memset),
+    /// A CUDA graph launch (graph-level trace).
+    Graph(&'t GraphLaunch),
 }
 
 impl GpuOp<'_> {
@@ -54,6 +56,7 @@ impl GpuOp<'_> {
             GpuOp::Kernel(k) => k.correlation,
             GpuOp::Memcpy(m) => m.correlation,
             GpuOp::Memset(m) => m.correlation,
+            GpuOp::Graph(g) => g.correlation,
         }
     }
 }
@@ -130,6 +133,9 @@ pub fn stream_ops<'t>(activity: &Activity<'t>, part: &Part) -> StreamOps<'t> {
     }
     for m in activity.memsets(part.process) {
         add(m.stream, (m.start.0, m.end.0), GpuOp::Memset(m));
+    }
+    for g in activity.graph_launches(part.process) {
+        add(g.stream, (g.start.0, g.end.0), GpuOp::Graph(g));
     }
     for ops in by_stream.values_mut() {
         sort_nested(ops);

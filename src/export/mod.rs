@@ -111,6 +111,7 @@ fn first_start(activity: &Activity, part: &Part) -> Option<i64> {
         first_clipped(activity.kernels(p).map(|k| (k.start.0, k.end.0)), w),
         first_clipped(activity.memcpys(p).map(|m| (m.start.0, m.end.0)), w),
         first_clipped(activity.memsets(p).map(|m| (m.start.0, m.end.0)), w),
+        first_clipped(activity.graph_launches(p).map(|g| (g.start.0, g.end.0)), w),
         first_clipped(activity.api_calls(p).map(|a| (a.start.0, a.end.0)), w),
         first_clipped(activity.os_calls(p).map(|o| (o.start.0, o.end.0)), w),
         activity

@@ -5,7 +5,8 @@ use super::clock::{self, ClockMapping};
 use super::entities::MetricSeries;
 use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
 use super::events::{
-    ApiCall, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, OsCall, SyncEvent,
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, OsCall,
+    SyncEvent,
 };
 use super::{
     GpuId, HostId, MetricSeriesId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable,
@@ -153,6 +154,11 @@ impl Timeline {
             .extend(part.memsets.into_iter().map(|m| Memset {
                 stream: stream(m.stream),
                 ..m
+            }));
+        self.graph_launches
+            .extend(part.graph_launches.into_iter().map(|g| GraphLaunch {
+                stream: stream(g.stream),
+                ..g
             }));
         self.syncs.extend(part.syncs.into_iter().map(|e| SyncEvent {
             process: process(e.process),
@@ -380,6 +386,18 @@ impl Builder {
                 value: m.value,
             });
         })?;
+        let graphs = report.read_graphs(chunking, warnings, clock, |g| {
+            span.add(g.op.start, g.op.end);
+            let stream = self.stream(id, &g.op);
+            self.timeline.graph_launches.push(GraphLaunch {
+                start: g.op.start,
+                end: g.op.end,
+                stream,
+                correlation: g.op.correlation,
+                graph: g.graph,
+                exec: g.exec,
+            });
+        })?;
         let sync = report.read_syncs(chunking, warnings, clock, |s| {
             span.add(s.op.start, s.op.end);
             let process = self.process(id, s.op.pid);
@@ -450,6 +468,7 @@ impl Builder {
             memset,
             cuda_api,
             sync,
+            graphs,
             nvtx,
             osrt,
             gpu_metrics,
@@ -680,6 +699,8 @@ impl Timeline {
             .sort_unstable_by_key(|m| (m.start, m.end, m.stream, m.correlation));
         t.memsets
             .sort_unstable_by_key(|m| (m.start, m.end, m.stream, m.correlation));
+        t.graph_launches
+            .sort_unstable_by_key(|g| (g.start, g.end, g.stream, g.correlation));
         t.syncs
             .sort_unstable_by_key(|s| (s.start, s.end, s.process, s.correlation));
         t.api_calls

@@ -36,6 +36,8 @@ pub struct RowCounts {
     pub cuda_api: u64,
     /// `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.
     pub sync: u64,
+    /// `CUPTI_ACTIVITY_KIND_GRAPH_TRACE` (CUDA graph launches).
+    pub graphs: u64,
     /// `NVTX_EVENTS` (all event types).
     pub nvtx: u64,
     /// `OSRT_API` calls (its profiler start and finish markers are not counted).

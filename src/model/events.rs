@@ -105,6 +105,24 @@ pub struct MetricSample {
     pub series: MetricSeriesId,
 }
 
+/// One launch of a CUDA graph, traced as a whole (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`,
+/// `--cuda-graph-trace=graph`, nsys's default): its nodes' kernels and copies are not listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphLaunch {
+    /// Start of its first node.
+    pub start: Ns,
+    /// End of its last node.
+    pub end: Ns,
+    /// The stream it was launched on.
+    pub stream: StreamId,
+    /// Correlation id of the launching `cudaGraphLaunch`.
+    pub correlation: u32,
+    /// The graph.
+    pub graph: u32,
+    /// The executable graph (one instantiation of the graph).
+    pub exec: u32,
+}
+
 /// One device-memory allocation or release (`CUDA_GPU_MEMORY_USAGE_EVENTS`,
 /// `--cuda-memory-usage=true`; device memory only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +205,7 @@ mod tests {
         assert!(std::mem::size_of::<OsCall>() <= 24);
         assert!(std::mem::size_of::<MetricSample>() <= 24);
         assert!(std::mem::size_of::<MemoryEvent>() <= 24);
+        assert!(std::mem::size_of::<GraphLaunch>() <= 32);
         assert!(std::mem::size_of::<NvtxEvent>() <= 48);
         assert!(std::mem::size_of::<Memcpy>() <= 40);
         assert!(std::mem::size_of::<Memset>() <= 40);

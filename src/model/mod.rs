@@ -17,8 +17,8 @@ mod strings;
 pub use clock::{ClockMapping, TimeBase};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{
-    ApiCall, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, NvtxKind, OsCall,
-    SyncEvent,
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, NvtxKind,
+    OsCall, SyncEvent,
 };
 pub use strings::{StringId, StringTable};
 
@@ -94,6 +94,8 @@ pub struct Timeline {
     pub memcpys: Vec<Memcpy>,
     /// Memory sets, sorted by start.
     pub memsets: Vec<Memset>,
+    /// CUDA graph launches (graph-level trace), sorted by start.
+    pub graph_launches: Vec<GraphLaunch>,
     /// CUDA runtime and driver API calls, sorted by start.
     pub api_calls: Vec<ApiCall>,
     /// Synchronization events, sorted by start.

@@ -41,6 +41,9 @@ impl Timeline {
         for m in &mut self.memsets {
             by([&mut m.start, &mut m.end], stream_shift[m.stream.index()]);
         }
+        for g in &mut self.graph_launches {
+            by([&mut g.start, &mut g.end], stream_shift[g.stream.index()]);
+        }
         for a in &mut self.api_calls {
             by([&mut a.start, &mut a.end], thread_shift[a.thread.index()]);
         }

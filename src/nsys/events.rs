@@ -126,6 +126,17 @@ pub struct MemsetRow {
     pub value: u32,
 }
 
+/// One `CUPTI_ACTIVITY_KIND_GRAPH_TRACE` row: a CUDA graph launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphRow {
+    /// Where and when it ran.
+    pub op: GpuOpRow,
+    /// `graphId`.
+    pub graph: u32,
+    /// `graphExecId`.
+    pub exec: u32,
+}
+
 /// One `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION` row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncRow {
@@ -155,6 +166,7 @@ pub struct ApiRow<N = StringId> {
 
 const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
 const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
+const GRAPH: &str = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
 const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
 const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
 const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
@@ -270,6 +282,21 @@ impl Report {
             r.scan_memsets(rows, w, clock, out)
         };
         read_table(self, chunking, MEMSET, warnings, read, infallible(sink))
+    }
+
+    /// Reads `CUPTI_ACTIVITY_KIND_GRAPH_TRACE` (CUDA graph launches) with `chunking`, in rowid
+    /// order.
+    pub fn read_graphs(
+        &self,
+        chunking: Chunking,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(GraphRow),
+    ) -> Result<u64> {
+        let read = |r: &Report, rows, w: &mut Warnings, out: &mut dyn FnMut(_)| {
+            r.scan_graphs(rows, w, clock, out)
+        };
+        read_table(self, chunking, GRAPH, warnings, read, infallible(sink))
     }
 
     /// Reads `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION` with `chunking`, in rowid order.
@@ -410,6 +437,25 @@ impl Report {
             })
         };
         self.gpu_table(rows, warnings, MEMSET, COLUMNS, clock, read, sink)
+    }
+
+    /// Streams the `rows` of `CUPTI_ACTIVITY_KIND_GRAPH_TRACE`.
+    pub(crate) fn scan_graphs(
+        &self,
+        rows: Rows,
+        warnings: &mut Warnings,
+        clock: Clock,
+        sink: impl FnMut(GraphRow),
+    ) -> Result<u64> {
+        const COLUMNS: &[Column] = gpu_op_columns![req("graphId"), req("graphExecId")];
+        let read = |f: &mut Fields, op| {
+            Ok(GraphRow {
+                op,
+                graph: f.u32_or(0)?,
+                exec: f.u32_or(0)?,
+            })
+        };
+        self.gpu_table(rows, warnings, GRAPH, COLUMNS, clock, read, sink)
     }
 
     /// Streams the `rows` of `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.

@@ -22,7 +22,7 @@ mod warnings;
 
 pub use chunks::{CHUNK_ROWS, Chunking};
 pub use error::{Error, Result};
-pub use events::{ApiRow, Clock, GpuOpRow, KernelRow, MemcpyRow, MemsetRow, SyncRow};
+pub use events::{ApiRow, Clock, GpuOpRow, GraphRow, KernelRow, MemcpyRow, MemsetRow, SyncRow};
 pub use ids::GlobalId;
 pub use memory::MemoryRow;
 pub use metrics::MetricRow;

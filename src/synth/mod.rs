@@ -77,6 +77,8 @@ pub struct Options {
     pub gpu_metrics: bool,
     /// Device-memory allocations are recorded, as `--cuda-memory-usage=true` does.
     pub memory_usage: bool,
+    /// Compute kernels run as CUDA graphs traced whole (`--cuda-graph-trace=graph`).
+    pub cuda_graphs: bool,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
@@ -111,6 +113,7 @@ impl Options {
             osrt: false,
             gpu_metrics: false,
             memory_usage: false,
+            cuda_graphs: false,
             framework_nvtx: true,
             straggler: None,
             seed: 1,
@@ -180,6 +183,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         framework_nvtx: options.framework_nvtx,
         straggler: options.straggler,
         osrt: options.osrt,
+        cuda_graphs: options.cuda_graphs,
     };
     let schedules = sim::run(
         &workload.programs,

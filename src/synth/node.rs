@@ -26,6 +26,7 @@ const GREEN_CONTEXT: i64 = 0;
 
 const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
 const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
+const GRAPH: &str = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
 const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
 const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
 
@@ -311,6 +312,26 @@ impl NodeExport {
             &"[]",
         ];
         self.gpu_op(KERNEL, columns, span, place, correlation, &extra)
+    }
+
+    /// A CUDA graph launch traced as a whole (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`).
+    pub fn graph_launch(
+        &mut self,
+        span: (i64, i64),
+        place: (u32, u32, u32),
+        correlation: u32,
+        (graph, exec): (u32, u32),
+    ) -> Result<()> {
+        self.streams.insert((place.0, place.2));
+        let extra: [&dyn ToSql; 2] = [&graph, &exec];
+        self.gpu_op(
+            GRAPH,
+            gpu_op_columns!("graphId, graphExecId"),
+            span,
+            place,
+            correlation,
+            &extra,
+        )
     }
 
     /// A host-to-device copy (pageable host memory to device).

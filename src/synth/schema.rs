@@ -96,6 +96,12 @@ pub const TABLES: &[(&str, &str)] = &[
          correlationId INTEGER, nameId INTEGER NN, returnValue INTEGER NN, callchainId INTEGER",
     ),
     (
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        "start INTEGER NN, end INTEGER NN, deviceId INTEGER NN, contextId INTEGER NN, \
+         greenContextId INTEGER, streamId INTEGER NN, correlationId INTEGER, globalPid INTEGER, \
+         graphId INTEGER NN, graphExecId INTEGER NN",
+    ),
+    (
         "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
         "start INTEGER NN, end INTEGER NN, deviceId INTEGER NN, contextId INTEGER NN, \
          greenContextId INTEGER, streamId INTEGER NN, correlationId INTEGER, globalPid INTEGER, \

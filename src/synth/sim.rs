@@ -39,6 +39,9 @@ pub struct Style {
     pub straggler: Option<(usize, i64)>,
     /// OS runtime calls are recorded (`--trace=osrt`).
     pub osrt: bool,
+    /// Compute kernels are launched as one-node CUDA graphs, traced as whole graphs
+    /// (`--cuda-graph-trace=graph`).
+    pub cuda_graphs: bool,
 }
 
 /// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
@@ -419,10 +422,26 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
         }
         Op::Thread(launcher) => rank.launcher = *launcher,
         Op::Kernel { stream, kind, dur } => {
-            let (ready, correlation) = launch(rank, node, "cudaLaunchKernel_v7000", 0)?;
+            let graph = rank.style.cuda_graphs;
+            let api = if graph {
+                "cudaGraphLaunch_v10000"
+            } else {
+                "cudaLaunchKernel_v7000"
+            };
+            let (ready, correlation) = launch(rank, node, api, 0)?;
             let start = ready.max(*rank.stream_free(*stream));
             *rank.stream_free(*stream) = start + dur;
-            node.kernel((start, start + dur), rank.gpu(*stream), correlation, kind)?;
+            let (span, place) = ((start, start + dur), rank.gpu(*stream));
+            if graph {
+                // One graph per kernel kind, instantiated once.
+                let id = kind
+                    .short
+                    .bytes()
+                    .fold(1u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
+                node.graph_launch(span, place, correlation, (id % 1000, id % 1000))?;
+            } else {
+                node.kernel(span, place, correlation, kind)?;
+            }
             rank.schedule.kernels.push(Placed {
                 start,
                 end: start + dur,

@@ -24,6 +24,8 @@ pub enum GpuName {
     Kernel(StringId),
     /// `CUDA memcpy Host-to-Device`, `CUDA memset`...
     Fixed(&'static str),
+    /// A CUDA graph launch, by executable graph id (`Graph Exec <n>`).
+    Graph(u32),
 }
 
 /// One stream's lane threads.
@@ -417,6 +419,7 @@ pub fn gpu_name(op: GpuOp) -> GpuName {
         GpuOp::Kernel(k) => GpuName::Kernel(k.short_name),
         GpuOp::Memcpy(m) => GpuName::Fixed(copy_names(m.copy_kind).0),
         GpuOp::Memset(_) => GpuName::Fixed("[CUDA memset]"),
+        GpuOp::Graph(g) => GpuName::Graph(g.exec),
     }
 }
 
@@ -426,6 +429,7 @@ fn gpu_label(timeline: &Timeline, name: GpuName) -> String {
     match name {
         GpuName::Kernel(short) => timeline.text(short).to_string(),
         GpuName::Fixed(fixed) => fixed.trim_matches(['[', ']']).to_string(),
+        GpuName::Graph(exec) => format!("Graph Exec {exec}"),
     }
 }
 
@@ -444,6 +448,7 @@ fn receivers(scope: &Scope, tasks: &[Task]) -> Vec<Receiver> {
                     GpuOp::Kernel(_) => (types::TAG_KERNEL, 0),
                     GpuOp::Memcpy(m) => (types::TAG_MEMOP, m.bytes),
                     GpuOp::Memset(m) => (types::TAG_MEMOP, m.bytes),
+                    GpuOp::Graph(_) => (types::TAG_KERNEL, 0),
                 };
                 receivers.push(Receiver {
                     key: (process, correlation),

@@ -15,7 +15,7 @@ pub use records::Counts;
 
 use super::Scope;
 use crate::report::utc_iso;
-use layout::Layout;
+use layout::{GpuName, Layout};
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -196,6 +196,9 @@ fn pcf(layout: &Layout) -> String {
     block(&mut out, types::KERNEL, "CUDA kernel", &gpu);
     block(&mut out, types::NCCL_KERNEL, "NCCL kernel", &gpu);
     block(&mut out, types::MEMOP, "CUDA memcpy kernel", &gpu);
+    if v.gpu.keys().any(|k| matches!(k, GpuName::Graph(_))) {
+        block(&mut out, types::GRAPH_EXEC, "CUDA Graphs Exec name", &gpu);
+    }
     for (domain, &ty) in &v.domains {
         let label = if ty == types::NCCL_REGIONS {
             "NCCL regions".to_string()

@@ -83,6 +83,8 @@ pub struct Counts {
     pub kernels: u64,
     /// Copy and set begins (63000001).
     pub memops: u64,
+    /// CUDA graph launch begins (63000008).
+    pub graphs: u64,
     /// API call begins (63000000).
     pub api: u64,
     /// NVTX range begins and marks.
@@ -419,6 +421,7 @@ enum EndKind {
         collective: bool,
     },
     Memop,
+    Graph,
 }
 
 impl GpuSource<'_> {
@@ -519,12 +522,23 @@ impl GpuSource<'_> {
                 };
                 (Body::Events(pairs), kind)
             }
+            GpuOp::Graph(g) => {
+                counts.graphs += 1;
+                let pairs = [
+                    (types::GRAPH_EXEC, id),
+                    (types::GRAPH_ID, u64::from(g.graph)),
+                    (types::GRAPH_EXEC_ID, u64::from(g.exec)),
+                    (types::CORRELATION, correlation),
+                    role,
+                ];
+                (Body::events(&pairs), EndKind::Graph)
+            }
             GpuOp::Memcpy(_) | GpuOp::Memset(_) => {
                 counts.memops += 1;
                 let bytes = match op.what {
                     GpuOp::Memcpy(m) => m.bytes,
                     GpuOp::Memset(m) => m.bytes,
-                    GpuOp::Kernel(_) => 0,
+                    GpuOp::Kernel(_) | GpuOp::Graph(_) => 0,
                 };
                 let pairs = [
                     (types::MEMOP, id),
@@ -579,6 +593,13 @@ fn end_body(kind: EndKind) -> Body {
         EndKind::Memop => Body::events(&[
             (types::MEMOP, 0),
             (types::MEMOP_BYTES, 0),
+            (types::CORRELATION, 0),
+            (types::STREAM_ROLE, 0),
+        ]),
+        EndKind::Graph => Body::events(&[
+            (types::GRAPH_EXEC, 0),
+            (types::GRAPH_ID, 0),
+            (types::GRAPH_EXEC_ID, 0),
             (types::CORRELATION, 0),
             (types::STREAM_ROLE, 0),
         ]),

@@ -60,6 +60,13 @@ pub const EXPOSED_COMM: u32 = 63_100_012;
 pub const BARRIER_IN_FLIGHT: u32 = 63_100_013;
 /// 1 while the rank waits in a collective for its last member.
 pub const COLLECTIVE_WAIT: u32 = 63_100_014;
+/// nsys2prv: a CUDA graph launch (graph-level trace); values `Graph Exec <n>`, after the
+/// kernel names.
+pub const GRAPH_EXEC: u32 = 63_000_008;
+/// nsys2prv: the launched graph's id.
+pub const GRAPH_ID: u32 = 63_000_100;
+/// nsys2prv: the launched executable graph's id.
+pub const GRAPH_EXEC_ID: u32 = 63_000_101;
 /// nsys-lens: device memory allocated on a GPU since the capture started, bytes.
 pub const GPU_MEMORY: u32 = 63_100_020;
 /// nsys-lens: the collective instance an NCCL kernel took part in (the same value on every
@@ -102,6 +109,8 @@ pub const PLAIN: &[(u32, &str)] = &[
     (9108, "Kernel Dynamic Shared Memory"),
     (REGISTERS, "Kernel Registers/Thread"),
     (CORRELATION, "Correlation ID"),
+    (GRAPH_ID, "CUDA Graphs ID"),
+    (GRAPH_EXEC_ID, "CUDA Graphs Exec ID"),
     (COMPUTE_IN_FLIGHT, "nsys-lens compute kernels in flight"),
     (COMM_IN_FLIGHT, "nsys-lens communication kernels in flight"),
     (EXPOSED_COMM, "nsys-lens exposed communication"),

@@ -38,18 +38,8 @@ impl FlowKeys {
             let (p, w) = (part.process, part.window);
             let inside = |span| clip(span, w).is_some();
             let ops = activity
-                .kernels(p)
-                .map(|k| (k.start.0, k.end.0, k.correlation))
-                .chain(
-                    activity
-                        .memcpys(p)
-                        .map(|m| (m.start.0, m.end.0, m.correlation)),
-                )
-                .chain(
-                    activity
-                        .memsets(p)
-                        .map(|m| (m.start.0, m.end.0, m.correlation)),
-                );
+                .operations(p)
+                .map(|(_, start, end, correlation)| (start.0, end.0, correlation));
             gpu.extend(
                 ops.filter(|&(s, e, c)| c != 0 && inside((s, e)))
                     .map(|(_, _, c)| (p, c)),
@@ -207,6 +197,17 @@ fn stream_track<W: Write>(
                 let name = (Name::Fixed("[CUDA memset]"), Category::Memset);
                 seq.begin(&mut w.out, start, name, &args, flow.as_slice(), texts)?;
                 w.counts.memset += 1;
+            }
+            GpuOp::Graph(g) => {
+                let args = [
+                    (Arg::GraphId, Value::Uint(g.graph.into())),
+                    (Arg::GraphExecId, Value::Uint(g.exec.into())),
+                    correlation,
+                    (Arg::Role, Value::Role(role)),
+                ];
+                let name = (Name::Fixed("CUDA graph"), Category::Graph);
+                seq.begin(&mut w.out, start, name, &args, flow.as_slice(), texts)?;
+                w.counts.graphs += 1;
             }
         }
         w.counts.flows += u64::from(flow.is_some());

@@ -45,6 +45,8 @@ pub struct Counts {
     pub memcpy: u64,
     /// Memory set slices.
     pub memset: u64,
+    /// CUDA graph launch slices.
+    pub graphs: u64,
     /// CUDA API call slices.
     pub api: u64,
     /// NVTX ranges and marks.
@@ -62,7 +64,13 @@ pub struct Counts {
 impl Counts {
     /// Slices and instants in all.
     pub fn slices(&self) -> u64 {
-        self.kernels + self.memcpy + self.memset + self.api + self.nvtx + self.os_calls
+        self.kernels
+            + self.memcpy
+            + self.memset
+            + self.graphs
+            + self.api
+            + self.nvtx
+            + self.os_calls
     }
 }
 

@@ -89,10 +89,12 @@ pub enum Category {
     Export,
     /// OS runtime library calls.
     OsRuntime,
+    /// CUDA graph launches.
+    Graph,
 }
 
 impl Category {
-    const NAMES: [&'static str; 7] = [
+    const NAMES: [&'static str; 8] = [
         "kernel",
         "memcpy",
         "memset",
@@ -100,6 +102,7 @@ impl Category {
         "nvtx",
         "nsys_lens",
         "os_runtime",
+        "cuda_graph",
     ];
 }
 
@@ -134,10 +137,14 @@ pub enum Arg {
     Domain,
     /// What was subtracted from merged-clock times to put the export at 0.
     RebaseOffset,
+    /// A CUDA graph's id.
+    GraphId,
+    /// A CUDA executable graph's id.
+    GraphExecId,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 14] = [
+    const NAMES: [&'static str; 16] = [
         "name",
         "grid",
         "block",
@@ -152,6 +159,8 @@ impl Arg {
         "copy_kind",
         "domain",
         "rebase_offset_ns",
+        "graph_id",
+        "graph_exec_id",
     ];
 }
 
