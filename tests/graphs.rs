@@ -88,3 +88,43 @@ fn every_graph_launch_reaches_both_traces() {
         assert_eq!(summary["flows"].as_i64().unwrap(), from_launches);
     }
 }
+
+#[test]
+fn kernels_traced_as_graph_nodes_carry_their_node() {
+    let dir = synth(&format!("{RUN} --cuda-graph-nodes"));
+    let report = dir.path().join("node0.sqlite");
+    let conn = rusqlite::Connection::open(&report).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT graphNodeId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL \
+             ORDER BY graphNodeId",
+        )
+        .unwrap();
+    let want: Vec<u64> = stmt
+        .query_map([], |r| r.get::<_, i64>(0))
+        .unwrap()
+        .map(|v| v.unwrap() as u64)
+        .collect();
+    assert!(want.len() > 1000, "{}", want.len());
+    let (_out, base) = crate::util::convert_to("paraver", std::slice::from_ref(&report), &[]);
+    let trace = crate::paraver::parse(&base.with_extension("prv"));
+    let mut got: Vec<u64> = trace
+        .events
+        .iter()
+        .flat_map(|(_, _, _, pairs)| pairs)
+        .filter(|&&(ty, value)| ty == 63_000_102 && value > 0)
+        .map(|&(_, value)| value)
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, want);
+    assert_eq!(trace.pcf[&63_000_102].0, "Graph Node ID");
+    // Node-level tracing changes nothing the analyses see: the kernels are the same kernels.
+    let kernels = synth(RUN);
+    for args in [&["overlap"][..], &["kernels", "--whole"], &["bubbles"]] {
+        assert_eq!(
+            rows_of(args, dir.path()),
+            rows_of(args, kernels.path()),
+            "{args:?}"
+        );
+    }
+}

@@ -99,8 +99,13 @@ pub struct Args {
     /// Launch every compute kernel as a one-node CUDA graph, traced as whole graphs
     /// (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`, nsys's default `--cuda-graph-trace=graph`); the
     /// timing is the same as without.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cuda_graph_nodes")]
     cuda_graphs: bool,
+
+    /// Launch every compute kernel as a one-node CUDA graph, traced node by node (the kernels
+    /// carry their `graphNodeId`, as with `--cuda-graph-trace=node`).
+    #[arg(long)]
+    cuda_graph_nodes: bool,
 
     /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
     /// ranges (every preset).
@@ -199,6 +204,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         gpu_metrics: args.gpu_metrics,
         memory_usage: args.memory_usage,
         cuda_graphs: args.cuda_graphs,
+        cuda_graph_nodes: args.cuda_graph_nodes,
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
         seed: args.seed,

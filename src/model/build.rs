@@ -360,6 +360,7 @@ impl Builder {
                 registers: k.registers,
                 static_shared: k.static_shared,
                 dynamic_shared: k.dynamic_shared,
+                graph_node: k.graph_node,
             });
         })?;
         let memcpy = report.read_memcpys(chunking, warnings, clock, |m| {

@@ -27,6 +27,9 @@ pub struct Kernel {
     pub static_shared: u32,
     /// Dynamic shared memory, bytes.
     pub dynamic_shared: u32,
+    /// The CUDA graph node it ran as (graph node-level trace, `--cuda-graph-trace=node`); 0 for
+    /// a kernel launched on its own (`u32::MAX` for an id beyond 32 bits).
+    pub graph_node: u32,
 }
 
 /// One memory copy.

@@ -102,6 +102,8 @@ pub struct KernelRow<N = StringId> {
     pub static_shared: u32,
     /// Dynamic shared memory, bytes.
     pub dynamic_shared: u32,
+    /// `graphNodeId` (node-level graph trace); 0 when NULL, `u32::MAX` beyond 32 bits.
+    pub graph_node: u32,
 }
 
 /// One `CUPTI_ACTIVITY_KIND_MEMCPY` row.
@@ -251,6 +253,7 @@ impl Report {
                 registers: k.registers,
                 static_shared: k.static_shared,
                 dynamic_shared: k.dynamic_shared,
+                graph_node: k.graph_node,
             });
             Ok(())
         })
@@ -385,6 +388,7 @@ impl Report {
             opt("registersPerThread"),
             opt("staticSharedMemory"),
             opt("dynamicSharedMemory"),
+            opt("graphNodeId"),
         ];
         let read = |f: &mut Fields, op| {
             Ok(KernelRow {
@@ -396,6 +400,10 @@ impl Report {
                 registers: f.u32_or(0)?,
                 static_shared: f.u32_or(0)?,
                 dynamic_shared: f.u32_or(0)?,
+                // CUPTI's node ids are 64-bit; ids beyond 32 bits show as u32::MAX.
+                graph_node: f
+                    .opt_int()?
+                    .map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)),
             })
         };
         self.gpu_table(rows, warnings, KERNEL, COLUMNS, clock, read, sink)

@@ -79,6 +79,8 @@ pub struct Options {
     pub memory_usage: bool,
     /// Compute kernels run as CUDA graphs traced whole (`--cuda-graph-trace=graph`).
     pub cuda_graphs: bool,
+    /// Compute kernels run as CUDA graph nodes traced node by node (`--cuda-graph-trace=node`).
+    pub cuda_graph_nodes: bool,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
@@ -114,6 +116,7 @@ impl Options {
             gpu_metrics: false,
             memory_usage: false,
             cuda_graphs: false,
+            cuda_graph_nodes: false,
             framework_nvtx: true,
             straggler: None,
             seed: 1,
@@ -184,6 +187,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         straggler: options.straggler,
         osrt: options.osrt,
         cuda_graphs: options.cuda_graphs,
+        cuda_graph_nodes: options.cuda_graph_nodes,
     };
     let schedules = sim::run(
         &workload.programs,

@@ -272,6 +272,29 @@ impl NodeExport {
         correlation: u32,
         kind: &KernelKind,
     ) -> Result<()> {
+        self.kernel_row(span, place, correlation, kind, None)
+    }
+
+    /// A kernel that ran as node `graph_node` of a CUDA graph (node-level graph trace).
+    pub fn graph_kernel(
+        &mut self,
+        span: (i64, i64),
+        place: (u32, u32, u32),
+        correlation: u32,
+        kind: &KernelKind,
+        graph_node: u32,
+    ) -> Result<()> {
+        self.kernel_row(span, place, correlation, kind, Some(graph_node))
+    }
+
+    fn kernel_row(
+        &mut self,
+        span: (i64, i64),
+        place: (u32, u32, u32),
+        correlation: u32,
+        kind: &KernelKind,
+        graph_node: Option<u32>,
+    ) -> Result<()> {
         self.streams.insert((place.0, place.2));
         let grid_id = {
             let next = self.grid_ids.entry(place.0).or_insert(0);
@@ -311,7 +334,21 @@ impl NodeExport {
             &i64::from(kind.shared > 49_152),
             &"[]",
         ];
-        self.gpu_op(KERNEL, columns, span, place, correlation, &extra)
+        match graph_node {
+            None => self.gpu_op(KERNEL, columns, span, place, correlation, &extra),
+            Some(node) => {
+                let columns = gpu_op_columns!(
+                    "demangledName, shortName, mangledName, launchType, cacheConfig, \
+                     registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, \
+                     staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, \
+                     localMemoryTotal, gridId, sharedMemoryExecuted, sharedMemoryLimitConfig, \
+                     tensorSizeMinusOneElements, graphNodeId"
+                );
+                let mut with_node: Vec<&dyn ToSql> = extra.to_vec();
+                with_node.push(&node);
+                self.gpu_op(KERNEL, columns, span, place, correlation, &with_node)
+            }
+        }
     }
 
     /// A CUDA graph launch traced as a whole (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`).

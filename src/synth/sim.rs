@@ -42,6 +42,9 @@ pub struct Style {
     /// Compute kernels are launched as one-node CUDA graphs, traced as whole graphs
     /// (`--cuda-graph-trace=graph`).
     pub cuda_graphs: bool,
+    /// Compute kernels are launched as one-node CUDA graphs, traced node by node
+    /// (`--cuda-graph-trace=node`: kernels carry their graph node id).
+    pub cuda_graph_nodes: bool,
 }
 
 /// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
@@ -422,23 +425,25 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
         }
         Op::Thread(launcher) => rank.launcher = *launcher,
         Op::Kernel { stream, kind, dur } => {
-            let graph = rank.style.cuda_graphs;
-            let api = if graph {
-                "cudaGraphLaunch_v10000"
-            } else {
-                "cudaLaunchKernel_v7000"
+            let (graph, nodes) = (rank.style.cuda_graphs, rank.style.cuda_graph_nodes);
+            let api = match graph || nodes {
+                true => "cudaGraphLaunch_v10000",
+                false => "cudaLaunchKernel_v7000",
             };
             let (ready, correlation) = launch(rank, node, api, 0)?;
             let start = ready.max(*rank.stream_free(*stream));
             *rank.stream_free(*stream) = start + dur;
             let (span, place) = ((start, start + dur), rank.gpu(*stream));
+            // One graph per kernel kind, instantiated once; its one node has the same id.
+            let id = 1 + kind
+                .short
+                .bytes()
+                .fold(1u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()))
+                % 1000;
             if graph {
-                // One graph per kernel kind, instantiated once.
-                let id = kind
-                    .short
-                    .bytes()
-                    .fold(1u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
-                node.graph_launch(span, place, correlation, (id % 1000, id % 1000))?;
+                node.graph_launch(span, place, correlation, (id, id))?;
+            } else if nodes {
+                node.graph_kernel(span, place, correlation, kind, id)?;
             } else {
                 node.kernel(span, place, correlation, kind)?;
             }

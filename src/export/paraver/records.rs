@@ -14,8 +14,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, Write};
 
-/// Most type:value pairs in one record (a kernel begin has 14).
-const MAX_PAIRS: usize = 16;
+/// Most type:value pairs in one record: a kernel begin has up to 17 (12 for every kernel; an
+/// NCCL kernel's role, evidence, stage and collective; a graph node).
+const MAX_PAIRS: usize = 17;
 
 /// One record, ready to format.
 #[derive(Clone, Copy)]
@@ -419,6 +420,7 @@ enum EndKind {
         nccl: bool,
         staged: bool,
         collective: bool,
+        graph_node: bool,
     },
     Memop,
     Graph,
@@ -514,11 +516,15 @@ impl GpuSource<'_> {
                 if let Some(&(number, _)) = collective {
                     pairs.push((types::COLLECTIVE, number));
                 }
+                if k.graph_node != 0 {
+                    pairs.push((types::GRAPH_NODE, u64::from(k.graph_node)));
+                }
                 let kind = EndKind::Kernel {
                     ty,
                     nccl: nccl.is_some(),
                     staged: stage.is_some(),
                     collective: collective.is_some(),
+                    graph_node: k.graph_node != 0,
                 };
                 (Body::Events(pairs), kind)
             }
@@ -569,6 +575,7 @@ fn end_body(kind: EndKind) -> Body {
             nccl,
             staged,
             collective,
+            graph_node,
         } => {
             let mut pairs = Pairs::new();
             pairs.push((ty, 0));
@@ -587,6 +594,9 @@ fn end_body(kind: EndKind) -> Body {
             }
             if collective {
                 pairs.push((types::COLLECTIVE, 0));
+            }
+            if graph_node {
+                pairs.push((types::GRAPH_NODE, 0));
             }
             Body::Events(pairs)
         }

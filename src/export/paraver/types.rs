@@ -67,6 +67,8 @@ pub const GRAPH_EXEC: u32 = 63_000_008;
 pub const GRAPH_ID: u32 = 63_000_100;
 /// nsys2prv: the launched executable graph's id.
 pub const GRAPH_EXEC_ID: u32 = 63_000_101;
+/// nsys2prv: the CUDA graph node a kernel ran as (node-level graph trace).
+pub const GRAPH_NODE: u32 = 63_000_102;
 /// nsys-lens: device memory allocated on a GPU since the capture started, bytes.
 pub const GPU_MEMORY: u32 = 63_100_020;
 /// nsys-lens: the collective instance an NCCL kernel took part in (the same value on every
@@ -111,6 +113,7 @@ pub const PLAIN: &[(u32, &str)] = &[
     (CORRELATION, "Correlation ID"),
     (GRAPH_ID, "CUDA Graphs ID"),
     (GRAPH_EXEC_ID, "CUDA Graphs Exec ID"),
+    (GRAPH_NODE, "Graph Node ID"),
     (COMPUTE_IN_FLIGHT, "nsys-lens compute kernels in flight"),
     (COMM_IN_FLIGHT, "nsys-lens communication kernels in flight"),
     (EXPOSED_COMM, "nsys-lens exposed communication"),

@@ -141,7 +141,7 @@ fn stream_track<W: Write>(
                 let evidence = nccl.map_or("", |n| n.evidence.kind());
                 let collective = w.scope.collectives.kernels.get(&(k.stream, k.start.0));
                 let number = collective.map_or(0, |c| c.0);
-                let args = [
+                let mut args = [
                     (Arg::Demangled, Value::Text(k.name)),
                     (Arg::Grid, Value::Dims(k.grid)),
                     (Arg::Block, Value::Dims(k.block)),
@@ -155,14 +155,20 @@ fn stream_track<W: Write>(
                     (Arg::CommRole, comm_role),
                     (Arg::RoleEvidence, Value::Fixed(evidence)),
                     (Arg::Collective, Value::Uint(number)),
+                    (Arg::GraphNode, Value::Uint(k.graph_node.into())),
                 ];
                 // NCCL kernels carry their own role and its evidence, and a collective's its
                 // instance; others stop at the stream's role.
-                let shown = match (nccl, collective) {
+                let mut shown = match (nccl, collective) {
                     (None, _) => 7,
                     (Some(_), None) => 9,
                     (Some(_), Some(_)) => 10,
                 };
+                // A kernel that ran as a graph node says which, after what it shows.
+                if k.graph_node != 0 {
+                    args.swap(shown, 10);
+                    shown += 1;
+                }
                 let name = (Name::Text(k.short_name), Category::Kernel);
                 let linked: Vec<u64>;
                 let flows = match collective {

@@ -141,10 +141,12 @@ pub enum Arg {
     GraphId,
     /// A CUDA executable graph's id.
     GraphExecId,
+    /// The CUDA graph node a kernel ran as.
+    GraphNode,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 16] = [
+    const NAMES: [&'static str; 17] = [
         "name",
         "grid",
         "block",
@@ -161,6 +163,7 @@ impl Arg {
         "rebase_offset_ns",
         "graph_id",
         "graph_exec_id",
+        "graph_node_id",
     ];
 }
 
