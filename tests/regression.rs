@@ -264,3 +264,50 @@ fn r21_synth_fits_any_mesh_to_its_nodes() {
         texts(&run).1
     );
 }
+
+/// Issue 21: one spelling for choosing ranks. `--ranks LIST` everywhere (one rank, a list or
+/// ranges), `--rank` the same option; a rank that does not exist is an error naming it.
+#[test]
+fn ranks_are_chosen_the_same_way_in_every_command() {
+    let input = crate::util::root().join("fixtures/megatron_pp2");
+    let at = input.to_str().unwrap();
+    let ranks_of = |args: &[&str]| -> Vec<i64> {
+        let mut all = args.to_vec();
+        all.push(at);
+        let mut ranks: Vec<i64> = crate::util::rows(&crate::util::json(&all))
+            .iter()
+            .filter_map(|r| r["rank"].as_i64())
+            .collect();
+        ranks.dedup();
+        ranks
+    };
+    for command in ["overlap", "streams", "kernels", "idle", "bubbles"] {
+        assert_eq!(
+            ranks_of(&[command, "--ranks", "0,2-3"]),
+            [0, 2, 3],
+            "{command}"
+        );
+        assert_eq!(
+            ranks_of(&[command, "--rank", "1"]),
+            ranks_of(&[command, "--ranks", "1"]),
+            "{command}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("two");
+    let run = crate::util::nsys_lens(&[
+        "convert",
+        "--rank",
+        "0-1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        at,
+    ]);
+    assert!(run.status.success(), "{}", crate::util::texts(&run).1);
+    let rows = std::fs::read_to_string(out.with_extension("row")).unwrap();
+    assert!(rows.contains("LEVEL TASK SIZE 2"), "{rows}");
+    let missing = crate::util::nsys_lens(&["overlap", "--ranks", "1,9", at]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(crate::util::texts(&missing).1.contains("no rank 9"));
+}

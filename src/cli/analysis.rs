@@ -115,7 +115,7 @@ pub struct RankArgs {
 }
 
 impl RankArgs {
-    /// PithTrain's rows for every `show_setup` record that `--rank` keeps, each computed by
+    /// PithTrain's rows for every `show_setup` record that `--ranks` keeps, each computed by
     /// `rows` over the record's window (`--start/--end`, else its median chunk), tagged with
     /// the record's pid.
     pub fn pithtrain_rows<T>(
@@ -129,7 +129,12 @@ impl RankArgs {
         );
         let mut out = Vec::new();
         for record in compat_setup(activity)? {
-            if self.streams.rank.is_some_and(|r| r != record.label.rank) {
+            if self
+                .streams
+                .ranks
+                .as_ref()
+                .is_some_and(|list| !list.contains(record.label.rank))
+            {
                 continue;
             }
             let window = self.window.pithtrain(activity, &record)?;
@@ -154,12 +159,43 @@ impl RankArgs {
     }
 }
 
+/// Global ranks named on the command line (`--ranks 0,4-7`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankList(pub Vec<u32>);
+
+impl RankList {
+    /// Parses `3`, `0,2` or `0,4-7`.
+    pub fn parse(list: &str) -> Result<RankList, String> {
+        let mut ranks = Vec::new();
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let number = |s: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("`{item}` is not a rank or a range a-b"))
+            };
+            match item.split_once('-') {
+                Some((a, b)) => ranks.extend(number(a)?..=number(b)?),
+                None => ranks.push(number(item)?),
+            }
+        }
+        if ranks.is_empty() {
+            return Err("no rank given".to_string());
+        }
+        Ok(RankList(ranks))
+    }
+
+    /// Whether the list names `rank`.
+    pub fn contains(&self, rank: u32) -> bool {
+        self.0.contains(&rank)
+    }
+}
+
 /// Rank filter and role rules of the per-rank commands.
 #[derive(Debug, clap::Args)]
 pub struct StreamArgs {
-    /// Only this global rank.
-    #[arg(long, value_name = "N")]
-    pub rank: Option<u32>,
+    /// Only these global ranks: one (`3`), a list or ranges (`0,4-7`); `--rank` is the same.
+    #[arg(long, visible_alias = "rank", value_name = "LIST", value_parser = RankList::parse)]
+    pub ranks: Option<RankList>,
 
     /// TOML file of extra role rules (`[[rule]]` with `pattern` and `role`), tried before the
     /// built-in PithTrain rules.
@@ -295,20 +331,34 @@ impl StreamArgs {
         })
     }
 
-    /// The ranks kept by `--rank`.
+    /// The ranks kept by `--ranks`.
     pub fn select(&self, ranks: Vec<Rank>) -> anyhow::Result<Vec<Rank>> {
-        let Some(wanted) = self.rank else {
-            return Ok(ranks);
-        };
-        let known: Vec<String> = ranks.iter().map(|r| r.rank.to_string()).collect();
-        let kept: Vec<Rank> = ranks.into_iter().filter(|r| r.rank == wanted).collect();
-        anyhow::ensure!(
-            !kept.is_empty(),
-            "no rank {wanted} (ranks: {})",
-            known.join(", ")
-        );
-        Ok(kept)
+        keep_ranks(ranks, self.ranks.as_ref())
     }
+}
+
+/// The ranks a `--ranks` list keeps (all without one); every rank it names must exist.
+pub fn keep_ranks(ranks: Vec<Rank>, wanted: Option<&RankList>) -> anyhow::Result<Vec<Rank>> {
+    let Some(wanted) = wanted else {
+        return Ok(ranks);
+    };
+    let missing: Vec<String> = wanted
+        .0
+        .iter()
+        .filter(|&&w| !ranks.iter().any(|r| r.rank == w))
+        .map(u32::to_string)
+        .collect();
+    let known: Vec<String> = ranks.iter().map(|r| r.rank.to_string()).collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "no rank {} (ranks: {})",
+        missing.join(", "),
+        known.join(", ")
+    );
+    Ok(ranks
+        .into_iter()
+        .filter(|r| wanted.contains(r.rank))
+        .collect())
 }
 
 /// The ranks of the timeline ([`NothingFound`] when there is none).

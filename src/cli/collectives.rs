@@ -52,14 +52,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let transfers = layout::rank_transfers(&activity, &ranks, &rules);
         add_transfers(&mut collectives, &transfers);
     }
-    let wanted = args.r.streams.rank;
+    let wanted = args.r.streams.ranks.as_ref();
     let inside = |i: &&Instance| {
         let in_window = i.arrivals.iter().all(|a| {
             let (start, end) = windows[a.rank].bounds;
             start <= a.start && a.start < end
         });
         let has_rank = |r: u32| i.arrivals.iter().any(|a| ranks[a.rank].rank == r);
-        in_window && wanted.is_none_or(has_rank)
+        in_window && wanted.is_none_or(|list| list.0.iter().any(|&r| has_rank(r)))
     };
     let mut instances: Vec<&Instance> = collectives.instances.iter().filter(inside).collect();
     if let Some(n) = args.top {

@@ -1,8 +1,8 @@
 //! `nsys-lens convert REPORT... [-o OUT] [--to perfetto] [WINDOW] [--ranks LIST]`
 
 use super::Outcome;
+use super::analysis::{RankList, keep_ranks};
 use super::inputs::Inputs;
-use anyhow::Context as _;
 use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
 use nsys_lens::export::{Scope, paraver, perfetto};
 use nsys_lens::model::Timeline;
@@ -44,9 +44,10 @@ pub struct Args {
     #[arg(long)]
     collective_flows: bool,
 
-    /// Only these global ranks, e.g. `0,4-7` (other processes are left out too).
-    #[arg(long, value_name = "LIST")]
-    ranks: Option<String>,
+    /// Only these global ranks: one (`3`), a list or ranges (`0,4-7`); other processes are left
+    /// out too. `--rank` is the same.
+    #[arg(long, visible_alias = "rank", value_name = "LIST", value_parser = RankList::parse)]
+    ranks: Option<RankList>,
 
     /// TOML file of extra role rules for naming stream tracks (see `streams --help`).
     #[arg(long, value_name = "FILE")]
@@ -100,12 +101,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     };
     let timeline = args.inputs.load()?;
     let activity = Activity::new(&timeline);
-    let mut ranks = nsys_lens::classify::ranks::discover(&activity)?;
-    if let Some(list) = &args.ranks {
-        let wanted = parse_ranks(list)?;
-        ranks.retain(|r| wanted.contains(&r.rank));
-        anyhow::ensure!(!ranks.is_empty(), "--ranks {list}: no such rank");
-    }
+    let ranks = nsys_lens::classify::ranks::discover(&activity)?;
+    let ranks = keep_ranks(ranks, args.ranks.as_ref())?;
     let mut scope = Scope::new(&activity, &rules, &ranks, &spec, args.ranks.is_none());
     if args.collective_flows {
         scope = scope.with_collective_flows();
@@ -258,24 +255,6 @@ fn with_extension(base: &Path, ext: &str) -> PathBuf {
     }
 }
 
-/// `0,2-5` as a list of ranks.
-fn parse_ranks(list: &str) -> anyhow::Result<Vec<u32>> {
-    let mut ranks = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let number = |s: &str| {
-            s.trim()
-                .parse::<u32>()
-                .with_context(|| format!("--ranks: `{item}` is not a rank or a range a-b"))
-        };
-        match item.split_once('-') {
-            Some((a, b)) => ranks.extend(number(a)?..=number(b)?),
-            None => ranks.push(number(item)?),
-        }
-    }
-    anyhow::ensure!(!ranks.is_empty(), "--ranks is empty");
-    Ok(ranks)
-}
-
 /// `, N CUDA graph launches, M OS runtime calls, ...` for a summary line: the parts the capture
 /// has.
 fn optional_counts(graphs: u64, os_calls: u64, metric_samples: u64) -> String {
@@ -355,8 +334,10 @@ mod tests {
 
     #[test]
     fn rank_lists_and_extensions() {
-        assert_eq!(parse_ranks("0, 2-4,7").unwrap(), [0, 2, 3, 4, 7]);
-        assert!(parse_ranks("x").is_err());
+        assert_eq!(RankList::parse("0, 2-4,7").unwrap().0, [0, 2, 3, 4, 7]);
+        assert_eq!(RankList::parse("3").unwrap().0, [3]);
+        assert!(RankList::parse("x").is_err());
+        assert!(RankList::parse(",").is_err());
         assert_eq!(
             with_extension(Path::new("out/run"), "perfetto-trace"),
             PathBuf::from("out/run.perfetto-trace")

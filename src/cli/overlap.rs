@@ -1,4 +1,4 @@
-//! `nsys-lens overlap REPORT... [--rank N] [WINDOW]`
+//! `nsys-lens overlap REPORT... [--ranks LIST] [WINDOW]`
 
 use super::Outcome;
 use super::analysis::{Compat, CompatArg, RankArgs};

@@ -1,4 +1,4 @@
-//! `nsys-lens streams REPORT... [--rank N] [WINDOW]`
+//! `nsys-lens streams REPORT... [--ranks LIST] [WINDOW]`
 
 use super::Outcome;
 use super::analysis::{Compat, CompatArg, RankArgs};
@@ -10,7 +10,7 @@ use nsys_lens::report;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   nsys-lens streams node0.sqlite node1.sqlite           role of every stream in each rank's window
-  nsys-lens streams --rank 3 --whole node*.sqlite       one rank, whole capture
+  nsys-lens streams --ranks 3 --whole node*.sqlite      one rank, whole capture
   nsys-lens streams --roles roles.toml run.sqlite       with your own NVTX -> role rules
   nsys-lens streams --compat pithtrain node0.sqlite     PithTrain's classify_streams table, exactly")]
 pub struct Args {
