@@ -36,9 +36,12 @@ pub fn temporary_beside(path: &Path) -> anyhow::Result<NamedTempFile> {
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // Created and registered under the lock: an interrupt sees either no file or a registered
+    // one, and once its handler holds the lock (until the process exits) no file is created.
+    let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
     let temp = NamedTempFile::new_in(dir)
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-    register(temp.path());
+    pending.push(temp.path().to_path_buf());
     Ok(temp)
 }
 
@@ -62,10 +65,10 @@ pub fn persist(temp: NamedTempFile, path: &Path) -> anyhow::Result<()> {
 /// exits with [`INTERRUPTED`].
 pub fn remove_temporaries_on_interrupt() {
     let installed = ctrlc::set_handler(|| {
-        if let Ok(pending) = PENDING.lock() {
-            for path in pending.iter() {
-                let _ = std::fs::remove_file(path);
-            }
+        // The lock is held until the process exits, so no new partial output appears.
+        let pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+        for path in pending.iter() {
+            let _ = std::fs::remove_file(path);
         }
         eprintln!("nsys-lens: interrupted; partial outputs removed");
         std::process::exit(INTERRUPTED);
