@@ -168,12 +168,9 @@ fn osrtsum(dir: &Path, sqlite: &str) -> Sums {
         .collect()
 }
 
-#[test]
-fn os_call_sums_equal_nsys_stats_on_a_program_captured_by_nsys() {
-    if nsys().is_none() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+/// Captures a small Python program (file reads, sleeps, a second thread) with the real nsys
+/// and `--trace=osrt` into `dir/<name>.nsys-rep`.
+pub fn capture(dir: &Path, name: &str) {
     let program = "import os, time, threading\n\
                    def work():\n    \
                        for _ in range(5):\n        \
@@ -184,28 +181,32 @@ fn os_call_sums_equal_nsys_stats_on_a_program_captured_by_nsys() {
                        with open('/etc/hostname') as f: f.read()\n    \
                        time.sleep(0.005)\n\
                    t.join()\n";
-    std::fs::write(dir.path().join("prog.py"), program).unwrap();
-    run(
-        dir.path(),
-        "nsys",
-        &[
-            "profile",
-            "--trace=osrt",
-            "--sample=none",
-            "--cpuctxsw=none",
-            "-o",
-            "run",
-            "-f",
-            "true",
-            "python3",
-            "prog.py",
-        ],
-    );
+    std::fs::write(dir.join("prog.py"), program).unwrap();
+    let osrt = [
+        "profile",
+        "--trace=osrt",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "-f",
+        "true",
+    ];
+    let mut args: Vec<&str> = osrt.to_vec();
+    args.extend(["-o", name, "python3", "prog.py"]);
+    run(dir, "nsys", &args);
     // nsys 2022.4 leaves a .qdstrm when it cannot find its importer: import it by hand.
-    if !dir.path().join("run.nsys-rep").exists() {
+    if !dir.join(format!("{name}.nsys-rep")).exists() {
         let importer = "/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter";
-        run(dir.path(), importer, &["-i", "run.qdstrm"]);
+        run(dir, importer, &["-i", &format!("{name}.qdstrm")]);
     }
+}
+
+#[test]
+fn os_call_sums_equal_nsys_stats_on_a_program_captured_by_nsys() {
+    if nsys().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    capture(dir.path(), "run");
     run(
         dir.path(),
         "nsys",

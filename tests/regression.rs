@@ -311,3 +311,133 @@ fn ranks_are_chosen_the_same_way_in_every_command() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(crate::util::texts(&missing).1.contains("no rank 9"));
 }
+
+/// The `Examples:` lines of every subcommand's `--help`, as shell commands.
+fn help_examples() -> Vec<String> {
+    let top = crate::util::nsys_lens(&["--help"]);
+    let commands: Vec<String> = crate::util::texts(&top)
+        .0
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() > 10, "{commands:?}");
+    let mut examples = Vec::new();
+    for command in commands {
+        let help = crate::util::nsys_lens(&[&command, "--help"]);
+        let text = crate::util::texts(&help).0;
+        for line in text
+            .lines()
+            .skip_while(|l| !l.starts_with("Examples:"))
+            .skip(1)
+        {
+            let line = line.trim();
+            if let Some(rest) = line.strip_prefix("nsys-lens ") {
+                // The command is what comes before the aligned description (2+ spaces).
+                let command = rest.split("  ").next().unwrap().trim();
+                examples.push(format!("nsys-lens {command}"));
+            }
+        }
+    }
+    examples
+}
+
+/// Issue 21: every example in a `--help` runs, in a directory holding the files the examples
+/// name (the fixtures and synthetic runs under those names), with the shell's own globbing,
+/// quoting and redirection.
+#[test]
+fn every_help_example_runs() {
+    use std::process::Command;
+    let examples = help_examples();
+    assert!(examples.len() > 40, "{examples:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let here = dir.path();
+    let fixture = |name: &str| crate::util::root().join("fixtures").join(name);
+    let [node0, node1] = crate::util::pithtrain_nodes();
+    std::fs::copy(node0, here.join("node0.sqlite")).unwrap();
+    std::fs::copy(node1, here.join("node1.sqlite")).unwrap();
+    let megatron = fixture("megatron_pp2/node0.sqlite");
+    for name in ["run.sqlite", "trace.sqlite"] {
+        std::fs::copy(&megatron, here.join(name)).unwrap();
+    }
+    let synth_into = |name: &str, args: &str| {
+        let out = crate::util::nsys_lens(
+            &["synth", "-o", here.join(name).to_str().unwrap()]
+                .into_iter()
+                .chain(args.split_whitespace())
+                .collect::<Vec<_>>(),
+        );
+        assert!(
+            out.status.success(),
+            "{args}: {}",
+            crate::util::texts(&out).1
+        );
+    };
+    synth_into(
+        "run",
+        "--preset ddp --nodes 2 --gpus-per-node 1 --gpu-metrics",
+    );
+    synth_into("fp32", "--preset ddp --nodes 1 --gpus-per-node 1");
+    synth_into(
+        "bf16",
+        "--preset ddp --nodes 1 --gpus-per-node 1 --mixed-precision",
+    );
+    for (name, accum) in [("accum1", "1"), ("accum4", "4")] {
+        synth_into(
+            name,
+            &format!("--preset ddp --nodes 1 --gpus-per-node 1 --grad-accum {accum}"),
+        );
+        std::fs::rename(
+            here.join(name).join("node0.sqlite"),
+            here.join(format!("{name}.sqlite")),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        here.join("roles.toml"),
+        "[[rule]]\npattern = \"forward\"\nrole = \"fwd\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        here.join("mine.toml"),
+        "[[family]]\nname = \"gemms\"\npattern = \"gemm\"\n",
+    )
+    .unwrap();
+    for shell_dir in [
+        ".local/share/bash-completion/completions",
+        ".zfunc",
+        ".config/fish/completions",
+    ] {
+        std::fs::create_dir_all(here.join(shell_dir)).unwrap();
+    }
+    // An .nsys-rep needs nsys to export it: made by the real nsys when it is here.
+    let has_nsys = Command::new("nsys").arg("--version").output().is_ok();
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_nsys-lens"));
+    let path = format!(
+        "{}:{}",
+        binary.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for example in &examples {
+        if example.contains(".nsys-rep") && !has_nsys {
+            crate::util::skipped(&format!("`{example}`: nsys is not installed"));
+            continue;
+        }
+        if example.contains(".nsys-rep") {
+            crate::osrt::capture(here, "run");
+        }
+        let run = Command::new("sh")
+            .arg("-c")
+            .arg(example)
+            .current_dir(here)
+            .env("PATH", &path)
+            .env("HOME", here)
+            .output()
+            .unwrap();
+        let (out, err) = crate::util::texts(&run);
+        assert!(run.status.success(), "`{example}` failed: {out}{err}");
+    }
+}

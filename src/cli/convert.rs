@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
   nsys-lens convert node*.sqlite --to paraver -o run     only the Paraver files
   nsys-lens convert node*.sqlite --compress              writes node0.perfetto-trace.gz and node0.prv.gz
   nsys-lens convert node*.sqlite -o run.gz               the same, named run.*.gz
-  nsys-lens convert node*.sqlite --ranks 0,4-7 --steady  four ranks, each over its steady-state window
+  nsys-lens convert node*.sqlite --ranks 0,2-3 --steady  three ranks, each over its steady-state window
   nsys-lens convert run/ --collective-flows -o run       arrows from each collective's straggler to the others")]
 pub struct Args {
     #[command(flatten)]
