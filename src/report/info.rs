@@ -374,10 +374,19 @@ impl ReportSummary {
             field(out, "time span", &span);
         }
         let r = &self.rows;
-        let rows = format!(
+        let mut rows = format!(
             "kernels {}, memcpy {}, memset {}, cuda api {}, sync {}, nvtx {}, os runtime {}",
             r.kernels, r.memcpy, r.memset, r.cuda_api, r.sync, r.nvtx, r.osrt
         );
+        for (n, what) in [
+            (r.graphs, "graph launches"),
+            (r.gpu_metrics, "gpu metric samples"),
+            (r.memory, "device memory events"),
+        ] {
+            if n > 0 {
+                rows.push_str(&format!(", {what} {n}"));
+            }
+        }
         field(out, "rows", &rows);
         match self.host_gpus.is_empty() {
             true => field(out, "host GPUs", "not recorded"),
