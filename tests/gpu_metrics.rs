@@ -123,3 +123,31 @@ fn every_sample_reaches_both_traces() {
         );
     }
 }
+
+#[test]
+fn metrics_of_a_gpu_no_process_used_are_counted_in_a_warning() {
+    let dir = synth("--preset ddp --nodes 1 --gpus-per-node 2 --steps 1 --gpu-metrics");
+    let report = dir.path().join("node0.sqlite");
+    let at = report.to_str().unwrap();
+    // What a command says, on stdout (info's own warnings) and stderr (everyone else's).
+    let said = |args: &[&str]| {
+        let out = crate::util::nsys_lens(args);
+        assert!(out.status.success(), "{args:?}");
+        let (stdout, stderr) = crate::util::texts(&out);
+        stdout + &stderr
+    };
+    assert!(!said(&["info", at]).contains("metric series"));
+    // GPU 7 of the host ran nothing of ours, yet was sampled: two metrics of it.
+    let conn = rusqlite::Connection::open(&report).unwrap();
+    conn.execute_batch(
+        "INSERT INTO GPU_METRICS VALUES (1000, 1000, 1099511627783, 5, 50), \
+         (2000, 2000, 1099511627783, 5, 60), (1000, 1000, 1099511627783, 11, 1);",
+    )
+    .unwrap();
+    drop(conn);
+    for command in ["info", "metrics"] {
+        let text = said(&[command, at]);
+        let warning = "2 GPU metric series of GPUs no traced process used";
+        assert!(text.contains(warning), "{command}: {text}");
+    }
+}

@@ -317,6 +317,7 @@ impl Builder {
         }
         self.name_entities(report, id, &mut resolver)?;
         drop(resolver);
+        warnings.add_n(Warning::UnusedGpuMetrics, self.unused_metric_series(id));
         warnings.add_n(
             Warning::NonUtf8Text,
             strings.non_utf8_count() - non_utf8_before,
@@ -475,6 +476,22 @@ impl Builder {
             gpu_metrics,
             memory,
         })
+    }
+
+    /// How many of report `id`'s metric series belong to a GPU none of its processes used (a
+    /// GPU's index is its host index, else its CUDA ordinal, as `Activity::metric_series` maps).
+    fn unused_metric_series(&self, id: ReportId) -> u64 {
+        let t = &self.timeline;
+        let used: FxHashSet<u32> = t
+            .gpus
+            .iter()
+            .filter(|g| t.processes[g.process.index()].report == id)
+            .map(|g| g.host_gpu.map_or(g.device, |i| i as u32))
+            .collect();
+        t.metric_series
+            .iter()
+            .filter(|s| s.report == id && !used.contains(&s.gpu_index))
+            .count() as u64
     }
 
     /// Reads the report's GPU metrics, one series per (GPU index, metric id).

@@ -24,6 +24,8 @@ pub enum Warning {
     NonUtf8Text,
     /// Rows without a `globalPid`, attributed to the report's main process.
     MissingGlobalPid(&'static str),
+    /// GPU metric series of a GPU no process of the report used: read, but on no rank.
+    UnusedGpuMetrics,
 }
 
 impl Warning {
@@ -55,6 +57,10 @@ impl Warning {
             Warning::NonUtf8Text => write!(
                 f,
                 "{count} text value(s) are not valid UTF-8: shown with U+FFFD"
+            ),
+            Warning::UnusedGpuMetrics => write!(
+                f,
+                "{count} GPU metric series of GPUs no traced process used: not shown on any rank"
             ),
             Warning::MissingGlobalPid(table) => write!(
                 f,
