@@ -118,3 +118,37 @@ fn read_in_ranges_the_first_bad_row_is_the_error_a_sequential_scan_gives() {
     assert!(sequential.contains("300"), "{sequential}");
     assert_eq!(timeline_text(&[copy], 3, 16), sequential);
 }
+
+#[test]
+fn nvtx_read_in_ranges_keeps_string_order_warnings_and_the_first_error() {
+    // Invalid UTF-8 in inline texts of rows in different ranges (rows 2 and 150 the same
+    // bytes), and one range's texts moved to another's: the strings, their order and the
+    // non-UTF-8 count must be those of one scan.
+    let (_dir, copy) = crate::util::damaged_copy(
+        "megatron_pp2/node0.sqlite",
+        "UPDATE NVTX_EVENTS SET text = CAST(X'66ff6f' AS TEXT), textId = NULL WHERE rowid IN (2, 150);
+         UPDATE NVTX_EVENTS SET text = CAST(X'62fe61' AS TEXT), textId = NULL WHERE rowid = 60;
+         UPDATE NVTX_EVENTS SET text = 'forward' WHERE rowid = 170;",
+    );
+    let sequential = timeline_text(std::slice::from_ref(&copy), 1, i64::MAX);
+    assert!(sequential.contains("non_utf8: 3"), "{sequential}");
+    for (threads, rows) in [(2, 1), (3, 7), (2, 50)] {
+        assert!(
+            timeline_text(std::slice::from_ref(&copy), threads, rows) == sequential,
+            "{threads} threads, ranges of {rows} rows"
+        );
+    }
+    // A text that does not resolve at row 30 and a range that ends before it starts at row
+    // 90: the error is row 30's either way.
+    let (_dir, copy) = crate::util::damaged_copy(
+        "megatron_pp2/node0.sqlite",
+        "UPDATE NVTX_EVENTS SET text = NULL, textId = 987654321 WHERE rowid = 30;
+         UPDATE NVTX_EVENTS SET \"end\" = start - 1 WHERE rowid = 90;",
+    );
+    let sequential = timeline_text(std::slice::from_ref(&copy), 1, i64::MAX);
+    assert!(sequential.contains("987654321"), "{sequential}");
+    assert_eq!(
+        timeline_text(std::slice::from_ref(&copy), 3, 16),
+        sequential
+    );
+}

@@ -429,7 +429,7 @@ impl Builder {
                 class: a.class,
             });
         })?;
-        let nvtx = report.read_nvtx(strings, warnings, clock, |n| {
+        let nvtx = report.read_nvtx(chunking, strings, warnings, clock, |n| {
             span.add(n.start, n.end.unwrap_or(n.start));
             let thread = self.thread(id, n.thread);
             let end_thread = n.end_thread.map(|t| self.thread(id, t));

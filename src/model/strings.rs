@@ -69,6 +69,11 @@ impl StringTable {
         other.set.iter().map(|text| self.intern(text)).collect()
     }
 
+    /// Adds `n` to the count of non-UTF-8 text (interned through another table first).
+    pub(crate) fn add_non_utf8(&mut self, n: u64) {
+        self.non_utf8 += n;
+    }
+
     /// The text of an id.
     pub fn get(&self, id: StringId) -> &str {
         self.set.get_index(id.index()).map_or("", |s| s)

@@ -151,7 +151,7 @@ struct Shared<R> {
 /// Reads `ranges` of a table with `workers` connections (`read` reads one range on a connection,
 /// pushing its rows) and hands every row to `apply` in range order, merging each range's
 /// warnings into `warnings` as it is consumed. Returns the number of rows.
-fn read_in_order<R: Send>(
+pub(crate) fn read_in_order<R: Send>(
     report: &Report,
     workers: usize,
     ranges: &[Rows],

@@ -1,15 +1,16 @@
 //! Streaming reader for `NVTX_EVENTS` (nsys-sqlite.md §7): ranges and marks with their domain and
 //! text resolved (`coalesce(text, StringIds[textId])`), domain names per process, NVTX thread names.
 
+use super::chunks::{Chunking, Rows, read_in_order};
 use super::error::Result;
 use super::events::Clock;
 use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, Fields, opt, req};
-use super::strings::{StringRef, StringResolver};
+use super::strings::{Deferred, DeferredName, Names, StringRef, StringResolver};
 use super::warnings::{Warning, Warnings};
 use crate::hash::FxHashMap;
-use crate::model::{Ns, NvtxKind, StringId};
+use crate::model::{Ns, NvtxKind, StringId, StringTable};
 
 const NVTX: &str = "NVTX_EVENTS";
 
@@ -58,18 +59,171 @@ const COLUMNS: &[Column] = &[
     opt("textId"),
 ];
 
+/// An NVTX row as a scan decodes it: the text as the scan's [`Texts`] gives it, the domain as
+/// its raw id (named by the consumer, in row order).
+#[derive(Debug, Clone, Copy)]
+struct RawRow<T> {
+    start: Ns,
+    end: Option<Ns>,
+    kind: NvtxKind,
+    thread: GlobalId,
+    end_thread: Option<GlobalId>,
+    domain_id: i64,
+    text: T,
+}
+
+impl<T> RawRow<T> {
+    /// The same row with its text in another form.
+    fn with_text<U>(self, text: U) -> RawRow<U> {
+        RawRow {
+            start: self.start,
+            end: self.end,
+            kind: self.kind,
+            thread: self.thread,
+            end_thread: self.end_thread,
+            domain_id: self.domain_id,
+            text,
+        }
+    }
+}
+
+/// What a scan makes of a row's text: inline text or a `StringIds` reference.
+trait Texts {
+    /// The text field.
+    type Text: Copy;
+    /// Inline text.
+    fn inline(&mut self, bytes: &[u8]) -> Self::Text;
+    /// A `StringIds` reference.
+    fn registered(&mut self, id: i64, at: StringRef) -> Result<Self::Text>;
+    /// No text.
+    fn none(&mut self) -> Self::Text;
+}
+
+impl Texts for StringResolver<'_> {
+    type Text = StringId;
+
+    fn inline(&mut self, bytes: &[u8]) -> StringId {
+        self.intern_bytes(bytes)
+    }
+
+    fn registered(&mut self, id: i64, at: StringRef) -> Result<StringId> {
+        self.resolve(id, at)
+    }
+
+    fn none(&mut self) -> StringId {
+        StringId::EMPTY
+    }
+}
+
+/// The text of a row read on another connection: inline text interned in the range's own table,
+/// or a reference resolved by the consumer.
+#[derive(Debug, Clone, Copy)]
+enum RangeText {
+    Inline(StringId),
+    Registered(DeferredName),
+    None,
+}
+
+/// A range's own string table, for the inline texts of its rows.
+#[derive(Default)]
+struct RangeTexts(StringTable);
+
+impl Texts for RangeTexts {
+    type Text = RangeText;
+
+    fn inline(&mut self, bytes: &[u8]) -> RangeText {
+        RangeText::Inline(self.0.intern_bytes(bytes))
+    }
+
+    fn registered(&mut self, id: i64, at: StringRef) -> Result<RangeText> {
+        Ok(RangeText::Registered(Deferred.name(id, at)?))
+    }
+
+    fn none(&mut self) -> RangeText {
+        RangeText::None
+    }
+}
+
+/// A range's rows with the table their inline texts are in.
+struct Batch {
+    rows: Vec<RawRow<RangeText>>,
+    texts: StringTable,
+}
+
 impl Report {
     /// Streams the rows of `NVTX_EVENTS` (ranges, marks and metadata: thread, category and domain
-    /// names); returns the number of rows read (all event types, so it equals `count(*)`).
+    /// names) with `chunking`, in rowid order; returns the number of rows read (all event types,
+    /// so it equals `count(*)`). Read in ranges, inline texts are interned into each range's own
+    /// table and moved into the timeline's as the rows are taken, in row order, so the strings,
+    /// warnings and first error are those of one scan.
     pub fn read_nvtx(
         &self,
+        chunking: Chunking,
         strings: &mut StringResolver,
         warnings: &mut Warnings,
         clock: Clock,
         mut sink: impl FnMut(NvtxRow),
     ) -> Result<u64> {
         let mut domains = self.nvtx_domains(strings)?;
-        self.for_each_row(NVTX, COLUMNS, "", |f| {
+        let mut finish = |raw: RawRow<StringId>, strings: &mut StringResolver| {
+            let domain = if raw.domain_id == 0 {
+                StringId::EMPTY
+            } else {
+                *domains
+                    .entry((raw.thread.pid, raw.domain_id))
+                    .or_insert_with(|| strings.intern(&format!("domain {}", raw.domain_id)))
+            };
+            sink(NvtxRow {
+                start: raw.start,
+                end: raw.end,
+                kind: raw.kind,
+                thread: raw.thread,
+                end_thread: raw.end_thread,
+                domain,
+                text: raw.text,
+            });
+        };
+        let Some(ranges) = chunking.ranges(self, NVTX)? else {
+            return self.scan_nvtx(Rows::ALL, strings, warnings, clock, &mut |raw, s| {
+                finish(raw, s)
+            });
+        };
+        let read = |r: &Report, rows, w: &mut Warnings, out: &mut dyn FnMut(Batch)| {
+            let mut texts = RangeTexts::default();
+            let mut batch = Vec::new();
+            let count = r.scan_nvtx(rows, &mut texts, w, clock, &mut |raw, _| batch.push(raw));
+            out(Batch {
+                rows: batch,
+                texts: texts.0,
+            });
+            count
+        };
+        read_in_order(self, chunking.workers, &ranges, warnings, read, |batch| {
+            let mut moved: Vec<Option<StringId>> = vec![None; batch.texts.len()];
+            for raw in batch.rows {
+                let text = match raw.text {
+                    RangeText::Inline(local) => *moved[local.index()]
+                        .get_or_insert_with(|| strings.intern(batch.texts.get(local))),
+                    RangeText::Registered(name) => name.resolve(strings)?,
+                    RangeText::None => StringId::EMPTY,
+                };
+                finish(raw.with_text(text), strings);
+            }
+            strings.count_non_utf8(batch.texts.non_utf8_count());
+            Ok(())
+        })
+    }
+
+    /// Scans the `rows` of `NVTX_EVENTS`, handing each modelled row to `each` with `texts`.
+    fn scan_nvtx<T: Texts>(
+        &self,
+        rows: Rows,
+        texts: &mut T,
+        warnings: &mut Warnings,
+        clock: Clock,
+        each: &mut dyn FnMut(RawRow<T::Text>, &mut T),
+    ) -> Result<u64> {
+        self.for_each_row(NVTX, COLUMNS, &rows.tail(), |f| {
             let start = f.int()?;
             let end = f.opt_int()?;
             let kind = match f.int()? {
@@ -88,7 +242,7 @@ impl Report {
             let thread = GlobalId::decode(f.opt_int()?.unwrap_or(0));
             let end_thread = f.opt_int()?.map(GlobalId::decode);
             let domain_id = f.opt_int()?.unwrap_or(0);
-            let text = text(f, strings)?;
+            let text = text(f, texts)?;
             let end = match (kind, end) {
                 (NvtxKind::Mark | NvtxKind::Metadata, _) => None,
                 (_, None) => {
@@ -97,22 +251,16 @@ impl Report {
                 }
                 (_, Some(end)) => Some(clock.span(start, end, f)?.1),
             };
-            let domain = if domain_id == 0 {
-                StringId::EMPTY
-            } else {
-                *domains
-                    .entry((thread.pid, domain_id))
-                    .or_insert_with(|| strings.intern(&format!("domain {domain_id}")))
-            };
-            sink(NvtxRow {
+            let raw = RawRow {
                 start: clock.map(start, f)?,
                 end,
                 kind,
                 thread,
                 end_thread,
-                domain,
+                domain_id,
                 text,
-            });
+            };
+            each(raw, texts);
             Ok(())
         })
     }
@@ -166,13 +314,13 @@ impl Report {
 }
 
 /// Reads `text, textId` (the next two columns): inline text wins, else the registered string.
-fn text(f: &mut Fields, strings: &mut StringResolver) -> Result<StringId> {
+fn text<T: Texts>(f: &mut Fields, texts: &mut T) -> Result<T::Text> {
     if let Some(inline) = f.opt_bytes()? {
         f.opt_int()?;
-        return Ok(strings.intern_bytes(inline));
+        return Ok(texts.inline(inline));
     }
     match f.opt_int()? {
-        Some(id) => strings.resolve(
+        Some(id) => texts.registered(
             id,
             StringRef {
                 table: NVTX,
@@ -180,6 +328,6 @@ fn text(f: &mut Fields, strings: &mut StringResolver) -> Result<StringId> {
                 column: "textId",
             },
         ),
-        None => Ok(StringId::EMPTY),
+        None => Ok(texts.none()),
     }
 }

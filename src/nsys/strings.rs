@@ -133,6 +133,11 @@ impl<'r> StringResolver<'r> {
         self.table.intern_bytes(bytes)
     }
 
+    /// Adds `n` non-UTF-8 texts interned elsewhere (a range's own table) to the count.
+    pub(crate) fn count_non_utf8(&mut self, n: u64) {
+        self.table.add_non_utf8(n);
+    }
+
     /// Interns a string the reader makes up (such as `domain 3`).
     pub(crate) fn intern(&mut self, text: &str) -> StringId {
         self.table.intern(text)
