@@ -39,20 +39,6 @@ pub struct Chunking {
 }
 
 impl Chunking {
-    /// One sequential scan.
-    pub const SEQUENTIAL: Chunking = Chunking {
-        workers: 1,
-        rows: CHUNK_ROWS,
-    };
-
-    /// `workers` connections reading ranges of [`CHUNK_ROWS`].
-    pub fn with_workers(workers: usize) -> Chunking {
-        Chunking {
-            workers: workers.max(1),
-            ..Chunking::SEQUENTIAL
-        }
-    }
-
     /// The ranges of `table` to read: None when one scan is as good (one worker, an absent or
     /// small table).
     pub(crate) fn ranges(self, report: &Report, table: &'static str) -> Result<Option<Vec<Rows>>> {
