@@ -192,12 +192,9 @@ fn sources<'a>(ctx: &Context<'a>) -> Vec<Source<'a>> {
                     (ty, ctx.scope.activity.metric_samples_in(s, part.window))
                 })
                 .collect();
-            sources.push(Source::Metrics(MetricSource {
-                task: task_no,
-                thread: *thread,
-                series,
-                next: Vec::new(),
-            }));
+            sources.push(Source::Metrics(CounterSource::new(
+                task_no, *thread, series,
+            )));
         }
     }
     sources
@@ -239,8 +236,8 @@ fn nccl_events(ctx: &Context, task: &Task) -> FxHashMap<(StreamId, i64, i64), Nc
 enum Source<'a> {
     Cpu(CpuSource<'a>),
     Gpu(GpuSource<'a>),
-    Counters(CounterSource<'a>),
-    Metrics(MetricSource<'a>),
+    Counters(CounterSource<'a, (i64, i64)>),
+    Metrics(CounterSource<'a, MetricSample>),
 }
 
 impl Source<'_> {
@@ -258,7 +255,13 @@ impl Source<'_> {
             Source::Cpu(s) => s.next(ctx, counts),
             Source::Gpu(s) => s.next(ctx, counts),
             Source::Counters(s) => s.next(ctx),
-            Source::Metrics(s) => s.next(ctx, counts),
+            Source::Metrics(s) => {
+                let record = s.next(ctx);
+                if let Body::Events(pairs) = &record.body {
+                    counts.metric_samples += pairs.len as u64;
+                }
+                record
+            }
         }
     }
 }
@@ -616,20 +619,39 @@ fn end_body(kind: EndKind) -> Body {
     }
 }
 
-/// A thread of step functions (the analysis thread's counters, a GPU's allocated memory): one
-/// multi-event line per time, merged on the fly from the step series (nothing is held per line).
-struct CounterSource<'a> {
+/// A value that changes at a time: a counter's step, or a GPU metric's sample.
+trait Step {
+    /// `(time, value)`, merged-clock ns.
+    fn step(&self) -> (i64, i64);
+}
+
+impl Step for (i64, i64) {
+    fn step(&self) -> (i64, i64) {
+        *self
+    }
+}
+
+impl Step for MetricSample {
+    fn step(&self) -> (i64, i64) {
+        (self.time.0, self.value)
+    }
+}
+
+/// A thread of step functions (the analysis thread's counters, a GPU's allocated memory, a
+/// GPU's `Metrics GPU<d>` samples): one multi-event line per time, merged on the fly from the
+/// series (nothing is held per line); negative values are written as 0.
+struct CounterSource<'a, T> {
     task: u32,
     thread: u32,
     /// Each series' Paraver type and steps, in the order their pairs appear on a line.
-    series: Vec<(u32, &'a [(i64, i64)])>,
+    series: Vec<(u32, &'a [T])>,
     /// The next step of each series.
     next: Vec<usize>,
 }
 
-impl<'a> CounterSource<'a> {
+impl<'a, T: Step> CounterSource<'a, T> {
     /// The step series `series` on `thread` of `task`.
-    fn new(task: u32, thread: u32, series: Vec<(u32, &'a [(i64, i64)])>) -> Self {
+    fn new(task: u32, thread: u32, series: Vec<(u32, &'a [T])>) -> Self {
         let next = vec![0; series.len()];
         CounterSource {
             task,
@@ -639,6 +661,40 @@ impl<'a> CounterSource<'a> {
         }
     }
 
+    /// The earliest pending change, rebased.
+    fn peek(&self, ctx: &Context) -> Option<u64> {
+        self.series
+            .iter()
+            .zip(&self.next)
+            .filter_map(|((_, steps), &i)| steps.get(i))
+            .map(|s| ctx.scope.rebase(s.step().0))
+            .min()
+    }
+
+    /// Every change at the earliest pending time, series by series; what does not fit on one
+    /// line (more than [`MAX_PAIRS`] series) follows on another at the same time.
+    fn next(&mut self, ctx: &Context) -> Record {
+        let time = self.peek(ctx).expect("next follows a successful peek");
+        let mut pairs = Pairs::new();
+        for ((ty, steps), next) in self.series.iter().zip(self.next.iter_mut()) {
+            while let Some((t, v)) = steps.get(*next).map(Step::step)
+                && ctx.scope.rebase(t) == time
+                && pairs.len < MAX_PAIRS
+            {
+                pairs.push((*ty, v.max(0) as u64));
+                *next += 1;
+            }
+        }
+        Record {
+            time,
+            task: self.task,
+            thread: self.thread,
+            body: Body::Events(pairs),
+        }
+    }
+}
+
+impl<'a> CounterSource<'a, (i64, i64)> {
     /// The analysis thread's counters.
     fn analysis(task: u32, thread: u32, c: &'a crate::export::counters::Counters) -> Self {
         let barrier = c
@@ -655,82 +711,6 @@ impl<'a> CounterSource<'a> {
             (types::COLLECTIVE_WAIT, &c.waiting),
         ];
         CounterSource::new(task, thread, series)
-    }
-
-    /// The earliest pending change, rebased.
-    fn peek(&self, ctx: &Context) -> Option<u64> {
-        self.series
-            .iter()
-            .zip(&self.next)
-            .filter_map(|((_, steps), &i)| steps.get(i))
-            .map(|&(t, _)| ctx.scope.rebase(t))
-            .min()
-    }
-
-    /// Every change at the earliest pending time, series by series.
-    fn next(&mut self, ctx: &Context) -> Record {
-        let time = self.peek(ctx).expect("next follows a successful peek");
-        let mut pairs = Pairs::new();
-        for ((ty, steps), next) in self.series.iter().zip(self.next.iter_mut()) {
-            while let Some(&(t, v)) = steps.get(*next)
-                && ctx.scope.rebase(t) == time
-            {
-                pairs.push((*ty, v.max(0) as u64));
-                *next += 1;
-            }
-        }
-        Record {
-            time,
-            task: self.task,
-            thread: self.thread,
-            body: Body::Events(pairs),
-        }
-    }
-}
-
-/// A GPU's `Metrics GPU<d>` thread: at each sampling time one line with every metric sampled
-/// then (type 9400 + metric id, negative values as 0), merged on the fly from the series.
-struct MetricSource<'a> {
-    task: u32,
-    thread: u32,
-    /// Each metric's event type and samples inside the window.
-    series: Vec<(u32, &'a [MetricSample])>,
-    /// The next sample of each series (empty until the first record).
-    next: Vec<usize>,
-}
-
-impl MetricSource<'_> {
-    fn peek(&self, ctx: &Context) -> Option<u64> {
-        self.series
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, samples))| samples.get(self.next.get(i).copied().unwrap_or(0)))
-            .map(|m| ctx.scope.rebase(m.time.0))
-            .min()
-    }
-
-    fn next(&mut self, ctx: &Context, counts: &mut Counts) -> Record {
-        let time = self.peek(ctx).expect("next follows a successful peek");
-        self.next.resize(self.series.len(), 0);
-        let mut pairs = Pairs::new();
-        for ((ty, samples), next) in self.series.iter().zip(self.next.iter_mut()) {
-            while let Some(m) = samples.get(*next)
-                && ctx.scope.rebase(m.time.0) == time
-            {
-                if pairs.len == MAX_PAIRS {
-                    break;
-                }
-                pairs.push((*ty, m.value.max(0) as u64));
-                counts.metric_samples += 1;
-                *next += 1;
-            }
-        }
-        Record {
-            time,
-            task: self.task,
-            thread: self.thread,
-            body: Body::Events(pairs),
-        }
     }
 }
 
