@@ -30,4 +30,5 @@ pub mod model;
 pub mod nsys;
 pub mod output;
 pub mod report;
+pub mod spill;
 pub mod synth;

@@ -3,7 +3,7 @@
 use super::{GpuId, MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
 
 /// One kernel execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Kernel {
     /// Start.
     pub start: Ns,
@@ -33,7 +33,7 @@ pub struct Kernel {
 }
 
 /// One memory copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Memcpy {
     /// Start.
     pub start: Ns,
@@ -50,7 +50,7 @@ pub struct Memcpy {
 }
 
 /// One memory set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Memset {
     /// Start.
     pub start: Ns,
@@ -67,7 +67,7 @@ pub struct Memset {
 }
 
 /// One CUDA runtime or driver API call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ApiCall {
     /// Start.
     pub start: Ns,
@@ -84,7 +84,7 @@ pub struct ApiCall {
 }
 
 /// One OS runtime library call (`OSRT_API`: `poll`, `ioctl`, `pthread_cond_wait`, `read`...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct OsCall {
     /// Start.
     pub start: Ns,
@@ -98,7 +98,7 @@ pub struct OsCall {
 
 /// One sample of one GPU metric (`GPU_METRICS`, `--gpu-metrics-devices`): the value holds from
 /// its time until the series' next sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MetricSample {
     /// Sample time.
     pub time: Ns,
@@ -110,7 +110,7 @@ pub struct MetricSample {
 
 /// One launch of a CUDA graph, traced as a whole (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`,
 /// `--cuda-graph-trace=graph`, nsys's default): its nodes' kernels and copies are not listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GraphLaunch {
     /// Start of its first node.
     pub start: Ns,
@@ -128,7 +128,7 @@ pub struct GraphLaunch {
 
 /// One device-memory allocation or release (`CUDA_GPU_MEMORY_USAGE_EVENTS`,
 /// `--cuda-memory-usage=true`; device memory only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MemoryEvent {
     /// When.
     pub time: Ns,
@@ -139,7 +139,7 @@ pub struct MemoryEvent {
 }
 
 /// One synchronization event (a host wait, or a stream waiting on an event).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SyncEvent {
     /// Start.
     pub start: Ns,
@@ -156,7 +156,7 @@ pub struct SyncEvent {
 }
 
 /// What an NVTX event is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NvtxKind {
     /// An instant (`nvtxMark`).
     Mark,
@@ -177,7 +177,7 @@ impl NvtxKind {
 }
 
 /// One NVTX range or mark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct NvtxEvent {
     /// Start (the mark's time for a mark); negative when opened before the capture.
     pub start: Ns,

@@ -11,6 +11,7 @@ mod build;
 mod clock;
 mod entities;
 mod events;
+mod records;
 mod shift;
 mod strings;
 

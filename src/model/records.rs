@@ -1,0 +1,303 @@
+//! The events as fixed-size records ([`Record`]): how they are spilled to disk while a report is
+//! sorted under a memory budget, and how a part file stores them. Fields are written in
+//! declaration order, little-endian, ids as their index; a record reads back equal.
+
+use super::events::{
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, OsCall, SyncEvent,
+};
+use super::{GpuId, MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
+use crate::spill::Record;
+use crate::spill::bytes::{Get, Put};
+
+/// `None` of an optional id.
+const NONE: u32 = u32::MAX;
+
+impl Record for Kernel {
+    const SIZE: usize = 72;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0).u32(self.stream.0);
+        p.u32(self.short_name.0)
+            .u32(self.name.0)
+            .u32(self.correlation);
+        for v in self.grid.into_iter().chain(self.block) {
+            p.u32(v);
+        }
+        p.u32(self.registers).u32(self.static_shared);
+        p.u32(self.dynamic_shared).u32(self.graph_node);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        Kernel {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            stream: StreamId(g.u32()),
+            short_name: StringId(g.u32()),
+            name: StringId(g.u32()),
+            correlation: g.u32(),
+            grid: [g.u32(), g.u32(), g.u32()],
+            block: [g.u32(), g.u32(), g.u32()],
+            registers: g.u32(),
+            static_shared: g.u32(),
+            dynamic_shared: g.u32(),
+            graph_node: g.u32(),
+        }
+    }
+}
+
+impl Record for Memcpy {
+    const SIZE: usize = 37;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0).u32(self.stream.0);
+        p.u32(self.correlation).u64(self.bytes).u8(self.copy_kind);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        Memcpy {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            stream: StreamId(g.u32()),
+            correlation: g.u32(),
+            bytes: g.u64(),
+            copy_kind: g.u8(),
+        }
+    }
+}
+
+impl Record for Memset {
+    const SIZE: usize = 40;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0).u32(self.stream.0);
+        p.u32(self.correlation).u64(self.bytes).u32(self.value);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        Memset {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            stream: StreamId(g.u32()),
+            correlation: g.u32(),
+            bytes: g.u64(),
+            value: g.u32(),
+        }
+    }
+}
+
+impl Record for GraphLaunch {
+    const SIZE: usize = 32;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0).u32(self.stream.0);
+        p.u32(self.correlation).u32(self.graph).u32(self.exec);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        GraphLaunch {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            stream: StreamId(g.u32()),
+            correlation: g.u32(),
+            graph: g.u32(),
+            exec: g.u32(),
+        }
+    }
+}
+
+impl Record for ApiCall {
+    const SIZE: usize = 29;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0).u32(self.thread.0);
+        p.u32(self.name.0).u32(self.correlation).u8(self.class);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        ApiCall {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            thread: ThreadId(g.u32()),
+            name: StringId(g.u32()),
+            correlation: g.u32(),
+            class: g.u8(),
+        }
+    }
+}
+
+impl Record for OsCall {
+    const SIZE: usize = 24;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0);
+        p.u32(self.thread.0).u32(self.name.0);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        OsCall {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            thread: ThreadId(g.u32()),
+            name: StringId(g.u32()),
+        }
+    }
+}
+
+impl Record for SyncEvent {
+    const SIZE: usize = 29;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0).u32(self.process.0);
+        p.u32(self.stream.map_or(NONE, |s| s.0));
+        p.u32(self.correlation).u8(self.sync_type);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        SyncEvent {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            process: ProcessId(g.u32()),
+            stream: Some(g.u32()).filter(|&s| s != NONE).map(StreamId),
+            correlation: g.u32(),
+            sync_type: g.u8(),
+        }
+    }
+}
+
+impl Record for MetricSample {
+    const SIZE: usize = 20;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.time.0).i64(self.value).u32(self.series.0);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        MetricSample {
+            time: Ns(g.i64()),
+            value: g.i64(),
+            series: MetricSeriesId(g.u32()),
+        }
+    }
+}
+
+impl Record for MemoryEvent {
+    const SIZE: usize = 20;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.time.0).i64(self.bytes).u32(self.gpu.0);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        MemoryEvent {
+            time: Ns(g.i64()),
+            bytes: g.i64(),
+            gpu: GpuId(g.u32()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip<T: Record + std::fmt::Debug>(record: T) {
+        let mut bytes = vec![0u8; T::SIZE];
+        record.encode(&mut bytes);
+        assert_eq!(T::decode(&bytes), record);
+    }
+
+    #[test]
+    fn every_record_reads_back_equal() {
+        let (start, end) = (Ns(-5), Ns(i64::MAX));
+        round_trip(Kernel {
+            start,
+            end,
+            stream: StreamId(3),
+            short_name: StringId(4),
+            name: StringId(5),
+            correlation: u32::MAX,
+            grid: [1, 2, 3],
+            block: [4, 5, 6],
+            registers: 7,
+            static_shared: 8,
+            dynamic_shared: 9,
+            graph_node: 10,
+        });
+        round_trip(Memcpy {
+            start,
+            end,
+            stream: StreamId(1),
+            correlation: 2,
+            bytes: u64::MAX,
+            copy_kind: 8,
+        });
+        round_trip(Memset {
+            start,
+            end,
+            stream: StreamId(1),
+            correlation: 2,
+            bytes: 3,
+            value: 4,
+        });
+        round_trip(GraphLaunch {
+            start,
+            end,
+            stream: StreamId(1),
+            correlation: 2,
+            graph: 3,
+            exec: 4,
+        });
+        round_trip(ApiCall {
+            start,
+            end,
+            thread: ThreadId(1),
+            name: StringId(2),
+            correlation: 3,
+            class: 4,
+        });
+        round_trip(OsCall {
+            start,
+            end,
+            thread: ThreadId(1),
+            name: StringId(2),
+        });
+        for stream in [None, Some(StreamId(7))] {
+            round_trip(SyncEvent {
+                start,
+                end,
+                process: ProcessId(1),
+                stream,
+                correlation: 2,
+                sync_type: 3,
+            });
+        }
+        round_trip(MetricSample {
+            time: start,
+            value: -1,
+            series: MetricSeriesId(2),
+        });
+        round_trip(MemoryEvent {
+            time: end,
+            bytes: -4096,
+            gpu: GpuId(1),
+        });
+    }
+}

@@ -1,0 +1,511 @@
+//! Sorting more records than memory should hold: an external merge sort under a memory budget.
+//!
+//! A [`Sorter`] keeps records in memory until the [`Budget`] it shares with other sorters is
+//! spent, then sorts its buffer and writes it as a *run* to an unnamed temporary file (removed by
+//! the operating system when closed, so no exit path, interrupt or crash leaves one behind).
+//! [`Sorter::finish`] gives a [`Sorted`] set: the runs plus the sorted remainder in memory, read
+//! back as one ordered stream by a k-way merge ([`Sorted::iter`]) as often as needed, each reader
+//! with its own small buffer per run.
+//!
+//! Records order by their own `Ord`, which must be total over every field: two records that
+//! compare equal are identical, so the result does not depend on where the runs were cut, and a
+//! small budget gives exactly the order a large one does.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fixed-size record that can be written to a run and read back.
+pub trait Record: Copy + Ord + Send + Sync {
+    /// Encoded size in bytes.
+    const SIZE: usize;
+    /// Writes the record into `out` (exactly [`Record::SIZE`] bytes).
+    fn encode(&self, out: &mut [u8]);
+    /// Reads a record written by [`Record::encode`].
+    fn decode(bytes: &[u8]) -> Self;
+}
+
+/// The memory that the sorters sharing it may hold, in bytes of records.
+#[derive(Debug)]
+pub struct Budget {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl Budget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> Arc<Budget> {
+        Arc::new(Budget {
+            limit: limit.max(1),
+            used: AtomicUsize::new(0),
+        })
+    }
+
+    /// The limit, bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Takes `bytes`; true when that went over the limit.
+    fn take(&self, bytes: usize) -> bool {
+        self.used.fetch_add(bytes, Ordering::Relaxed) + bytes > self.limit
+    }
+
+    /// Gives `bytes` back.
+    fn give(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+/// One sorted run on disk.
+#[derive(Debug)]
+struct Run {
+    file: File,
+    /// Where the run starts in the file.
+    offset: u64,
+    records: u64,
+}
+
+/// Collects records, spilling sorted runs when the budget is spent.
+pub struct Sorter<T: Record> {
+    buffer: Vec<T>,
+    runs: Vec<Run>,
+    budget: Arc<Budget>,
+    /// Records pushed so far.
+    len: u64,
+}
+
+impl<T: Record> Sorter<T> {
+    /// An empty sorter drawing on `budget`.
+    pub fn new(budget: Arc<Budget>) -> Sorter<T> {
+        Sorter {
+            buffer: Vec::new(),
+            runs: Vec::new(),
+            budget,
+            len: 0,
+        }
+    }
+
+    /// Adds a record; writes the buffer out as a run when the budget is spent.
+    pub fn push(&mut self, record: T) -> io::Result<()> {
+        self.buffer.push(record);
+        self.len += 1;
+        if self.budget.take(size_of::<T>()) {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Sorts the buffer and writes it to a new run, freeing its memory.
+    fn spill(&mut self) -> io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        self.buffer.sort_unstable();
+        let file = tempfile::tempfile()?;
+        let mut out = BufWriter::with_capacity(1 << 16, &file);
+        let mut bytes = vec![0u8; T::SIZE];
+        for record in &self.buffer {
+            record.encode(&mut bytes);
+            out.write_all(&bytes)?;
+        }
+        out.flush()?;
+        drop(out);
+        self.runs.push(Run {
+            file,
+            offset: 0,
+            records: self.buffer.len() as u64,
+        });
+        self.budget.give(self.buffer.len() * size_of::<T>());
+        self.buffer = Vec::new();
+        Ok(())
+    }
+
+    /// Ends the input: the records in order, the last of them kept in memory.
+    pub fn finish(mut self) -> Sorted<T> {
+        self.buffer.sort_unstable();
+        self.buffer.shrink_to_fit();
+        Sorted {
+            memory: std::mem::take(&mut self.buffer),
+            runs: std::mem::take(&mut self.runs),
+            budget: self.budget.clone(),
+            len: self.len,
+        }
+    }
+}
+
+impl<T: Record> Drop for Sorter<T> {
+    fn drop(&mut self) {
+        self.budget.give(self.buffer.len() * size_of::<T>());
+    }
+}
+
+/// Records in order: runs on disk and a sorted remainder in memory.
+pub struct Sorted<T: Record> {
+    memory: Vec<T>,
+    runs: Vec<Run>,
+    budget: Arc<Budget>,
+    len: u64,
+}
+
+impl<T: Record> Default for Sorted<T> {
+    fn default() -> Self {
+        Sorted {
+            memory: Vec::new(),
+            runs: Vec::new(),
+            budget: Budget::new(1),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Record> std::fmt::Debug for Sorted<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sorted")
+            .field("len", &self.len)
+            .field("runs", &self.runs.len())
+            .finish()
+    }
+}
+
+impl<T: Record> Drop for Sorted<T> {
+    fn drop(&mut self) {
+        self.budget.give(self.memory.len() * size_of::<T>());
+    }
+}
+
+impl<T: Record> Sorted<T> {
+    /// A sorted set of the given records, all in memory (not counted against any budget).
+    pub fn from_vec(mut records: Vec<T>) -> Sorted<T> {
+        records.sort_unstable();
+        Sorted {
+            len: records.len() as u64,
+            memory: records,
+            runs: Vec::new(),
+            budget: Budget::new(1),
+        }
+    }
+
+    /// How many records.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many runs went to disk.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Every record in order: a merge of the runs and the memory, reading each run through a
+    /// buffer of its own. Fails only on a read error of a run.
+    pub fn iter(&self) -> SortedIter<'_, T> {
+        let mut cursors: Vec<Cursor<'_, T>> = self.runs.iter().map(Cursor::run).collect();
+        cursors.push(Cursor::memory(&self.memory));
+        let mut heap = BinaryHeap::with_capacity(cursors.len());
+        let mut error = None;
+        // With one cursor (nothing spilled) records are read straight from it, without a heap.
+        let merged = if cursors.len() > 1 {
+            &mut cursors[..]
+        } else {
+            &mut []
+        };
+        for (i, cursor) in merged.iter_mut().enumerate() {
+            match cursor.next() {
+                Ok(Some(record)) => heap.push(Reverse((record, i))),
+                Ok(None) => {}
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        SortedIter {
+            cursors,
+            heap,
+            error,
+        }
+    }
+
+    /// Writes every record, in order, to `out`; returns how many.
+    pub fn write_to(&self, out: &mut impl Write) -> io::Result<u64> {
+        let mut bytes = vec![0u8; T::SIZE];
+        let mut n = 0;
+        for record in self.iter() {
+            record?.encode(&mut bytes);
+            out.write_all(&bytes)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// `records` records written by [`Sorted::write_to`], read from `file` at `offset` as one
+    /// run (the file may hold other data around them).
+    pub fn from_file(file: File, offset: u64, records: u64) -> Sorted<T> {
+        Sorted {
+            memory: Vec::new(),
+            runs: vec![Run {
+                file,
+                offset,
+                records,
+            }],
+            budget: Budget::new(1),
+            len: records,
+        }
+    }
+}
+
+/// Reads one run (or the memory) in order.
+enum Cursor<'s, T> {
+    Memory(std::slice::Iter<'s, T>),
+    Run {
+        file: &'s File,
+        /// The file position of the next read, and of the run's end.
+        at: u64,
+        end: u64,
+        buf: Vec<u8>,
+        pos: usize,
+    },
+}
+
+/// Bytes a run's reader holds at once.
+const RUN_BUFFER: usize = 1 << 16;
+
+impl<'s, T: Record> Cursor<'s, T> {
+    fn memory(records: &'s [T]) -> Self {
+        Cursor::Memory(records.iter())
+    }
+
+    fn run(run: &'s Run) -> Self {
+        Cursor::Run {
+            file: &run.file,
+            at: run.offset,
+            end: run.offset + run.records * T::SIZE as u64,
+            buf: Vec::new(),
+            pos: 0,
+        }
+    }
+
+    fn next(&mut self) -> io::Result<Option<T>> {
+        match self {
+            Cursor::Memory(iter) => Ok(iter.next().copied()),
+            Cursor::Run {
+                file,
+                at,
+                end,
+                buf,
+                pos,
+            } => {
+                if *pos == buf.len() {
+                    if *at == *end {
+                        return Ok(None);
+                    }
+                    let records = (RUN_BUFFER / T::SIZE).max(1) as u64;
+                    let n = (records * T::SIZE as u64).min(*end - *at) as usize;
+                    buf.resize(n, 0);
+                    file.read_exact_at(buf, *at)?;
+                    *at += n as u64;
+                    *pos = 0;
+                }
+                let record = T::decode(&buf[*pos..*pos + T::SIZE]);
+                *pos += T::SIZE;
+                Ok(Some(record))
+            }
+        }
+    }
+}
+
+/// The records of a [`Sorted`] set in order.
+pub struct SortedIter<'s, T: Record> {
+    cursors: Vec<Cursor<'s, T>>,
+    heap: BinaryHeap<Reverse<(T, usize)>>,
+    error: Option<io::Error>,
+}
+
+impl<T: Record> Iterator for SortedIter<'_, T> {
+    type Item = io::Result<T>;
+
+    fn next(&mut self) -> Option<io::Result<T>> {
+        if let Some(e) = self.error.take() {
+            return Some(Err(e));
+        }
+        // One cursor only (nothing spilled): no heap needed.
+        if self.cursors.len() == 1 {
+            return self.cursors[0].next().transpose();
+        }
+        let Reverse((record, i)) = self.heap.pop()?;
+        match self.cursors[i].next() {
+            Ok(Some(next)) => self.heap.push(Reverse((next, i))),
+            Ok(None) => {}
+            Err(e) => self.error = Some(e),
+        }
+        Some(Ok(record))
+    }
+}
+
+/// Little-endian field writers and readers for [`Record`] implementations.
+pub mod bytes {
+    /// Writes fields one after another.
+    pub struct Put<'b> {
+        out: &'b mut [u8],
+        at: usize,
+    }
+
+    impl<'b> Put<'b> {
+        /// Writing from the start of `out`.
+        pub fn new(out: &'b mut [u8]) -> Self {
+            Put { out, at: 0 }
+        }
+
+        /// Appends bytes.
+        pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+            self.out[self.at..self.at + b.len()].copy_from_slice(b);
+            self.at += b.len();
+            self
+        }
+
+        /// Appends a `u64`.
+        pub fn u64(&mut self, v: u64) -> &mut Self {
+            self.bytes(&v.to_le_bytes())
+        }
+
+        /// Appends an `i64`.
+        pub fn i64(&mut self, v: i64) -> &mut Self {
+            self.bytes(&v.to_le_bytes())
+        }
+
+        /// Appends a `u32`.
+        pub fn u32(&mut self, v: u32) -> &mut Self {
+            self.bytes(&v.to_le_bytes())
+        }
+
+        /// Appends a `u8`.
+        pub fn u8(&mut self, v: u8) -> &mut Self {
+            self.bytes(&[v])
+        }
+    }
+
+    /// Reads fields one after another.
+    pub struct Get<'b> {
+        bytes: &'b [u8],
+        at: usize,
+    }
+
+    impl<'b> Get<'b> {
+        /// Reading from the start of `bytes`.
+        pub fn new(bytes: &'b [u8]) -> Self {
+            Get { bytes, at: 0 }
+        }
+
+        fn take<const N: usize>(&mut self) -> [u8; N] {
+            let mut a = [0u8; N];
+            a.copy_from_slice(&self.bytes[self.at..self.at + N]);
+            self.at += N;
+            a
+        }
+
+        /// The next `u64`.
+        pub fn u64(&mut self) -> u64 {
+            u64::from_le_bytes(self.take())
+        }
+
+        /// The next `i64`.
+        pub fn i64(&mut self) -> i64 {
+            i64::from_le_bytes(self.take())
+        }
+
+        /// The next `u32`.
+        pub fn u32(&mut self) -> u32 {
+            u32::from_le_bytes(self.take())
+        }
+
+        /// The next `u8`.
+        pub fn u8(&mut self) -> u8 {
+            self.take::<1>()[0]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    struct Pair(u64, u32);
+
+    impl Record for Pair {
+        const SIZE: usize = 12;
+        fn encode(&self, out: &mut [u8]) {
+            bytes::Put::new(out).u64(self.0).u32(self.1);
+        }
+        fn decode(b: &[u8]) -> Self {
+            let mut g = bytes::Get::new(b);
+            Pair(g.u64(), g.u32())
+        }
+    }
+
+    fn pseudo_random(n: usize) -> Vec<Pair> {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        (0..n)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                Pair(x % 1000, i as u32 % 7)
+            })
+            .collect()
+    }
+
+    fn sorted_with(budget: usize, records: &[Pair]) -> (Vec<Pair>, usize) {
+        let budget = Budget::new(budget);
+        let mut sorter = Sorter::new(budget.clone());
+        for &r in records {
+            sorter.push(r).unwrap();
+        }
+        let sorted = sorter.finish();
+        let out: Vec<Pair> = sorted.iter().map(Result::unwrap).collect();
+        // Read twice: each reader has its own position.
+        let again: Vec<Pair> = sorted.iter().map(Result::unwrap).collect();
+        assert_eq!(out, again);
+        (out, sorted.runs())
+    }
+
+    #[test]
+    fn a_small_budget_spills_runs_and_merges_them_into_the_same_order() {
+        let records = pseudo_random(10_000);
+        let mut want = records.clone();
+        want.sort();
+        let (all_in_memory, runs) = sorted_with(usize::MAX / 2, &records);
+        assert_eq!(runs, 0);
+        assert_eq!(all_in_memory, want);
+        // 17 records per run (the push that overdraws the budget spills): 589 runs.
+        let (spilled, runs) = sorted_with(16 * size_of::<Pair>(), &records);
+        assert!(runs >= 580, "{runs} runs");
+        assert_eq!(spilled, want);
+    }
+
+    #[test]
+    fn the_budget_is_given_back_and_runs_round_trip_through_a_file() {
+        let budget = Budget::new(1 << 20);
+        let mut sorter = Sorter::new(budget.clone());
+        for r in pseudo_random(1000) {
+            sorter.push(r).unwrap();
+        }
+        let sorted = sorter.finish();
+        assert!(budget.used.load(Ordering::Relaxed) > 0);
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"header").unwrap();
+        assert_eq!(sorted.write_to(&mut file).unwrap(), 1000);
+        let back = Sorted::<Pair>::from_file(file, 6, 1000);
+        let a: Vec<Pair> = sorted.iter().map(Result::unwrap).collect();
+        let b: Vec<Pair> = back.iter().map(Result::unwrap).collect();
+        assert_eq!(a, b);
+        drop(sorted);
+        assert_eq!(budget.used.load(Ordering::Relaxed), 0);
+    }
+}
