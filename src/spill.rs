@@ -12,7 +12,7 @@
 //! small budget gives exactly the order a large one does.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -348,6 +348,105 @@ impl<T: Record> Iterator for SortedIter<'_, T> {
     }
 }
 
+/// A first-in first-out queue of byte strings under a memory limit: past it, the queued strings
+/// move to an unnamed temporary file and are read back from there, in order.
+pub struct Fifo {
+    limit: usize,
+    /// The newest strings, each as its length (`u32`, little-endian) then its bytes.
+    memory: VecDeque<u8>,
+    /// Older strings, in the same form: the file, where the next read starts, where it ends.
+    file: Option<File>,
+    read: u64,
+    written: u64,
+    /// Bytes read ahead from the file, and the position in them.
+    buffer: Vec<u8>,
+    at: usize,
+    len: usize,
+}
+
+impl Fifo {
+    /// An empty queue holding at most about `limit` bytes in memory.
+    pub fn new(limit: usize) -> Fifo {
+        Fifo {
+            limit,
+            memory: VecDeque::new(),
+            file: None,
+            read: 0,
+            written: 0,
+            buffer: Vec::new(),
+            at: 0,
+            len: 0,
+        }
+    }
+
+    /// How many strings are queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Queues a string; past the limit, moves the queue's memory to its file.
+    pub fn push(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.memory.extend((bytes.len() as u32).to_le_bytes());
+        self.memory.extend(bytes);
+        self.len += 1;
+        if self.memory.len() > self.limit {
+            let file = match &mut self.file {
+                Some(file) => file,
+                None => self.file.insert(tempfile::tempfile()?),
+            };
+            let (a, b) = self.memory.as_slices();
+            file.write_all_at(a, self.written)?;
+            file.write_all_at(b, self.written + a.len() as u64)?;
+            self.written += self.memory.len() as u64;
+            self.memory.clear();
+        }
+        Ok(())
+    }
+
+    /// Takes the oldest string into `out` (cleared first); false when the queue is empty.
+    pub fn pop(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
+        out.clear();
+        if self.len == 0 {
+            return Ok(false);
+        }
+        self.len -= 1;
+        if self.at < self.buffer.len() || self.read < self.written {
+            let n = u32::from_le_bytes(self.take::<4>()?) as usize;
+            for _ in 0..n {
+                out.push(self.take::<1>()?[0]);
+            }
+            return Ok(true);
+        }
+        let head: Vec<u8> = self.memory.drain(..4).collect();
+        let n = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        out.extend(self.memory.drain(..n));
+        Ok(true)
+    }
+
+    /// The next `N` bytes of the file part, read ahead a block at a time.
+    fn take<const N: usize>(&mut self) -> io::Result<[u8; N]> {
+        let mut bytes = [0u8; N];
+        for b in &mut bytes {
+            if self.at == self.buffer.len() {
+                let n = (self.written - self.read).min(RUN_BUFFER as u64) as usize;
+                self.buffer.resize(n, 0);
+                let file = self.file.as_ref().expect("a file part");
+                file.read_exact_at(&mut self.buffer, self.read)?;
+                self.read += n as u64;
+                self.at = 0;
+            }
+            *b = self.buffer[self.at];
+            self.at += 1;
+        }
+        Ok(bytes)
+    }
+}
+
 /// Little-endian field writers and readers for [`Record`] implementations.
 pub mod bytes {
     /// Writes fields one after another.
@@ -487,6 +586,30 @@ mod tests {
         let (spilled, runs) = sorted_with(16 * size_of::<Pair>(), &records);
         assert!(runs >= 580, "{runs} runs");
         assert_eq!(spilled, want);
+    }
+
+    #[test]
+    fn a_fifo_past_its_limit_reads_back_from_its_file_in_order() {
+        let mut fifo = Fifo::new(64);
+        let strings: Vec<Vec<u8>> = (0..500u32)
+            .map(|i| i.to_string().repeat(1 + i as usize % 7).into_bytes())
+            .collect();
+        let mut out = Vec::new();
+        let mut got = Vec::new();
+        for (i, s) in strings.iter().enumerate() {
+            fifo.push(s).unwrap();
+            // Take one back now and then, so reads and spills interleave.
+            if i % 3 == 0 {
+                assert!(fifo.pop(&mut out).unwrap());
+                got.push(out.clone());
+            }
+        }
+        assert!(fifo.written > 0, "the queue went to its file");
+        while fifo.pop(&mut out).unwrap() {
+            got.push(out.clone());
+        }
+        assert_eq!(got, strings);
+        assert!(fifo.is_empty());
     }
 
     #[test]

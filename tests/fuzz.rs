@@ -15,8 +15,11 @@ use crate::util::damaged_copy;
 use nsys_lens::analysis::{align, bubbles, collectives, idle, kernels, overlap};
 use nsys_lens::classify::families::{Families, FamilyCache};
 use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
-use nsys_lens::export::{Scope, paraver, perfetto};
+use nsys_lens::export::capture::Captures;
+use nsys_lens::export::prepare::prepare_all;
+use nsys_lens::export::{Plan, paraver, perfetto};
 use nsys_lens::model::Timeline;
+use nsys_lens::spill::Budget;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -257,14 +260,24 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
     let instances: Vec<_> = matched.instances.iter().collect();
     collectives::by_rank(ranks.len(), &instances);
     classify::layout::pipeline_coords(&activity, &ranks, &rules);
-    let scope =
-        Scope::new(&activity, &rules, &ranks, &WindowSpec::Whole, true).with_collective_flows();
+    let report = nsys_lens::nsys::Report::open(path).unwrap();
+    let captures = Captures::read(vec![report], 1, Budget::new(1 << 12)).unwrap();
+    let activity = Activity::new(&captures.light);
+    let ranks = classify::ranks::discover(&activity).unwrap_or_default();
+    let plan =
+        Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true).with_collective_flows();
+    let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
     let out = tempfile::tempdir().unwrap();
     let base = out.path().join("out");
-    paraver::write(&scope, &base, paraver::Options::default()).unwrap();
+    let options = paraver::Options {
+        gzip: false,
+        memory: 1 << 12,
+    };
+    paraver::write(&plan, &captures.parts, &prepared, &base, options).unwrap();
     crate::paraver::check(&crate::paraver::parse(&base.with_extension("prv")));
     let trace = base.with_extension("perfetto-trace");
-    perfetto::write(&scope, &trace, perfetto::Options::default()).unwrap();
+    let options = perfetto::Options::default();
+    perfetto::write(&plan, &captures.parts, &prepared, &trace, options, 1).unwrap();
     if check_perfetto {
         crate::perfetto::check(&trace);
     }

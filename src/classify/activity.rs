@@ -205,17 +205,9 @@ impl<'t> Activity<'t> {
         kernels.chain(copies).chain(sets).chain(graphs)
     }
 
-    /// Whether the process ran any kernel, copy, set or graph.
+    /// Whether the process ran any kernel, copy, set or graph (a stream exists only for work).
     pub fn has_gpu_work(&self, process: ProcessId) -> bool {
-        let i = process.index();
-        [
-            &self.kernels,
-            &self.memcpys,
-            &self.memsets,
-            &self.graph_launches,
-        ]
-        .iter()
-        .any(|ops| !ops[i].is_empty())
+        self.timeline.streams.iter().any(|s| s.process == process)
     }
 
     /// Start times of the process's API calls with this correlation id, earliest first (a

@@ -114,14 +114,15 @@ pub fn describe(timeline: &Timeline, process: ProcessId) -> String {
     format!("{} pid {}", timeline.host(p.host).name, p.pid)
 }
 
-/// The device ordinal that ran most of the process's kernels (the lowest on ties).
+/// The device ordinal that ran most of the process's kernels (the lowest on ties), from the
+/// streams' kernel counts.
 fn main_device(activity: &Activity, process: ProcessId) -> Option<u32> {
     let timeline = activity.timeline;
     let mut counts: BTreeMap<u32, u64> = BTreeMap::new();
-    for k in activity.kernels(process) {
-        *counts
-            .entry(timeline.gpu(timeline.stream(k.stream).gpu).device)
-            .or_default() += 1;
+    for s in timeline.streams.iter().filter(|s| s.process == process) {
+        if s.kernels > 0 {
+            *counts.entry(timeline.gpu(s.gpu).device).or_default() += s.kernels;
+        }
     }
     let best = counts.values().copied().max()?;
     counts.into_iter().find(|&(_, n)| n == best).map(|(d, _)| d)

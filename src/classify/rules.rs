@@ -415,6 +415,11 @@ impl RoleRules {
     pub fn label(&self, purpose: Purpose) -> &str {
         &self.labels[purpose.0 as usize]
     }
+
+    /// Every label a kernel can get: the rules' roles, `p2p` and `nccl:<collective>`.
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.labels.iter().map(String::as_str)
+    }
 }
 
 /// The collective of an NCCL kernel name (`AllReduce`, `SendRecv`, ...; `other` when unknown).

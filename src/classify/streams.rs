@@ -226,34 +226,15 @@ pub fn classify(
     rules: &RoleRules,
 ) -> RankStreams {
     let timeline = activity.timeline;
-    let mut per_stream = PerStream::new();
-    let mut nccl_kernels: Vec<(&Kernel, i64, i64)> = Vec::new();
-    let mut compute = Vec::new();
+    let mut usage = Usage::new(true);
     for k in activity.kernels(process) {
-        let Some((s, e)) = clip((k.start.0, k.end.0), window) else {
-            continue;
-        };
-        let (usage, busy) = entry(&mut per_stream, k.stream);
-        busy.push((s, e));
-        if is_nccl(timeline.text(k.short_name)) {
-            usage.n_comm += 1;
-            usage.comm_ns += e - s;
-            nccl_kernels.push((k, s, e));
-        } else {
-            usage.n_comp += 1;
-            usage.comp_ns += e - s;
-            compute.push((s, e));
+        if let Some((s, e)) = clip((k.start.0, k.end.0), window) {
+            usage.kernel(k, is_nccl(timeline.text(k.short_name)), (s, e));
         }
     }
-    // A graph launch traced as a whole hides its nodes; it is counted as compute (graphs of
-    // communication kernels cannot be told apart here).
     for g in activity.graph_launches(process) {
-        if let Some((s, e)) = clip((g.start.0, g.end.0), window) {
-            let (usage, busy) = entry(&mut per_stream, g.stream);
-            busy.push((s, e));
-            usage.n_comp += 1;
-            usage.comp_ns += e - s;
-            compute.push((s, e));
+        if let Some(span) = clip((g.start.0, g.end.0), window) {
+            usage.graph(g.stream, span);
         }
     }
     let copies = activity
@@ -265,41 +246,117 @@ pub fn classify(
                 .map(|m| (m.stream, m.start.0, m.end.0)),
         );
     for (stream, start, end) in copies {
-        if let Some(clipped) = clip((start, end), window) {
-            let (usage, busy) = entry(&mut per_stream, stream);
-            usage.n_copy += 1;
-            busy.push(clipped);
+        if let Some(span) = clip((start, end), window) {
+            usage.copy(stream, span);
         }
     }
-    let nccl = label_kernels(activity, process, &nccl_kernels, rules);
-    let mut streams = per_stream
-        .into_values()
-        .map(|(mut usage, busy)| {
-            usage.busy_ns = IntervalSet::from_intervals(busy).measure();
-            usage.role = role(&usage, &nccl);
-            usage
-        })
-        .collect::<Vec<_>>();
-    let compute_streams: Vec<StreamId> = streams
-        .iter()
-        .filter(|s| s.role == Role::Compute)
-        .map(|s| s.stream)
-        .collect();
-    let nccl = nccl
-        .into_iter()
-        .map(|k| NcclKernel {
-            in_stream: compute_streams.contains(&k.stream),
-            ..k
-        })
-        .collect();
-    streams.sort_by_key(|s| {
-        let stream = timeline.stream(s.stream);
-        (timeline.gpu(stream.gpu).device, stream.stream, s.stream)
-    });
-    RankStreams {
-        streams,
-        nccl,
-        compute: IntervalSet::from_intervals(compute),
+    usage.classify(activity, process, rules)
+}
+
+/// What a process's streams ran inside a window, gathered operation by operation (clipped to
+/// the window), then classified ([`Usage::classify`]): from a whole timeline ([`classify`]) or
+/// from a conversion's stream of events.
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Each stream's counts, and with `intervals` its operations' intervals.
+    per_stream: PerStream,
+    /// The NCCL kernels, clipped.
+    nccl: Vec<(Kernel, i64, i64)>,
+    /// The non-NCCL kernels and graph launches, when `intervals`.
+    compute: Vec<(i64, i64)>,
+    /// Whether to keep the intervals that give busy time and the compute set.
+    intervals: bool,
+}
+
+impl Usage {
+    /// Nothing yet; with `intervals`, busy time and the compute set are kept too (a conversion
+    /// needs neither: it draws the counters as the kernels come).
+    pub fn new(intervals: bool) -> Usage {
+        Usage {
+            intervals,
+            ..Usage::default()
+        }
+    }
+
+    /// A kernel, clipped to `span`; `nccl` when it is NCCL's.
+    pub fn kernel(&mut self, k: &Kernel, nccl: bool, (s, e): (i64, i64)) {
+        let (usage, busy) = entry(&mut self.per_stream, k.stream);
+        if self.intervals {
+            busy.push((s, e));
+        }
+        if nccl {
+            usage.n_comm += 1;
+            usage.comm_ns += e - s;
+            self.nccl.push((*k, s, e));
+        } else {
+            usage.n_comp += 1;
+            usage.comp_ns += e - s;
+            if self.intervals {
+                self.compute.push((s, e));
+            }
+        }
+    }
+
+    /// A CUDA graph launch, clipped to `span`: a graph traced as a whole hides its nodes; it is
+    /// counted as compute (graphs of communication kernels cannot be told apart here).
+    pub fn graph(&mut self, stream: StreamId, (s, e): (i64, i64)) {
+        let (usage, busy) = entry(&mut self.per_stream, stream);
+        usage.n_comp += 1;
+        usage.comp_ns += e - s;
+        if self.intervals {
+            busy.push((s, e));
+            self.compute.push((s, e));
+        }
+    }
+
+    /// A memory copy or set, clipped to `span`.
+    pub fn copy(&mut self, stream: StreamId, span: (i64, i64)) {
+        let (usage, busy) = entry(&mut self.per_stream, stream);
+        usage.n_copy += 1;
+        if self.intervals {
+            busy.push(span);
+        }
+    }
+
+    /// The streams' roles and the NCCL kernels' roles, evidence and stages.
+    pub fn classify(
+        self,
+        activity: &Activity,
+        process: ProcessId,
+        rules: &RoleRules,
+    ) -> RankStreams {
+        let timeline = activity.timeline;
+        let nccl = label_kernels(activity, process, &self.nccl, rules);
+        let mut streams = self
+            .per_stream
+            .into_values()
+            .map(|(mut usage, busy)| {
+                usage.busy_ns = IntervalSet::from_intervals(busy).measure();
+                usage.role = role(&usage, &nccl);
+                usage
+            })
+            .collect::<Vec<_>>();
+        let compute_streams: Vec<StreamId> = streams
+            .iter()
+            .filter(|s| s.role == Role::Compute)
+            .map(|s| s.stream)
+            .collect();
+        let nccl = nccl
+            .into_iter()
+            .map(|k| NcclKernel {
+                in_stream: compute_streams.contains(&k.stream),
+                ..k
+            })
+            .collect();
+        streams.sort_by_key(|s| {
+            let stream = timeline.stream(s.stream);
+            (timeline.gpu(stream.gpu).device, stream.stream, s.stream)
+        });
+        RankStreams {
+            streams,
+            nccl,
+            compute: IntervalSet::from_intervals(self.compute),
+        }
     }
 }
 
@@ -348,7 +405,7 @@ fn role(usage: &StreamUse, nccl: &[NcclKernel]) -> Role {
 fn label_kernels(
     activity: &Activity,
     process: ProcessId,
-    kernels: &[(&Kernel, i64, i64)],
+    kernels: &[(Kernel, i64, i64)],
     rules: &RoleRules,
 ) -> Vec<NcclKernel> {
     let timeline = activity.timeline;
@@ -369,7 +426,7 @@ fn label_kernels(
     let mut labelled: Vec<NcclKernel> = kernels
         .iter()
         .enumerate()
-        .map(|(i, &(k, start, end))| {
+        .map(|(i, &(ref k, start, end))| {
             let call = calls[i].and_then(|c| nccl_calls.around(c));
             let (purpose, evidence) = by_rule[i]
                 .or_else(|| {
@@ -462,7 +519,7 @@ fn range_evidence(
 /// `Some` when they agree, `None` when they do not.
 fn stream_consensus(
     labelled: &[NcclKernel],
-    kernels: &[(&Kernel, i64, i64)],
+    kernels: &[(Kernel, i64, i64)],
 ) -> FxHashMap<(StreamId, StringId), Option<Purpose>> {
     let mut consensus: FxHashMap<(StreamId, StringId), Option<Purpose>> = FxHashMap::default();
     for (l, (k, ..)) in labelled.iter().zip(kernels) {

@@ -4,8 +4,11 @@ use super::Outcome;
 use super::analysis::{RankList, keep_ranks};
 use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
-use nsys_lens::export::{Scope, paraver, perfetto};
+use nsys_lens::export::capture::{Captures, Joined};
+use nsys_lens::export::prepare::{Prepared, prepare_all};
+use nsys_lens::export::{Plan, paraver, perfetto};
 use nsys_lens::model::Timeline;
+use nsys_lens::spill::Budget;
 use std::path::{Path, PathBuf};
 
 /// Options of `convert`.
@@ -81,6 +84,36 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     end: Option<i64>,
+
+    /// Memory for the events being sorted (`512M`, `2G`, or bytes): beyond it they go to
+    /// temporary files in $TMPDIR, so memory stays bounded however large the capture.
+    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = parse_size)]
+    memory_budget: usize,
+}
+
+/// `512M`, `2G`, `64k`, `1.5GiB` or plain bytes.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (e.g. 512M, 2G or bytes)"))?;
+    let scale: f64 = match unit
+        .trim()
+        .to_ascii_lowercase()
+        .trim_end_matches("ib")
+        .trim_end_matches('b')
+    {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("`{text}`: the unit is k, M or G")),
+    };
+    Ok((number * scale) as usize)
 }
 
 /// Export formats.
@@ -92,20 +125,23 @@ enum Target {
     Paraver,
 }
 
-/// Writes the requested exports.
+/// Writes the requested exports: reports read with their events sorted under the memory budget,
+/// the plan decided from what classification reads, one pass to prepare each report's
+/// processes, then both formats at once.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let spec = args.window()?;
     let rules = match &args.roles {
         Some(path) => RoleRules::from_file(path)?,
         None => RoleRules::default(),
     };
-    let timeline = args.inputs.load()?;
-    let activity = Activity::new(&timeline);
+    let captures = args.inputs.captures(Budget::new(args.memory_budget))?;
+    let Captures { light, parts } = captures;
+    let activity = Activity::new(&light);
     let ranks = nsys_lens::classify::ranks::discover(&activity)?;
     let ranks = keep_ranks(ranks, args.ranks.as_ref())?;
-    let mut scope = Scope::new(&activity, &rules, &ranks, &spec, args.ranks.is_none());
+    let mut plan = Plan::new(&activity, &rules, &ranks, &spec, args.ranks.is_none());
     if args.collective_flows {
-        scope = scope.with_collective_flows();
+        plan = plan.with_collective_flows();
     }
     let base = args.base();
     let gzip = args.compressed();
@@ -120,18 +156,20 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .to_vec(),
         })
         .collect();
-    refuse_overwriting_inputs(&outputs, &timeline)?;
+    refuse_overwriting_inputs(&outputs, &light)?;
     let progress = super::progress::Progress::start("writing".to_string(), args.inputs.quiet);
-    // The two formats are written at once, one per core: they only read the scope.
+    let threads = args.inputs.threads();
+    let prepared = prepare_all(&plan, &parts, threads)?;
+    // The two formats are written at once: they only read the plan and the events.
     let mut targets = args.to.clone();
     targets.sort();
     targets.dedup();
-    let results: Vec<anyhow::Result<Vec<String>>> = std::thread::scope(|threads| {
+    let results: Vec<anyhow::Result<Vec<String>>> = std::thread::scope(|scoped| {
         let handles: Vec<_> = targets
             .iter()
             .map(|&target| {
-                let (scope, base, args) = (&scope, &base, &args);
-                threads.spawn(move || write_target(target, scope, base, args))
+                let (plan, parts, prepared, base, args) = (&plan, &parts, &prepared, &base, &args);
+                scoped.spawn(move || write_target(target, plan, parts, prepared, base, args))
             })
             .collect();
         handles
@@ -155,22 +193,28 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 /// Writes one format; returns the lines that report it.
 fn write_target(
     target: Target,
-    scope: &Scope,
+    plan: &Plan,
+    parts: &[Joined],
+    prepared: &[Option<Prepared>],
     base: &Path,
     args: &Args,
 ) -> anyhow::Result<Vec<String>> {
+    let gzip = args.compressed();
     Ok(match target {
         Target::Perfetto => {
-            let gzip = args.compressed();
             let path = with_extension(base, perfetto_extension(gzip));
             let options = perfetto::Options { gzip };
-            report(&perfetto::write(scope, &path, options)?)
+            let threads = args.inputs.threads();
+            report(&perfetto::write(
+                plan, parts, prepared, &path, options, threads,
+            )?)
         }
         Target::Paraver => {
             let options = paraver::Options {
-                gzip: args.compressed(),
+                gzip,
+                memory: args.memory_budget / 4,
             };
-            report_paraver(&paraver::write(scope, base, options)?)
+            report_paraver(&paraver::write(plan, parts, prepared, base, options)?)
         }
     })
 }

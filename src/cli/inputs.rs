@@ -2,9 +2,12 @@
 
 use anyhow::Context as _;
 use nsys_lens::analysis::align::{self, Alignment};
+use nsys_lens::export::capture::Captures;
 use nsys_lens::model::Timeline;
 use nsys_lens::nsys;
+use nsys_lens::spill::Budget;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The reports to read.
 #[derive(Debug, clap::Args)]
@@ -67,16 +70,45 @@ impl Inputs {
     fn load_session(&self) -> anyhow::Result<Timeline> {
         let what = format!("reading {} report(s)", self.reports.len());
         let _progress = super::progress::Progress::reading(what, self.quiet);
-        let paths = self
+        let paths = self.paths()?;
+        Timeline::load_with_threads(&paths, self.threads()).context("cannot load the reports")
+    }
+
+    /// Reads every report for a streaming conversion (its events sorted under `budget`), puts
+    /// them on one clock, and with `--align collectives` corrects each host's clock.
+    pub fn captures(&self, budget: Arc<Budget>) -> anyhow::Result<Captures> {
+        let what = format!("reading {} report(s)", self.reports.len());
+        let _progress = super::progress::Progress::reading(what, self.quiet);
+        let reports = self
+            .paths()?
+            .iter()
+            .map(|p| nsys::Report::open(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut joined =
+            Captures::read(reports, self.threads(), budget).context("cannot load the reports")?;
+        if self.align == Align::Collectives {
+            let alignment = align::estimate(&joined.light);
+            let corrections: Vec<i64> = alignment.hosts.iter().map(|h| h.correction_ns).collect();
+            joined.shift_hosts(&corrections);
+        }
+        Ok(joined)
+    }
+
+    /// The input files: directories expanded, `.nsys-rep` reports exported.
+    fn paths(&self) -> anyhow::Result<Vec<PathBuf>> {
+        Ok(self
             .expanded()?
             .iter()
             .map(|p| nsys::resolve_input(p, self.export_dir.as_deref()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let threads = self.threads.map_or_else(
+            .collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Threads that read (`--threads`, else one per core).
+    pub fn threads(&self) -> usize {
+        self.threads.map_or_else(
             || std::thread::available_parallelism().map_or(1, |n| n.get()),
             usize::from,
-        );
-        Timeline::load_with_threads(&paths, threads).context("cannot load the reports")
+        )
     }
 }
 

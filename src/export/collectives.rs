@@ -3,7 +3,7 @@
 //! arrival to the last member's), each member kernel's instance number, and, when asked, flow
 //! arrows from the last arrival's kernel to every other member's.
 
-use super::Part;
+use super::Exported;
 use crate::analysis::collectives::match_instances;
 use crate::classify::streams::clip;
 use crate::hash::FxHashMap;
@@ -28,7 +28,7 @@ const FLOW_BIT: u64 = 1 << 63;
 impl Drawn {
     /// Matches the collectives of the exported parts; with `flows`, links each instance's last
     /// arrival to the other members whose kernels are exported too.
-    pub fn new(timeline: &Timeline, parts: &[Part], flows: bool) -> Drawn {
+    pub fn new(timeline: &Timeline, parts: &[Exported], flows: bool) -> Drawn {
         let processes: Vec<ProcessId> = parts.iter().map(|p| p.process).collect();
         let matched = match_instances(timeline, &processes);
         let mut drawn = Drawn::default();

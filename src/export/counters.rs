@@ -1,119 +1,224 @@
-//! The step functions that draw the overlap analysis in a trace: compute kernels in flight,
-//! communication in flight per kernel role, exposed communication (1 while non-barrier
-//! communication runs with no compute), and waiting in collectives (1 while the rank waits for a
-//! collective's last member). They are built from the part's [`RankStreams`], the very sets
-//! `overlap` measures, and from the collectives `collectives` matches, so a counter integrated
-//! over a window is the table's number.
+//! The step functions that draw the overlap analysis in a trace, computed as the kernels come:
+//! compute kernels in flight, communication in flight per kernel role, exposed communication (1
+//! while non-barrier communication runs with no compute), and waiting in collectives (1 while
+//! the rank waits for a collective's last member). They are built from the process's classified
+//! NCCL kernels ([`RankStreams`]), the very sets `overlap` measures, and from the collectives
+//! `collectives` matches, so a counter integrated over a window is the table's number.
+//!
+//! A value is taken after every change at one time, and written only when it differs from the
+//! last one written.
 //!
 //! [`RankStreams`]: crate::classify::RankStreams
 
-use super::{Part, Scope};
-use crate::analysis::IntervalSet;
+use super::Plan;
+use super::prepare::Prepared;
+use super::stream::{Event, Item};
+use crate::analysis::overlap::BARRIER;
 use crate::classify::rules::is_nccl;
-use crate::classify::streams::clip;
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
-/// `(time, value)` at every change, merged-clock ns.
-pub type Steps = Vec<(i64, i64)>;
-
-/// A part's counters.
-#[derive(Debug, Clone, Default)]
-pub struct Counters {
-    /// Non-NCCL kernels running.
-    pub compute: Steps,
-    /// NCCL kernels running, per kernel role (`barrier` for collectives on compute streams).
-    pub by_role: Vec<(String, Steps)>,
-    /// Non-barrier NCCL kernels running.
-    pub comm: Steps,
-    /// 1 while non-barrier communication runs with no compute, else 0.
-    pub exposed: Steps,
-    /// 1 while the rank waits in a collective for its last member, else 0.
-    pub waiting: Steps,
+/// A counter's value as written.
+#[derive(Debug, Clone, Copy, Default)]
+struct Level {
+    value: i64,
+    /// The last value written; none before the first change.
+    written: Option<i64>,
+    /// Whether it ever changed (a counter is written from its first change on).
+    moved: bool,
 }
 
-impl Counters {
-    /// The counters of a part; None when it ran no kernel in its window.
-    pub fn new(scope: &Scope, part: &Part) -> Option<Counters> {
-        let activity = scope.activity;
-        let timeline = activity.timeline;
-        let compute: Vec<(i64, i64)> = activity
-            .kernels(part.process)
-            .filter(|k| !is_nccl(timeline.text(k.short_name)))
-            .map(|k| (k.start.0, k.end.0))
-            .chain(
-                activity
-                    .graph_launches(part.process)
-                    .map(|g| (g.start.0, g.end.0)),
-            )
-            .filter_map(|span| clip(span, part.window))
-            .collect();
-        let nccl = &part.streams.nccl;
-        if compute.is_empty() && nccl.is_empty() {
-            return None;
-        }
-        let mut by_role: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
-        for k in nccl {
-            let role = k.role_name(scope.rules).to_string();
-            by_role.entry(role).or_default().push((k.start, k.end));
-        }
-        let comm: Vec<(i64, i64)> = nccl
-            .iter()
-            .filter(|k| !k.is_barrier())
-            .map(|k| (k.start, k.end))
-            .collect();
-        let exposed = on_off(
-            &IntervalSet::from_intervals(comm.iter().copied()).difference(&part.streams.compute),
-        );
-        let waits = scope.collectives.waits.get(&part.process);
-        let waiting = on_off(&IntervalSet::from_intervals(
-            waits.into_iter().flatten().copied(),
-        ));
-        Some(Counters {
-            compute: in_flight(&compute),
-            by_role: by_role
-                .into_iter()
-                .map(|(role, spans)| (role, in_flight(&spans)))
-                .collect(),
-            comm: in_flight(&comm),
-            exposed,
-            waiting,
+impl Level {
+    fn add(&mut self, delta: i64) {
+        self.value += delta;
+        self.moved = true;
+    }
+
+    /// The value to write at this time, when it changed.
+    fn change(&mut self) -> Option<i64> {
+        (self.moved && self.written != Some(self.value)).then(|| {
+            self.written = Some(self.value);
+            self.value
+        })
+    }
+
+    /// Like [`Level::change`] for an on/off counter, which starts at 0 unwritten.
+    fn toggled(&mut self, on: bool) -> Option<i64> {
+        let value = i64::from(on);
+        (self.written.unwrap_or(0) != value).then(|| {
+            self.written = Some(value);
+            value
         })
     }
 }
 
-/// 1 inside the set's intervals, 0 after each: `(time, value)` at each change.
-fn on_off(set: &IntervalSet) -> Steps {
-    set.spans()
-        .iter()
-        .flat_map(|&(s, e)| [(s, 1), (e, 0)])
-        .collect()
+/// Which counters a kernel moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Moves {
+    /// A non-NCCL kernel or a graph launch.
+    Compute,
+    /// An NCCL kernel of this role (index into the roles); `comm` unless a barrier.
+    Comm { role: usize, comm: bool },
 }
 
-/// How many intervals are open over time: `(time, value)` at each change.
-pub fn in_flight(spans: &[(i64, i64)]) -> Steps {
-    let mut edges: Vec<(i64, i64)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
-    edges.sort_unstable();
-    let mut steps: Steps = Vec::new();
-    let mut value = 0;
-    for (t, delta) in edges {
-        value += delta;
-        match steps.last_mut() {
-            Some(last) if last.0 == t => last.1 = value,
-            _ => steps.push((t, value)),
+/// A process's counters.
+#[derive(Debug)]
+pub struct Counters {
+    compute: Level,
+    /// Role names, by name, and their levels.
+    roles: Vec<(String, Level)>,
+    comm: Level,
+    exposed: Level,
+    waiting: Level,
+    /// Whether it waited in a collective at all (the waiting counter is drawn).
+    waits_at_all: bool,
+    /// Pending changes: (time, +1 or -1, what).
+    pending: BinaryHeap<Reverse<(i64, i64, Change)>>,
+}
+
+/// A change due later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Change {
+    Kernel(Moves),
+    Wait,
+}
+
+/// The values that changed at one time (`None` for those that did not).
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    /// Compute kernels in flight.
+    pub compute: Option<i64>,
+    /// NCCL kernels in flight, per role (in [`Counters::roles`] order).
+    pub roles: Vec<Option<i64>>,
+    /// Non-barrier NCCL kernels in flight.
+    pub comm: Option<i64>,
+    /// Barrier kernels in flight.
+    pub barrier: Option<i64>,
+    /// Exposed communication (1 or 0).
+    pub exposed: Option<i64>,
+    /// Waiting in a collective (1 or 0); never set when the process waited in none.
+    pub waiting: Option<i64>,
+}
+
+impl Counters {
+    /// The counters of an exported process; None when it ran no kernel in its window.
+    pub fn new(plan: &Plan, exported: usize, prepared: &Prepared) -> Option<Counters> {
+        if !prepared.counters {
+            return None;
         }
+        let mut roles: Vec<String> = prepared
+            .streams
+            .nccl
+            .iter()
+            .map(|k| k.role_name(plan.rules).to_string())
+            .collect();
+        roles.sort();
+        roles.dedup();
+        let process = plan.exported[exported].process;
+        let waits = plan.collectives.waits.get(&process);
+        let mut pending = BinaryHeap::new();
+        for &(s, e) in waits.into_iter().flatten() {
+            pending.push(Reverse((s, 1, Change::Wait)));
+            pending.push(Reverse((e, -1, Change::Wait)));
+        }
+        Some(Counters {
+            compute: Level::default(),
+            roles: roles.into_iter().map(|r| (r, Level::default())).collect(),
+            comm: Level::default(),
+            exposed: Level::default(),
+            waiting: Level::default(),
+            waits_at_all: waits.is_some_and(|w| !w.is_empty()),
+            pending,
+        })
     }
-    steps.dedup_by(|b, a| a.1 == b.1);
-    steps
-}
 
-#[cfg(test)]
-mod tests {
-    use super::in_flight;
+    /// The roles of its NCCL kernels, sorted.
+    pub fn roles(&self) -> impl Iterator<Item = &str> {
+        self.roles.iter().map(|(r, _)| r.as_str())
+    }
 
-    #[test]
-    fn in_flight_counts_overlaps_and_merges_equal_times() {
-        // [0,10) and [5,15) overlap; [15,20) starts as the second ends; [20,20) is empty.
-        let steps = in_flight(&[(0, 10), (5, 15), (15, 20), (20, 20)]);
-        assert_eq!(steps, [(0, 1), (5, 2), (10, 1), (20, 0)]);
+    /// Whether it waited in a collective inside its window (the waiting counter is drawn).
+    pub fn waits(&self) -> bool {
+        self.waits_at_all
+    }
+
+    /// A kernel or graph launch starts (clipped times); its end is due later.
+    pub fn add(&mut self, plan: &Plan, prepared: &Prepared, item: &Item) {
+        let timeline = plan.activity.timeline;
+        let moves = match item.event {
+            Event::Kernel(k) if is_nccl(timeline.text(k.short_name)) => {
+                let Some(n) = prepared.streams.nccl_at(k.stream, item.start) else {
+                    return;
+                };
+                let role = n.role_name(plan.rules);
+                let role = self.roles.iter().position(|(r, _)| r == role).unwrap_or(0);
+                Moves::Comm {
+                    role,
+                    comm: !n.is_barrier(),
+                }
+            }
+            Event::Kernel(_) | Event::Graph(_) => Moves::Compute,
+            _ => return,
+        };
+        self.apply(Change::Kernel(moves), 1);
+        self.pending
+            .push(Reverse((item.end, -1, Change::Kernel(moves))));
+    }
+
+    /// When the next change is due, if any.
+    pub fn due(&self) -> Option<i64> {
+        self.pending.peek().map(|Reverse((t, ..))| *t)
+    }
+
+    /// Applies every change due by `t`; then the values that changed at `t`, when any did.
+    pub fn at(&mut self, t: i64) -> Option<Changes> {
+        while let Some(&Reverse((time, delta, change))) = self.pending.peek()
+            && time <= t
+        {
+            self.pending.pop();
+            self.apply(change, delta);
+        }
+        let roles: Vec<Option<i64>> = self.roles.iter_mut().map(|(_, l)| l.change()).collect();
+        let barrier = self
+            .roles
+            .iter()
+            .position(|(r, _)| r == BARRIER)
+            .and_then(|i| roles[i]);
+        let exposed = self.comm.value > 0 && self.compute.value == 0;
+        let waiting = self.waiting.value > 0;
+        let changes = Changes {
+            compute: self.compute.change(),
+            comm: self.comm.change(),
+            barrier,
+            exposed: self.exposed.toggled(exposed),
+            waiting: self
+                .waits_at_all
+                .then(|| self.waiting.toggled(waiting))
+                .flatten(),
+            roles,
+        };
+        let any = [
+            changes.compute,
+            changes.comm,
+            changes.exposed,
+            changes.waiting,
+        ]
+        .iter()
+        .chain(&changes.roles)
+        .any(Option::is_some);
+        any.then_some(changes)
+    }
+
+    fn apply(&mut self, change: Change, delta: i64) {
+        match change {
+            Change::Kernel(Moves::Compute) => self.compute.add(delta),
+            Change::Kernel(Moves::Comm { role, comm }) => {
+                self.roles[role].1.add(delta);
+                if comm {
+                    self.comm.add(delta);
+                }
+            }
+            Change::Wait => self.waiting.add(delta),
+        }
     }
 }

@@ -2,57 +2,67 @@
 //! formats. Exporters read the ranks, windows and stream roles computed by
 //! [`crate::classify`]; they never derive their own.
 //!
-//! [`Scope`] says what to export: which processes (ranks first, in rank order), over which
-//! window each, and the rebase that puts the earliest exported event at time 0 (Perfetto drops
-//! negative times; DESIGN.md, Clock).
+//! A conversion streams (issue 17), so that its memory does not grow with the events:
+//! 1. [`capture`]: each report is read into a light timeline (what classification reads) and its
+//!    events, sorted under a memory budget;
+//! 2. [`Plan`], from the light timelines only: which processes are exported (ranks first, in rank
+//!    order), over which window each, the rebase that puts the earliest exported time at 0
+//!    (Perfetto drops negative times; DESIGN.md, Clock), and the collectives drawn;
+//! 3. [`prepare`]: one pass over the events ([`stream`]) finds what each process draws: its
+//!    threads, its streams with their roles and lanes, which launches have both ends exported;
+//! 4. [`perfetto`] and [`paraver`] then write in one more pass each, as the events come.
 
+pub mod capture;
 pub mod collectives;
 pub mod counters;
-pub mod items;
 pub mod paraver;
 pub mod perfetto;
+pub mod prepare;
+pub mod stream;
 
 use crate::classify::streams::clip;
-use crate::classify::{Activity, Rank, RankStreams, RoleRules, WindowSpec};
+use crate::classify::{Activity, Rank, RoleRules, WindowSpec};
 use crate::model::ProcessId;
 
 /// One exported process.
 #[derive(Debug, Clone)]
-pub struct Part {
+pub struct Exported {
     /// The process.
     pub process: ProcessId,
     /// Its rank, when it is one.
     pub rank: Option<Rank>,
     /// The interval exported (events clipped to it), merged-clock ns.
     pub window: (i64, i64),
-    /// Its streams' roles and NCCL kernels over that window.
-    pub streams: RankStreams,
 }
 
-/// What an export covers.
-pub struct Scope<'a, 't> {
-    /// The timeline, indexed.
+/// What an export covers, decided before any event is read.
+pub struct Plan<'a, 't> {
+    /// The light timeline, indexed.
     pub activity: &'a Activity<'t>,
-    /// The role rules the streams were classified with.
+    /// The role rules streams are classified with.
     pub rules: &'a RoleRules,
     /// Exported processes: ranks in rank order, then other processes with events.
-    pub parts: Vec<Part>,
-    /// Subtracted from every exported time (the earliest exported event's start).
+    pub exported: Vec<Exported>,
+    /// Subtracted from every exported time: the earliest exported time.
     pub offset: i64,
     /// The collectives matched across the exported processes, as drawn.
     pub collectives: collectives::Drawn,
+    /// The index into `exported` of each process, by process id.
+    index: Vec<Option<u32>>,
 }
 
-impl<'a, 't> Scope<'a, 't> {
+impl<'a, 't> Plan<'a, 't> {
     /// The given ranks over their windows under `spec` (the whole capture for
-    /// [`WindowSpec::Whole`]), plus, when `others`, every other process with events.
+    /// [`WindowSpec::Whole`]), plus, when `others`, every other process with events. A process
+    /// is exported when it drew something inside its window (its span meets the window); the
+    /// rebase offset is the earliest such time.
     pub fn new(
         activity: &'a Activity<'t>,
         rules: &'a RoleRules,
         ranks: &[Rank],
         spec: &WindowSpec,
         others: bool,
-    ) -> Scope<'a, 't> {
+    ) -> Plan<'a, 't> {
         let timeline = activity.timeline;
         let mut processes: Vec<(ProcessId, Option<Rank>)> =
             ranks.iter().map(|r| (r.process, Some(*r))).collect();
@@ -65,75 +75,68 @@ impl<'a, 't> Scope<'a, 't> {
                     .map(|p| (p, None)),
             );
         }
-        let parts: Vec<(i64, Part)> = processes
-            .into_iter()
-            .map(|(process, rank)| {
-                let window = crate::classify::window::find(activity, process, spec);
-                let window = (window.start.0, window.end.0);
-                Part {
-                    process,
-                    rank,
-                    window,
-                    streams: crate::classify::streams::classify(activity, process, window, rules),
-                }
-            })
-            .filter_map(|part| Some((first_start(activity, &part)?, part)))
-            .collect();
-        let offset = parts.iter().map(|(first, _)| *first).min().unwrap_or(0);
-        let parts: Vec<Part> = parts.into_iter().map(|(_, part)| part).collect();
-        Scope {
-            collectives: collectives::Drawn::new(timeline, &parts, false),
+        let mut offset = None::<i64>;
+        let mut exported = Vec::new();
+        for (process, rank) in processes {
+            let window = crate::classify::window::find(activity, process, spec);
+            let window = (window.start.0, window.end.0);
+            let Some(span) = span(activity, process) else {
+                continue;
+            };
+            let Some((first, _)) = clip(span, window) else {
+                continue;
+            };
+            offset = Some(offset.map_or(first, |o| o.min(first)));
+            exported.push(Exported {
+                process,
+                rank,
+                window,
+            });
+        }
+        let mut index = vec![None; timeline.processes.len()];
+        for (i, e) in exported.iter().enumerate() {
+            index[e.process.index()] = Some(i as u32);
+        }
+        Plan {
+            collectives: collectives::Drawn::new(timeline, &exported, false),
             activity,
             rules,
-            parts,
-            offset,
+            exported,
+            offset: offset.unwrap_or(0),
+            index,
         }
     }
 
     /// Draws a flow from each collective's last arrival to every other member's kernel.
     pub fn with_collective_flows(mut self) -> Self {
         let timeline = self.activity.timeline;
-        self.collectives = collectives::Drawn::new(timeline, &self.parts, true);
+        self.collectives = collectives::Drawn::new(timeline, &self.exported, true);
         self
     }
 
-    /// A merged-clock time as exported (ns since the earliest exported event).
+    /// A merged-clock time as exported (ns since the earliest exported time).
     pub fn rebase(&self, t: i64) -> u64 {
         (t - self.offset).max(0) as u64
     }
+
+    /// The position of a process in [`Plan::exported`], when it is exported.
+    pub fn position(&self, process: ProcessId) -> Option<usize> {
+        self.index[process.index()].map(|i| i as usize)
+    }
 }
 
-/// The earliest clipped start of anything the part exports (None when it exports nothing).
-fn first_start(activity: &Activity, part: &Part) -> Option<i64> {
-    let p = part.process;
-    let w = part.window;
-    [
-        first_clipped(activity.kernels(p).map(|k| (k.start.0, k.end.0)), w),
-        first_clipped(activity.memcpys(p).map(|m| (m.start.0, m.end.0)), w),
-        first_clipped(activity.memsets(p).map(|m| (m.start.0, m.end.0)), w),
-        first_clipped(activity.graph_launches(p).map(|g| (g.start.0, g.end.0)), w),
-        first_clipped(activity.api_calls(p).map(|a| (a.start.0, a.end.0)), w),
-        first_clipped(activity.os_calls(p).map(|o| (o.start.0, o.end.0)), w),
-        activity
-            .metric_series(p)
-            .into_iter()
-            .filter_map(|(_, s)| Some(activity.metric_samples_in(s, w).first()?.time.0))
-            .min(),
-        first_clipped(activity.memory(p).map(|m| (m.time.0, m.time.0)), w),
-        first_clipped(
-            activity
-                .nvtx(p)
-                .filter(|e| e.kind != crate::model::NvtxKind::Metadata)
-                .map(|e| (e.start.0, e.end.map_or(w.1, |t| t.0))),
-            w,
-        ),
-    ]
-    .into_iter()
-    .flatten()
-    .min()
-}
-
-/// The clipped start of the first span (sorted by start) inside the window.
-fn first_clipped(mut spans: impl Iterator<Item = (i64, i64)>, window: (i64, i64)) -> Option<i64> {
-    spans.find_map(|span| clip(span, window)).map(|(s, _)| s)
+/// First start and last end of everything a process draws: its own span and its GPUs' metric
+/// samples.
+fn span(activity: &Activity, process: ProcessId) -> Option<(i64, i64)> {
+    let timeline = activity.timeline;
+    let own = timeline.process(process).span.map(|(s, e)| (s.0, e.0));
+    activity
+        .metric_series(process)
+        .into_iter()
+        .map(|(_, s)| {
+            let (start, end) = timeline.metric_series(s).span;
+            (start.0, end.0)
+        })
+        .chain(own)
+        .reduce(|(a, b), (s, e)| (a.min(s), b.max(e)))
 }

@@ -5,8 +5,8 @@ use super::clock::{self, ClockMapping};
 use super::entities::MetricSeries;
 use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
 use super::events::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, OsCall,
-    SyncEvent,
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, NvtxKind,
+    OsCall, SyncEvent,
 };
 use super::{
     GpuId, HostId, MetricSeriesId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable,
@@ -64,12 +64,12 @@ impl Timeline {
         let metas: Vec<ExportMeta> = reports.iter().map(|r| r.meta().clone()).collect();
         let mappings = clock::plan(&metas.iter().collect::<Vec<_>>());
         let jobs: Vec<(Report, ClockMapping)> = reports.into_iter().zip(mappings).collect();
-        let threads = threads.max(1);
-        let chunking = Chunking {
-            workers: threads / jobs.len().max(1),
-            rows: chunk_rows,
+        let chunking = Chunking::shared(threads, jobs.len(), chunk_rows);
+        let read = |(report, mapping): (Report, ClockMapping)| {
+            let (timeline, ()) = read_report::<Vecs>(&report, mapping, chunking)?;
+            Ok(timeline)
         };
-        let mut parts = read_alone(jobs, threads, chunking).into_iter();
+        let mut parts = read_each(jobs, threads, read).into_iter();
         let mut timeline = match parts.next() {
             Some(first) => first?,
             None => Timeline::default(),
@@ -82,8 +82,8 @@ impl Timeline {
     }
 
     /// Appends a report's own timeline (read alone, as report 0) after the reports already
-    /// here, renumbering its ids and interning its strings.
-    fn append(&mut self, part: Timeline) -> Result<()> {
+    /// here, renumbering its ids and interning its strings; returns how its ids moved.
+    pub(crate) fn append(&mut self, part: Timeline) -> Result<Translation> {
         let text = self.strings.absorb(&part.strings);
         let s = |id: StringId| text[id.index()];
         let report = ReportId(self.reports.len() as u32);
@@ -93,6 +93,15 @@ impl Timeline {
             self.gpus.len() as u32,
             self.streams.len() as u32,
         );
+        let m0 = self.metric_series.len() as u32;
+        let translation = Translation {
+            process: p0,
+            thread: t0,
+            gpu: g0,
+            stream: s0,
+            series: m0,
+            strings: text.clone(),
+        };
         let process = |id: ProcessId| ProcessId(id.0 + p0);
         let thread = |id: ThreadId| ThreadId(id.0 + t0);
         let stream = |id: StreamId| StreamId(id.0 + s0);
@@ -183,7 +192,6 @@ impl Timeline {
                 gpu: gpu(m.gpu),
                 ..m
             }));
-        let m0 = self.metric_series.len() as u32;
         self.metric_series
             .extend(part.metric_series.into_iter().map(|m| MetricSeries {
                 report,
@@ -202,30 +210,62 @@ impl Timeline {
             text: s(n.text),
             ..n
         }));
-        check_unique_processes(self, report)
+        check_unique_processes(self, report)?;
+        Ok(translation)
     }
 }
 
-/// Reads every report into a timeline of its own (unsorted), on up to `threads` workers at
-/// once; the results come back in the order of `jobs`.
-fn read_alone(
-    jobs: Vec<(Report, ClockMapping)>,
+/// How the ids of a report read alone map onto a merged timeline's: each kind of entity moves
+/// by an offset, strings through a table.
+#[derive(Debug, Clone, Default)]
+pub struct Translation {
+    /// Added to process ids.
+    pub process: u32,
+    /// Added to thread ids.
+    pub thread: u32,
+    /// Added to GPU ids.
+    pub gpu: u32,
+    /// Added to stream ids.
+    pub stream: u32,
+    /// Added to metric series ids.
+    pub series: u32,
+    /// The merged id of each of the report's string ids.
+    pub strings: Vec<StringId>,
+}
+
+impl Translation {
+    /// The translation of the first report: ids stay, strings map to themselves.
+    pub(crate) fn identity(strings: &StringTable) -> Translation {
+        Translation {
+            strings: (0..strings.len() as u32).map(StringId).collect(),
+            ..Translation::default()
+        }
+    }
+}
+
+/// Runs `read` on every job, up to `threads` at once; the results come back in the order of
+/// `jobs`, or the first error in that order.
+pub fn read_all<J: Send, T: Send>(
+    jobs: Vec<J>,
     threads: usize,
-    chunking: Chunking,
-) -> Vec<Result<Timeline>> {
+    read: impl Fn(J) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    read_each(jobs, threads, read).into_iter().collect()
+}
+
+/// Runs `read` on every job, up to `threads` at once; the results come back in the order of
+/// `jobs`.
+pub(crate) fn read_each<J: Send, T: Send>(
+    jobs: Vec<J>,
+    threads: usize,
+    read: impl Fn(J) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
     let count = jobs.len();
-    let read = |(report, mapping): (Report, ClockMapping)| {
-        let mut strings = StringTable::default();
-        let mut builder = Builder::default();
-        builder.add_report(&report, mapping, &mut strings, chunking)?;
-        builder.timeline.strings = strings;
-        Ok(builder.timeline)
-    };
-    if threads == 1 || count <= 1 {
+    if threads <= 1 || count <= 1 {
         return jobs.into_iter().map(read).collect();
     }
     let queue = std::sync::Mutex::new(jobs.into_iter().enumerate());
-    let results: std::sync::Mutex<Vec<Option<Result<Timeline>>>> =
+    let results: std::sync::Mutex<Vec<Option<Result<T>>>> =
         std::sync::Mutex::new((0..count).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..threads.min(count) {
@@ -247,10 +287,139 @@ fn read_alone(
         .collect()
 }
 
-/// Accumulates entities and events; the maps give each identity key one id.
+/// Reads one report into a timeline of its own (report 0, unsorted) whose events go to a sink
+/// of kind `S`; returns the timeline and what the sink made of the events.
+pub(crate) fn read_report<S: Sink>(
+    report: &Report,
+    mapping: ClockMapping,
+    chunking: Chunking,
+) -> Result<(Timeline, S::Output)> {
+    read_report_into(report, mapping, chunking, S::default())
+}
+
+/// [`read_report`] into a given sink.
+pub(crate) fn read_report_into<S: Sink>(
+    report: &Report,
+    mapping: ClockMapping,
+    chunking: Chunking,
+    sink: S,
+) -> Result<(Timeline, S::Output)> {
+    let mut strings = StringTable::default();
+    let mut builder = Builder {
+        sink,
+        ..Builder::default()
+    };
+    builder.add_report(report, mapping, &mut strings, chunking)?;
+    let Builder {
+        mut timeline, sink, ..
+    } = builder;
+    timeline.strings = strings;
+    let output = sink.finish(&mut timeline).map_err(|cause| Error::Spill {
+        path: report.path().to_path_buf(),
+        cause,
+    })?;
+    Ok((timeline, output))
+}
+
+/// Where a [`Builder`] puts the events it reads: into the timeline's vectors ([`Vecs`]), or
+/// anywhere else (sorted under a memory budget for a streaming conversion).
+pub(crate) trait Sink: Default {
+    /// What the sink gives back when the report is read.
+    type Output;
+    /// A kernel of `process`, named `short_name`.
+    fn kernel(&mut self, k: Kernel, process: ProcessId, short_name: &str);
+    /// A memory copy.
+    fn memcpy(&mut self, m: Memcpy);
+    /// A memory set.
+    fn memset(&mut self, m: Memset);
+    /// A CUDA graph launch.
+    fn graph(&mut self, g: GraphLaunch);
+    /// A synchronization.
+    fn sync(&mut self, s: SyncEvent);
+    /// A CUDA API call of `process`.
+    fn api_call(&mut self, a: ApiCall, process: ProcessId);
+    /// An OS runtime call.
+    fn os_call(&mut self, o: OsCall);
+    /// An NVTX event.
+    fn nvtx(&mut self, n: NvtxEvent);
+    /// A GPU metric sample.
+    fn metric(&mut self, m: MetricSample);
+    /// A device-memory event.
+    fn memory(&mut self, m: MemoryEvent);
+    /// Ends the report: moves into `timeline` what it keeps; fails on an earlier write error.
+    fn finish(self, timeline: &mut Timeline) -> std::io::Result<Self::Output>;
+}
+
+/// Every event into the timeline's own vectors.
 #[derive(Default)]
-struct Builder {
+pub(crate) struct Vecs(Timeline);
+
+impl Sink for Vecs {
+    type Output = ();
+
+    fn kernel(&mut self, k: Kernel, _: ProcessId, _: &str) {
+        self.0.kernels.push(k);
+    }
+
+    fn memcpy(&mut self, m: Memcpy) {
+        self.0.memcpys.push(m);
+    }
+
+    fn memset(&mut self, m: Memset) {
+        self.0.memsets.push(m);
+    }
+
+    fn graph(&mut self, g: GraphLaunch) {
+        self.0.graph_launches.push(g);
+    }
+
+    fn sync(&mut self, s: SyncEvent) {
+        self.0.syncs.push(s);
+    }
+
+    fn api_call(&mut self, a: ApiCall, _: ProcessId) {
+        self.0.api_calls.push(a);
+    }
+
+    fn os_call(&mut self, o: OsCall) {
+        self.0.os_calls.push(o);
+    }
+
+    fn nvtx(&mut self, n: NvtxEvent) {
+        self.0.nvtx.push(n);
+    }
+
+    fn metric(&mut self, m: MetricSample) {
+        self.0.metrics.push(m);
+    }
+
+    fn memory(&mut self, m: MemoryEvent) {
+        self.0.memory.push(m);
+    }
+
+    fn finish(self, timeline: &mut Timeline) -> std::io::Result<()> {
+        let events = self.0;
+        timeline.kernels = events.kernels;
+        timeline.memcpys = events.memcpys;
+        timeline.memsets = events.memsets;
+        timeline.graph_launches = events.graph_launches;
+        timeline.syncs = events.syncs;
+        timeline.api_calls = events.api_calls;
+        timeline.os_calls = events.os_calls;
+        timeline.nvtx = events.nvtx;
+        timeline.metrics = events.metrics;
+        timeline.memory = events.memory;
+        Ok(())
+    }
+}
+
+/// Accumulates entities, and hands events to its sink; the maps give each identity key one id.
+#[derive(Default)]
+struct Builder<S> {
     timeline: Timeline,
+    sink: S,
+    /// Each process's span (see [`Process::span`]), by process id.
+    spans: Vec<Span>,
     hosts: FxHashMap<String, HostId>,
     processes: FxHashMap<(ReportId, u32), ProcessId>,
     threads: FxHashMap<(ProcessId, u32), ThreadId>,
@@ -272,7 +441,7 @@ struct Source<'r> {
 }
 
 /// First start and last end seen.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct Span(Option<(Ns, Ns)>);
 
 impl Span {
@@ -284,7 +453,7 @@ impl Span {
     }
 }
 
-impl Builder {
+impl<S: Sink> Builder<S> {
     fn add_report(
         &mut self,
         report: &Report,
@@ -317,6 +486,9 @@ impl Builder {
         }
         self.name_entities(report, id, &mut resolver)?;
         drop(resolver);
+        for (process, span) in self.timeline.processes.iter_mut().zip(&self.spans) {
+            process.span = span.0;
+        }
         warnings.add_n(Warning::UnusedGpuMetrics, self.unused_metric_series(id));
         warnings.add_n(
             Warning::NonUtf8Text,
@@ -346,10 +518,13 @@ impl Builder {
         warnings: &mut Warnings,
         span: &mut Span,
     ) -> Result<RowCounts> {
-        let kernels = report.read_kernels(chunking, strings, warnings, clock, |k| {
+        let kernels = report.read_kernels(chunking, strings, warnings, clock, |k, strings| {
             span.add(k.op.start, k.op.end);
             let stream = self.stream(id, &k.op);
-            self.timeline.kernels.push(Kernel {
+            let process = self.timeline.streams[stream.index()].process;
+            self.timeline.streams[stream.index()].kernels += 1;
+            self.spans[process.index()].add(k.op.start, k.op.end);
+            let kernel = Kernel {
                 start: k.op.start,
                 end: k.op.end,
                 stream,
@@ -362,12 +537,14 @@ impl Builder {
                 static_shared: k.static_shared,
                 dynamic_shared: k.dynamic_shared,
                 graph_node: k.graph_node,
-            });
+            };
+            self.sink
+                .kernel(kernel, process, strings.text(k.short_name));
         })?;
         let memcpy = report.read_memcpys(chunking, warnings, clock, |m| {
             span.add(m.op.start, m.op.end);
-            let stream = self.stream(id, &m.op);
-            self.timeline.memcpys.push(Memcpy {
+            let stream = self.gpu_op(id, &m.op);
+            self.sink.memcpy(Memcpy {
                 start: m.op.start,
                 end: m.op.end,
                 stream,
@@ -378,8 +555,8 @@ impl Builder {
         })?;
         let memset = report.read_memsets(chunking, warnings, clock, |m| {
             span.add(m.op.start, m.op.end);
-            let stream = self.stream(id, &m.op);
-            self.timeline.memsets.push(Memset {
+            let stream = self.gpu_op(id, &m.op);
+            self.sink.memset(Memset {
                 start: m.op.start,
                 end: m.op.end,
                 stream,
@@ -390,8 +567,8 @@ impl Builder {
         })?;
         let graphs = report.read_graphs(chunking, warnings, clock, |g| {
             span.add(g.op.start, g.op.end);
-            let stream = self.stream(id, &g.op);
-            self.timeline.graph_launches.push(GraphLaunch {
+            let stream = self.gpu_op(id, &g.op);
+            self.sink.graph(GraphLaunch {
                 start: g.op.start,
                 end: g.op.end,
                 stream,
@@ -408,7 +585,7 @@ impl Builder {
             let stream = (s.op.stream != NO_STREAM)
                 .then(|| self.streams_by_number.get(&(process, s.op.stream)).copied())
                 .flatten();
-            self.timeline.syncs.push(SyncEvent {
+            self.sink.sync(SyncEvent {
                 start: s.op.start,
                 end: s.op.end,
                 process,
@@ -420,20 +597,31 @@ impl Builder {
         let cuda_api = report.read_api_calls(chunking, strings, clock, |a| {
             span.add(a.start, a.end);
             let thread = self.thread(id, a.thread);
-            self.timeline.api_calls.push(ApiCall {
+            let process = self.timeline.threads[thread.index()].process;
+            self.spans[process.index()].add(a.start, a.end);
+            let call = ApiCall {
                 start: a.start,
                 end: a.end,
                 thread,
                 name: a.name,
                 correlation: a.correlation,
                 class: a.class,
-            });
+            };
+            self.sink.api_call(call, process);
         })?;
         let nvtx = report.read_nvtx(chunking, strings, warnings, clock, |n| {
             span.add(n.start, n.end.unwrap_or(n.start));
             let thread = self.thread(id, n.thread);
             let end_thread = n.end_thread.map(|t| self.thread(id, t));
-            self.timeline.nvtx.push(NvtxEvent {
+            if n.kind != NvtxKind::Metadata {
+                let process = self.timeline.threads[thread.index()].process;
+                let end = n.end.unwrap_or(match n.kind {
+                    NvtxKind::Mark => n.start,
+                    _ => Ns(i64::MAX),
+                });
+                self.spans[process.index()].add(n.start, end);
+            }
+            self.sink.nvtx(NvtxEvent {
                 start: n.start,
                 end: n.end,
                 kind: n.kind,
@@ -447,8 +635,10 @@ impl Builder {
         let memory = report.read_memory(chunking, clock, |m| {
             span.add(m.time, m.time);
             let process = self.process(id, m.pid);
+            // Memory still allocated is drawn to the end of the export.
+            self.spans[process.index()].add(m.time, Ns(i64::MAX));
             let gpu = self.gpu(process, m.device);
-            self.timeline.memory.push(MemoryEvent {
+            self.sink.memory(MemoryEvent {
                 time: m.time,
                 bytes: m.bytes,
                 gpu,
@@ -457,7 +647,9 @@ impl Builder {
         let osrt = report.read_os_calls(chunking, strings, clock, |o| {
             span.add(o.start, o.end);
             let thread = self.thread(id, o.thread);
-            self.timeline.os_calls.push(OsCall {
+            let process = self.timeline.threads[thread.index()].process;
+            self.spans[process.index()].add(o.start, o.end);
+            self.sink.os_call(OsCall {
                 start: o.start,
                 end: o.end,
                 thread,
@@ -476,6 +668,14 @@ impl Builder {
             gpu_metrics,
             memory,
         })
+    }
+
+    /// The stream of a copy, set or graph launch, with its span added to its process's.
+    fn gpu_op(&mut self, report: ReportId, op: &GpuOpRow) -> StreamId {
+        let stream = self.stream(report, op);
+        let process = self.timeline.streams[stream.index()].process;
+        self.spans[process.index()].add(op.start, op.end);
+        stream
     }
 
     /// How many of report `id`'s metric series belong to a GPU none of its processes used (a
@@ -506,7 +706,7 @@ impl Builder {
     ) -> Result<u64> {
         let names = report.metric_names()?;
         let mut series: FxHashMap<(u32, u32), MetricSeriesId> = FxHashMap::default();
-        let timeline = &mut self.timeline;
+        let (timeline, sink) = (&mut self.timeline, &mut self.sink);
         report.read_metrics(chunking, clock, |m| {
             span.add(m.time, m.time);
             let key = (m.gpu_index, m.metric_id);
@@ -520,10 +720,13 @@ impl Builder {
                     gpu_index: m.gpu_index,
                     metric_id: m.metric_id,
                     name,
+                    span: (m.time, m.time),
                 });
                 MetricSeriesId(timeline.metric_series.len() as u32 - 1)
             });
-            timeline.metrics.push(MetricSample {
+            let s = &mut timeline.metric_series[series.index()].span;
+            *s = (s.0.min(m.time), s.1.max(m.time));
+            sink.metric(MetricSample {
                 time: m.time,
                 value: m.value,
                 series,
@@ -546,6 +749,7 @@ impl Builder {
 
     fn process(&mut self, report: ReportId, pid: u32) -> ProcessId {
         let processes = &mut self.timeline.processes;
+        let spans = &mut self.spans;
         let host = self.report_hosts[report.index()];
         *self.processes.entry((report, pid)).or_insert_with(|| {
             processes.push(Process {
@@ -553,7 +757,9 @@ impl Builder {
                 host,
                 pid,
                 name: StringId::EMPTY,
+                span: None,
             });
+            spans.push(Span::default());
             ProcessId(processes.len() as u32 - 1)
         })
     }
@@ -597,6 +803,7 @@ impl Builder {
             context: op.context,
             stream: op.stream,
             priority: None,
+            kernels: 0,
         });
         self.streams.insert((process, op.device, op.stream), id);
         self.streams_by_number

@@ -59,6 +59,11 @@ pub fn plan(metas: &[&ExportMeta]) -> Vec<ClockMapping> {
         .collect()
 }
 
+/// The mapping of a report read on its own clock: its own timestamps, unchanged.
+pub fn own_clock(meta: &ExportMeta) -> ClockMapping {
+    plan(&[meta])[0]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,6 +75,10 @@ pub struct Process {
     pub pid: u32,
     /// Executable name from `PROCESSES` (empty when unknown).
     pub name: StringId,
+    /// First start and last end of everything the process drew (CUDA calls and GPU work, OS
+    /// calls, NVTX ranges and marks, device-memory events); an open NVTX range or device memory
+    /// still allocated lasts to the end of time. None when it drew nothing.
+    pub span: Option<(Ns, Ns)>,
 }
 
 /// One CPU thread.
@@ -112,6 +116,8 @@ pub struct MetricSeries {
     pub metric_id: u32,
     /// `metricName` (`SMs Active`, `NVLink RX Bandwidth`...).
     pub name: StringId,
+    /// First and last sample time.
+    pub span: (Ns, Ns),
 }
 
 /// One CUDA stream.
@@ -127,4 +133,6 @@ pub struct Stream {
     pub stream: u32,
     /// Priority when `TARGET_INFO_CUDA_STREAM` lists the stream.
     pub priority: Option<i32>,
+    /// Kernels it ran over the whole capture.
+    pub kernels: u64,
 }

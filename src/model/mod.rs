@@ -15,7 +15,9 @@ mod records;
 mod shift;
 mod strings;
 
-pub use clock::{ClockMapping, TimeBase};
+pub(crate) use build::{Sink, read_each, read_report_into};
+pub use build::{Translation, read_all};
+pub use clock::{ClockMapping, TimeBase, own_clock, plan as plan_clocks};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{
     ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, NvtxKind,

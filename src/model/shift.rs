@@ -1,6 +1,6 @@
-//! Moving one host's events on the merged clock: how a clock correction (`--align collectives`)
-//! is applied. Every event of every report of the host moves by the host's correction, and the
-//! events are sorted again.
+//! Moving reports' events on the merged clock: how a report's session offset is applied to a
+//! report read on its own clock, and how a clock correction (`--align collectives`) is applied.
+//! Every event of the report moves by the same amount, and the events are sorted again.
 
 use super::{Ns, Timeline};
 
@@ -13,13 +13,28 @@ impl Timeline {
             self.hosts.len(),
             "one correction per host"
         );
-        if corrections.iter().all(|&c| c == 0) {
+        let by_report: Vec<i64> = self
+            .reports
+            .iter()
+            .map(|r| corrections[r.host.index()])
+            .collect();
+        self.shift_reports(&by_report);
+        for report in &mut self.reports {
+            report.clock.correction += corrections[report.host.index()];
+        }
+    }
+
+    /// Adds `deltas[r]` ns to every time of report `r` (one entry per report), adds it to the
+    /// report's clock offset, and sorts the events again.
+    pub fn shift_reports(&mut self, deltas: &[i64]) {
+        assert_eq!(deltas.len(), self.reports.len(), "one delta per report");
+        if deltas.iter().all(|&d| d == 0) {
             return;
         }
         let process_shift: Vec<i64> = self
             .processes
             .iter()
-            .map(|p| corrections[p.host.index()])
+            .map(|p| deltas[p.report.index()])
             .collect();
         let stream_shift: Vec<i64> = self
             .streams
@@ -31,7 +46,7 @@ impl Timeline {
             .iter()
             .map(|t| process_shift[t.process.index()])
             .collect();
-        let by = |span: [&mut Ns; 2], d: i64| span.into_iter().for_each(|t| t.0 += d);
+        let by = |span: [&mut Ns; 2], d: i64| span.into_iter().for_each(|t| *t = t.moved(d));
         for k in &mut self.kernels {
             by([&mut k.start, &mut k.end], stream_shift[k.stream.index()]);
         }
@@ -55,27 +70,45 @@ impl Timeline {
         }
         for n in &mut self.nvtx {
             let d = thread_shift[n.thread.index()];
-            n.start.0 += d;
+            n.start = n.start.moved(d);
             if let Some(end) = &mut n.end {
-                end.0 += d;
+                *end = end.moved(d);
             }
         }
         for m in &mut self.memory {
             let process = self.gpus[m.gpu.index()].process;
-            m.time.0 += process_shift[process.index()];
+            m.time = m.time.moved(process_shift[process.index()]);
         }
         for m in &mut self.metrics {
-            let report = &self.reports[self.metric_series[m.series.index()].report.index()];
-            m.time.0 += corrections[report.host.index()];
+            let report = self.metric_series[m.series.index()].report;
+            m.time = m.time.moved(deltas[report.index()]);
         }
-        for report in &mut self.reports {
-            let d = corrections[report.host.index()];
+        for series in &mut self.metric_series {
+            let (start, end) = &mut series.span;
+            by([start, end], deltas[series.report.index()]);
+        }
+        for (process, &d) in self.processes.iter_mut().zip(&process_shift) {
+            if let Some((start, end)) = &mut process.span {
+                by([start, end], d);
+            }
+        }
+        for (report, &d) in self.reports.iter_mut().zip(deltas) {
             report.clock.offset += d;
-            report.clock.correction += d;
             if let Some((start, end)) = &mut report.span {
                 by([start, end], d);
             }
         }
         self.sort_events();
+    }
+}
+
+impl Ns {
+    /// The time moved by `d` ns; the end of time (an open range's, `i64::MAX`) stays.
+    pub fn moved(self, d: i64) -> Ns {
+        if self.0 == i64::MAX {
+            self
+        } else {
+            Ns(self.0 + d)
+        }
     }
 }

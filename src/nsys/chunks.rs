@@ -39,6 +39,15 @@ pub struct Chunking {
 }
 
 impl Chunking {
+    /// How `reports` reports read by `threads` threads at once share them: with fewer reports
+    /// than threads, each report's large tables are read by `threads / reports` connections.
+    pub fn shared(threads: usize, reports: usize, rows: i64) -> Chunking {
+        Chunking {
+            workers: threads.max(1) / reports.max(1),
+            rows,
+        }
+    }
+
     /// The ranges of `table` to read: None when one scan is as good (one worker, an absent or
     /// small table).
     pub(crate) fn ranges(self, report: &Report, table: &'static str) -> Result<Option<Vec<Rows>>> {

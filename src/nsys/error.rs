@@ -41,6 +41,16 @@ pub enum Error {
         /// What is missing.
         reason: String,
     },
+    /// The events being sorted could not be written to temporary files.
+    #[error(
+        "{path}: cannot write the events being sorted to temporary files: {cause} (is the temporary directory, $TMPDIR or /tmp, full? --memory-budget keeps more in memory)"
+    )]
+    Spill {
+        /// The input being read.
+        path: PathBuf,
+        /// What the operating system said.
+        cause: std::io::Error,
+    },
     /// An export that holds no CUDA or NVTX events at all.
     #[error(
         "{path}: the export holds no CUDA kernels, memory operations, API calls or NVTX events (was the capture empty, or run without --trace=cuda,nvtx?)"

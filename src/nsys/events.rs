@@ -231,20 +231,20 @@ fn dims(f: &mut Fields) -> Result<[u32; 3]> {
 
 impl Report {
     /// Reads `CUPTI_ACTIVITY_KIND_KERNEL` with `chunking`, in rowid order; returns the number of
-    /// rows.
+    /// rows. The sink gets each row and the strings, to read its names.
     pub fn read_kernels(
         &self,
         chunking: Chunking,
         strings: &mut StringResolver,
         warnings: &mut Warnings,
         clock: Clock,
-        mut sink: impl FnMut(KernelRow),
+        mut sink: impl FnMut(KernelRow, &StringResolver),
     ) -> Result<u64> {
         let read = |r: &Report, rows, w: &mut Warnings, out: &mut dyn FnMut(_)| {
             r.scan_kernels(rows, &mut Deferred, w, clock, out)
         };
         read_table(self, chunking, KERNEL, warnings, read, |k| {
-            sink(KernelRow {
+            let row = KernelRow {
                 op: k.op,
                 short_name: k.short_name.resolve(strings)?,
                 name: k.name.resolve(strings)?,
@@ -254,7 +254,8 @@ impl Report {
                 static_shared: k.static_shared,
                 dynamic_shared: k.dynamic_shared,
                 graph_node: k.graph_node,
-            });
+            };
+            sink(row, strings);
             Ok(())
         })
     }

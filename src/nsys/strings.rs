@@ -128,6 +128,11 @@ impl<'r> StringResolver<'r> {
         Ok(interned)
     }
 
+    /// The text of an interned string.
+    pub fn text(&self, id: StringId) -> &str {
+        self.table.get(id)
+    }
+
     /// Interns inline text (NVTX `text`) directly.
     pub(crate) fn intern_bytes(&mut self, bytes: &[u8]) -> StringId {
         self.table.intern_bytes(bytes)

@@ -1,17 +1,20 @@
 //! The Paraver object model of an export and its value tables: one node per host, one task per
 //! exported process (ranks in rank order), and per task its CPU threads, one thread per stream
-//! lane, and an analysis thread for the counters. Value ids follow one documented rule: API
-//! names first, then kernel and memory-operation names, each sorted; NVTX names, roles and
-//! stages in their own sorted tables.
+//! lane, an analysis thread for the counters, and a thread per GPU for its metrics and one for
+//! its allocated memory. Value ids follow one documented rule: API names first, then kernel and
+//! memory-operation names, each sorted; NVTX names, roles and stages in their own sorted tables.
+//! The tables list every name the exported captures use, decided before any event is written.
 
 use super::types;
-use crate::analysis::memory::allocated;
 use crate::classify::{Role, Stage};
-use crate::export::counters::Counters;
-use crate::export::items::{Clipped, CpuEvent, GpuOp, copy_names, stream_ops, thread_events};
-use crate::export::{Part, Scope};
+use crate::export::Plan;
+use crate::export::capture::{Joined, Names};
+use crate::export::prepare::Prepared;
+use crate::export::stream::copy_names;
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::model::{HostId, MetricSeriesId, ProcessId, StreamId, StringId, Timeline};
+use crate::model::{
+    GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId, Timeline,
+};
 use std::collections::BTreeMap;
 
 /// Paraver's default builds index objects with 16 bits.
@@ -29,54 +32,33 @@ pub enum GpuName {
 }
 
 /// One stream's lane threads.
-pub struct StreamThreads<'t> {
-    /// The stream.
-    pub stream: StreamId,
+#[derive(Debug, Clone, Copy)]
+pub struct StreamThreads {
     /// Thread number (1-based in the task) of its first lane.
     pub first_thread: u32,
     /// Its role.
     pub role: Role,
-    /// Its operations, sorted.
-    pub ops: Vec<Clipped<GpuOp<'t>>>,
 }
 
-/// One task (process).
-pub struct Task<'t> {
-    /// The part it exports.
-    pub part: usize,
+/// One task (exported process).
+#[derive(Debug, Clone)]
+pub struct Task {
     /// `rank N` or `node h pid p`.
     pub name: String,
     /// Node number (1-based).
     pub node: u32,
     /// Thread names, in thread order.
     pub threads: Vec<String>,
-    /// CPU threads: their number and events.
-    pub cpu: Vec<(u32, Vec<Clipped<CpuEvent<'t>>>)>,
+    /// CPU threads' numbers.
+    pub cpu: FxHashMap<ThreadId, u32>,
     /// Stream threads.
-    pub streams: Vec<StreamThreads<'t>>,
-    /// The analysis thread's number and its counters.
-    pub counters: Option<(u32, Counters)>,
-    /// Per GPU with metrics: its `Metrics GPU<d>` thread's number and its metric series.
-    pub metrics: Vec<(u32, Vec<MetricSeriesId>)>,
-    /// Per GPU with memory events: its `Memory GPU<d>` thread's number and allocated bytes.
-    pub memory: Vec<(u32, Vec<(i64, i64)>)>,
-}
-
-/// Where a launch's GPU operation was drawn: the receiving end of a communication record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Receiver {
-    /// The process and correlation id (the key).
-    pub key: (ProcessId, u32),
-    /// Task number.
-    pub task: u32,
-    /// Thread number.
-    pub thread: u32,
-    /// Operation start, merged clock.
-    pub start: i64,
-    /// 55001 (kernel) or 55002 (copy or set).
-    pub tag: u32,
-    /// Bytes for copies and sets, else 0.
-    pub size: u64,
+    pub streams: FxHashMap<StreamId, StreamThreads>,
+    /// The analysis thread's number, when the counters are drawn.
+    pub analysis: Option<u32>,
+    /// Per GPU with metrics: its `Metrics GPU<d>` thread's number and its series in order.
+    pub metrics: FxHashMap<GpuId, (u32, Vec<MetricSeriesId>)>,
+    /// Per GPU with memory events: its `Memory GPU<d>` thread's number.
+    pub memory: FxHashMap<GpuId, u32>,
 }
 
 /// Value ids of every name used.
@@ -96,6 +78,8 @@ pub struct Values {
     pub nvtx_labels: Vec<String>,
     /// NVTX domain -> event type.
     pub domains: BTreeMap<String, u32>,
+    /// NVTX domain id -> event type.
+    pub domain_types: FxHashMap<StringId, u32>,
     /// OS runtime call name -> (event type, value): [`types::OSRT`] or [`types::PTHREAD`].
     pub os: FxHashMap<StringId, (u32, u32)>,
     /// Labels of the [`types::OSRT`] values, by value.
@@ -110,35 +94,55 @@ pub struct Values {
     pub metrics: BTreeMap<u32, String>,
 }
 
+impl Values {
+    /// The id of a role name (0 when unknown).
+    pub fn role(&self, name: &str) -> u64 {
+        self.roles
+            .iter()
+            .position(|r| r == name)
+            .map_or(0, |i| i as u64 + 1)
+    }
+
+    /// The id of a stage (0 when unknown).
+    pub fn stage(&self, stage: Stage) -> u64 {
+        self.stages
+            .iter()
+            .position(|&s| s == stage)
+            .map_or(0, |i| i as u64 + 1)
+    }
+}
+
 /// The whole model.
-pub struct Layout<'t> {
+pub struct Layout {
     /// Node names (hostnames), by node number - 1.
     pub nodes: Vec<String>,
-    /// Tasks, by task number - 1.
-    pub tasks: Vec<Task<'t>>,
+    /// Tasks by position in the plan (task number - 1); None for processes another part
+    /// writes.
+    pub tasks: Vec<Task>,
     /// Value tables.
     pub values: Values,
-    /// Communication receivers, sorted by key.
-    pub receivers: Vec<Receiver>,
     /// The latest record time (rebased): the header's end time.
     pub end: u64,
     /// Limits the trace exceeds.
     pub warnings: Vec<String>,
 }
 
-impl<'t> Layout<'t> {
-    /// Builds the model of a scope.
-    pub fn new(scope: &Scope<'_, 't>) -> Layout<'t> {
-        let timeline = scope.activity.timeline;
+impl Layout {
+    /// The model of a plan, from what was prepared for each exported process and the names
+    /// every part uses.
+    pub fn new(plan: &Plan, prepared: &[Option<Prepared>], parts: &[Joined]) -> Layout {
+        let timeline = plan.activity.timeline;
         let mut hosts: Vec<HostId> = Vec::new();
         let mut tasks = Vec::new();
-        for (index, part) in scope.parts.iter().enumerate() {
-            let host = timeline.process(part.process).host;
+        let empty = Prepared::default();
+        for (position, e) in plan.exported.iter().enumerate() {
+            let host = timeline.process(e.process).host;
             if !hosts.contains(&host) {
                 hosts.push(host);
             }
             let node = hosts.iter().position(|&h| h == host).unwrap_or(0) as u32 + 1;
-            tasks.push(task(scope, index, part, node));
+            let p = prepared[position].as_ref().unwrap_or(&empty);
+            tasks.push(task(plan, position, p, node));
         }
         let threads: usize = tasks.iter().map(|t| t.threads.len()).sum();
         let mut warnings = Vec::new();
@@ -149,31 +153,34 @@ impl<'t> Layout<'t> {
                  (--ranks) for a default build"
             ));
         }
-        let values = values(scope, &tasks);
-        let receivers = receivers(scope, &tasks);
-        let end = end_time(scope, &tasks);
+        let end = prepared
+            .iter()
+            .flatten()
+            .filter_map(|p| p.end)
+            .max()
+            .map_or(0, |e| plan.rebase(e));
         Layout {
             nodes: hosts
                 .iter()
                 .map(|&h| timeline.host(h).name.clone())
                 .collect(),
             tasks,
-            values,
-            receivers,
+            values: values(plan, parts),
             end,
             warnings,
         }
     }
 }
 
-/// One task: its threads in order (CPU, stream lanes, analysis) and their names.
-fn task<'t>(scope: &Scope<'_, 't>, index: usize, part: &Part, node: u32) -> Task<'t> {
-    let activity = scope.activity;
+/// One task: its threads in order (CPU, stream lanes, analysis, metrics, memory) and their
+/// names.
+fn task(plan: &Plan, position: usize, prepared: &Prepared, node: u32) -> Task {
+    let activity = plan.activity;
     let timeline = activity.timeline;
-    let task_no = index + 1;
+    let task_no = position + 1;
     let mut names = Vec::new();
-    let mut cpu = Vec::new();
-    for ((tid, thread), events) in thread_events(activity, part, true) {
+    let mut cpu = FxHashMap::default();
+    for &(tid, thread, _) in &prepared.threads {
         let number = names.len() as u32 + 1;
         let name = timeline.text(timeline.thread(thread).name);
         names.push(
@@ -181,135 +188,105 @@ fn task<'t>(scope: &Scope<'_, 't>, index: usize, part: &Part, node: u32) -> Task
                 .trim_end()
                 .to_string(),
         );
-        cpu.push((number, events));
+        cpu.insert(thread, number);
     }
-    let mut streams = Vec::new();
-    for ((device, stream_id, stream), ops) in stream_ops(activity, part) {
-        let role = part.streams.role(stream).unwrap_or(Role::Copy);
-        let role_name = role.name(scope.rules);
+    let mut streams = FxHashMap::default();
+    for s in &prepared.streams_lanes {
+        let role = prepared.streams.role(s.stream).unwrap_or(Role::Copy);
+        let role_name = role.name(plan.rules);
         let first_thread = names.len() as u32 + 1;
-        for lane in 0..lane_count(&ops) {
+        for lane in 0..s.lanes {
+            let (device, id) = (s.device, s.number);
             names.push(match lane {
-                0 => format!("CUDA-D{device}.S{stream_id} {role_name}"),
-                n => format!("CUDA-D{device}.S{stream_id} {role_name} (lane {})", n + 1),
+                0 => format!("CUDA-D{device}.S{id} {role_name}"),
+                n => format!("CUDA-D{device}.S{id} {role_name} (lane {})", n + 1),
             });
         }
-        streams.push(StreamThreads {
-            stream,
-            first_thread,
-            role,
-            ops,
-        });
+        streams.insert(s.stream, StreamThreads { first_thread, role });
     }
-    let counters = Counters::new(scope, part).map(|c| {
-        names.push(format!("ANALYSIS {}", task_name(timeline, part)));
-        (names.len() as u32, c)
+    let name = task_name(timeline, plan, position);
+    let analysis = prepared.counters.then(|| {
+        names.push(format!("ANALYSIS {name}"));
+        names.len() as u32
     });
-    let mut metrics: Vec<(u32, Vec<MetricSeriesId>)> = Vec::new();
-    let mut last_gpu = None;
-    for (gpu, series) in activity.metric_series(part.process) {
-        if last_gpu != Some(gpu) {
-            last_gpu = Some(gpu);
+    let mut metrics: FxHashMap<GpuId, (u32, Vec<MetricSeriesId>)> = FxHashMap::default();
+    let process = plan.exported[position].process;
+    for (gpu, series) in activity.metric_series(process) {
+        let entry = metrics.entry(gpu).or_insert_with(|| {
             names.push(format!("Metrics GPU{}", timeline.gpu(gpu).device));
-            metrics.push((names.len() as u32, Vec::new()));
-        }
-        if let Some((_, all)) = metrics.last_mut() {
-            all.push(series);
-        }
+            (names.len() as u32, Vec::new())
+        });
+        entry.1.push(series);
     }
-    let memory = allocated(activity, part.process, part.window)
-        .into_iter()
-        .map(|a| {
-            names.push(format!("Memory GPU{}", timeline.gpu(a.gpu).device));
-            (names.len() as u32, a.steps)
-        })
-        .collect();
+    let mut memory = FxHashMap::default();
+    for &gpu in &prepared.memory {
+        names.push(format!("Memory GPU{}", timeline.gpu(gpu).device));
+        memory.insert(gpu, names.len() as u32);
+    }
     Task {
-        part: index,
-        name: task_name(timeline, part),
+        name,
         node,
         threads: names,
         cpu,
         streams,
-        counters,
+        analysis,
         metrics,
         memory,
     }
 }
 
 /// `rank N`, or `node h pid p` for a process that is not a rank.
-fn task_name(timeline: &Timeline, part: &Part) -> String {
-    match part.rank {
+fn task_name(timeline: &Timeline, plan: &Plan, position: usize) -> String {
+    let e = &plan.exported[position];
+    match e.rank {
         Some(rank) => format!("rank {}", rank.rank),
         None => {
-            let p = timeline.process(part.process);
+            let p = timeline.process(e.process);
             format!("node {} pid {}", timeline.host(p.host).name, p.pid)
         }
     }
 }
 
-/// The lane of each operation, first fit: the first lane idle at its start.
-pub fn assign_lanes<T>(ops: &[Clipped<T>]) -> Vec<u32> {
-    let mut lane_ends: Vec<i64> = Vec::new();
-    ops.iter()
-        .map(|op| {
-            let lane = match lane_ends.iter().position(|&end| end <= op.start) {
-                Some(lane) => lane,
-                None => {
-                    lane_ends.push(i64::MIN);
-                    lane_ends.len() - 1
-                }
-            };
-            lane_ends[lane] = op.end;
-            lane as u32
-        })
-        .collect()
-}
-
-fn lane_count<T>(ops: &[Clipped<T>]) -> u32 {
-    assign_lanes(ops).into_iter().max().map_or(1, |m| m + 1)
-}
-
-/// The value tables of everything the tasks draw.
-fn values(scope: &Scope, tasks: &[Task]) -> Values {
-    let timeline = scope.activity.timeline;
+/// The value tables of every name the parts use.
+fn values(plan: &Plan, parts: &[Joined]) -> Values {
+    let timeline = plan.activity.timeline;
     let mut api_keys: FxHashSet<StringId> = FxHashSet::default();
     let mut gpu_keys: FxHashSet<GpuName> = FxHashSet::default();
-    let mut nvtx_keys: FxHashSet<(StringId, StringId)> = FxHashSet::default();
     let mut os_keys: FxHashSet<StringId> = FxHashSet::default();
-    let mut roles: BTreeMap<String, ()> = BTreeMap::new();
+    for part in parts {
+        let names = &part.events.names;
+        let text = |id: StringId| part.translation.strings[id.index()];
+        api_keys.extend(names.used(Names::API).map(text));
+        os_keys.extend(names.used(Names::OS).map(text));
+        gpu_keys.extend(names.used(Names::KERNEL).map(|k| GpuName::Kernel(text(k))));
+        for &kind in &names.copy_kinds {
+            gpu_keys.insert(GpuName::Fixed(copy_names(kind).0));
+        }
+        if names.memset {
+            gpu_keys.insert(GpuName::Fixed("[CUDA memset]"));
+        }
+        gpu_keys.extend(names.graph_execs.iter().map(|&e| GpuName::Graph(e)));
+    }
+    let mut nvtx_keys: FxHashSet<(StringId, StringId)> = FxHashSet::default();
     let mut stages: BTreeMap<Stage, ()> = BTreeMap::new();
-    for task in tasks {
-        for (_, events) in &task.cpu {
-            for e in events {
-                match e.what {
-                    CpuEvent::Api(a) => api_keys.insert(a.name),
-                    CpuEvent::Os(o) => os_keys.insert(o.name),
-                    CpuEvent::Range(n) | CpuEvent::StartEnd(n) | CpuEvent::Mark(n) => {
-                        nvtx_keys.insert((n.domain, n.text))
-                    }
-                };
+    let mut staged: FxHashSet<StringId> = FxHashSet::default();
+    for e in &plan.exported {
+        for n in plan.activity.nvtx(e.process) {
+            if n.kind != NvtxKind::Metadata {
+                nvtx_keys.insert((n.domain, n.text));
             }
-        }
-        for s in &task.streams {
-            roles.insert(s.role.name(scope.rules).to_string(), ());
-            gpu_keys.extend(s.ops.iter().map(|op| gpu_name(op.what)));
-        }
-        let part = &scope.parts[task.part];
-        for k in &part.streams.nccl {
-            roles.insert(k.role_name(scope.rules).to_string(), ());
-            if let Some(stage) = k.stage {
-                stages.insert(stage, ());
+            if n.kind.is_range() && staged.insert(n.text) {
+                stages.extend(Stage::last_in(timeline.text(n.text)).map(|s| (s, ())));
             }
         }
     }
     let api = by_label(api_keys, |&k| strip_version(timeline.text(k)).to_string());
     let gpu = by_label(gpu_keys, |&k| gpu_label(timeline, k));
-    let mut domains: BTreeMap<String, ()> = BTreeMap::new();
+    let mut domains: BTreeMap<String, Vec<StringId>> = BTreeMap::new();
     let nvtx = by_label(nvtx_keys, |&(domain, text)| {
-        let domain = timeline.text(domain);
-        domains.insert(domain.to_string(), ());
-        nvtx_label(domain, timeline.text(text))
+        let name = timeline.text(domain);
+        domains.entry(name.to_string()).or_default().push(domain);
+        nvtx_label(name, timeline.text(text))
     });
     let mut values = Values::default();
     for (label, keys) in api {
@@ -329,28 +306,43 @@ fn values(scope: &Scope, tasks: &[Task]) -> Values {
         values.nvtx.extend(keys.into_iter().map(|k| (k, id)));
     }
     let mut k = 0;
-    for domain in domains.into_keys() {
+    for (domain, ids) in domains {
         let ty = if domain == "NCCL" {
             types::NCCL_REGIONS
         } else {
             k += 1;
             types::NVTX_PUSHPOP_BASE + 100 * (k - 1)
         };
+        values
+            .domain_types
+            .extend(ids.into_iter().map(|id| (id, ty)));
         values.domains.insert(domain, ty);
     }
     os_values(
         &mut values,
         by_label(os_keys, |&k| timeline.text(k).to_string()),
     );
-    for task in tasks {
-        for series in task.metrics.iter().flat_map(|(_, all)| all) {
-            let series = timeline.metric_series(*series);
+    for e in &plan.exported {
+        for (_, series) in plan.activity.metric_series(e.process) {
+            let series = timeline.metric_series(series);
             let ty = types::GPU_METRICS_BASE + series.metric_id;
             let name = timeline.text(series.name).to_string();
             values.metrics.entry(ty).or_insert(name);
         }
     }
-    values.roles = roles.into_keys().collect();
+    let mut roles: Vec<String> = [
+        "compute",
+        "copy",
+        "mixed",
+        crate::classify::streams::BARRIER,
+    ]
+    .iter()
+    .map(|r| r.to_string())
+    .chain(plan.rules.labels().map(str::to_string))
+    .collect();
+    roles.sort();
+    roles.dedup();
+    values.roles = roles;
     values.stages = stages.into_keys().collect();
     values
 }
@@ -413,16 +405,6 @@ fn nvtx_label(domain: &str, text: &str) -> String {
     }
 }
 
-/// The key of a GPU operation's name.
-pub fn gpu_name(op: GpuOp) -> GpuName {
-    match op {
-        GpuOp::Kernel(k) => GpuName::Kernel(k.short_name),
-        GpuOp::Memcpy(m) => GpuName::Fixed(copy_names(m.copy_kind).0),
-        GpuOp::Memset(_) => GpuName::Fixed("[CUDA memset]"),
-        GpuOp::Graph(g) => GpuName::Graph(g.exec),
-    }
-}
-
 /// The `.pcf` label of a GPU operation's name: the kernel's short name, or the fixed name
 /// without its brackets (`CUDA memcpy Host-to-Device`).
 fn gpu_label(timeline: &Timeline, name: GpuName) -> String {
@@ -430,70 +412,5 @@ fn gpu_label(timeline: &Timeline, name: GpuName) -> String {
         GpuName::Kernel(short) => timeline.text(short).to_string(),
         GpuName::Fixed(fixed) => fixed.trim_matches(['[', ']']).to_string(),
         GpuName::Graph(exec) => format!("Graph Exec {exec}"),
-    }
-}
-
-/// Every GPU operation that can receive a communication record, keyed by (process, correlation).
-fn receivers(scope: &Scope, tasks: &[Task]) -> Vec<Receiver> {
-    let mut receivers = Vec::new();
-    for (index, task) in tasks.iter().enumerate() {
-        let process = scope.parts[task.part].process;
-        for s in &task.streams {
-            for (op, lane) in s.ops.iter().zip(assign_lanes(&s.ops)) {
-                let correlation = op.what.correlation();
-                if correlation == 0 {
-                    continue;
-                }
-                let (tag, size) = match op.what {
-                    GpuOp::Kernel(_) => (types::TAG_KERNEL, 0),
-                    GpuOp::Memcpy(m) => (types::TAG_MEMOP, m.bytes),
-                    GpuOp::Memset(m) => (types::TAG_MEMOP, m.bytes),
-                    GpuOp::Graph(_) => (types::TAG_KERNEL, 0),
-                };
-                receivers.push(Receiver {
-                    key: (process, correlation),
-                    task: index as u32 + 1,
-                    thread: s.first_thread + lane,
-                    start: op.start,
-                    tag,
-                    size,
-                });
-            }
-        }
-    }
-    receivers.sort_unstable();
-    receivers
-}
-
-/// The latest time of any record (rebased).
-fn end_time(scope: &Scope, tasks: &[Task]) -> u64 {
-    let mut end = i64::MIN;
-    for task in tasks {
-        for (_, events) in &task.cpu {
-            end = events.iter().map(|e| e.end).fold(end, i64::max);
-        }
-        for s in &task.streams {
-            end = s.ops.iter().map(|o| o.end).fold(end, i64::max);
-        }
-        for (_, steps) in &task.memory {
-            end = steps.last().map_or(end, |s| end.max(s.0));
-        }
-        let window = scope.parts[task.part].window;
-        for series in task.metrics.iter().flat_map(|(_, all)| all) {
-            let samples = scope.activity.metric_samples_in(*series, window);
-            end = samples.last().map_or(end, |m| end.max(m.time.0));
-        }
-        if let Some((_, c)) = &task.counters {
-            let last = |steps: &Vec<(i64, i64)>| steps.last().map_or(i64::MIN, |s| s.0);
-            end = end
-                .max(last(&c.compute))
-                .max(last(&c.comm))
-                .max(last(&c.exposed));
-        }
-    }
-    if end == i64::MIN {
-        0
-    } else {
-        scope.rebase(end)
     }
 }

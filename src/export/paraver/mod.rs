@@ -7,13 +7,16 @@
 //! the overlap analysis. Event types and labels are nsys2prv's where it has them, so its
 //! presets work; the body is globally time-sorted; times are rebased to start at 0.
 
+mod gate;
 mod layout;
 mod records;
 pub mod types;
 
-pub use records::Counts;
+pub use records::{Counts, Used};
 
-use super::Scope;
+use super::Plan;
+use super::capture::Joined;
+use super::prepare::Prepared;
 use crate::report::utc_iso;
 use layout::{GpuName, Layout};
 use std::fmt::Write as _;
@@ -25,6 +28,9 @@ use std::path::{Path, PathBuf};
 pub struct Options {
     /// Gzip the `.prv` (wxparaver and paramedir read `.prv.gz`).
     pub gzip: bool,
+    /// Bytes of records that may wait in memory for a launch's operation to start before they
+    /// go to a temporary file.
+    pub memory: usize,
 }
 
 /// The written files and what they hold.
@@ -44,28 +50,38 @@ pub struct Summary {
     pub warnings: Vec<String>,
 }
 
-/// Writes `base.prv[.gz]`, `base.pcf` and `base.row`, each under a temporary name first.
-pub fn write(scope: &Scope, base: &Path, options: Options) -> anyhow::Result<Summary> {
-    let layout = Layout::new(scope);
+/// Writes `base.prv[.gz]`, `base.pcf` and `base.row`, each under a temporary name first: the
+/// plan's processes, from the joined captures `parts` and what was `prepared` for each.
+pub fn write(
+    plan: &Plan,
+    parts: &[Joined],
+    prepared: &[Option<Prepared>],
+    base: &Path,
+    options: Options,
+) -> anyhow::Result<Summary> {
+    let layout = Layout::new(plan, prepared, parts);
     let prv = path_with(base, if options.gzip { "prv.gz" } else { "prv" });
     let temp = crate::output::temporary_beside(&prv)?;
     let buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
-    let header = header(scope, &layout) + &provenance(scope);
-    let counts = if options.gzip {
+    let head = header(plan, &layout) + &provenance(plan);
+    let all: Vec<&Joined> = parts.iter().collect();
+    let (counts, used) = if options.gzip {
         let mut gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
-        gz.write_all(header.as_bytes())?;
-        let counts = records::write_body(scope, &layout, &mut gz)?;
+        gz.write_all(head.as_bytes())?;
+        let (gz, counts, used) =
+            records::write_body(plan, &all, prepared, &layout, gz, options.memory)?;
         gz.finish()?.flush()?;
-        counts
+        (counts, used)
     } else {
         let mut out = buffered;
-        out.write_all(header.as_bytes())?;
-        let counts = records::write_body(scope, &layout, &mut out)?;
+        out.write_all(head.as_bytes())?;
+        let (mut out, counts, used) =
+            records::write_body(plan, &all, prepared, &layout, out, options.memory)?;
         out.flush()?;
-        counts
+        (counts, used)
     };
     let bytes = temp.as_file().metadata()?.len();
-    write_text(&path_with(base, "pcf"), &pcf(&layout))?;
+    write_text(&path_with(base, "pcf"), &pcf(&layout, &used))?;
     write_text(&path_with(base, "row"), &row(&layout))?;
     crate::output::persist(temp, &prv)?;
     Ok(Summary {
@@ -91,8 +107,8 @@ fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// `#Paraver (dd/mm/YYYY at HH:MM):END_ns:NODES(1,...):1:TASKS(threads:node,...)`; the date is
 /// the earliest session start (UTC), so the same inputs give the same bytes.
-fn header(scope: &Scope, layout: &Layout) -> String {
-    let start = scope
+fn header(plan: &Plan, layout: &Layout) -> String {
+    let start = plan
         .activity
         .timeline
         .reports
@@ -124,12 +140,12 @@ fn header(scope: &Scope, layout: &Layout) -> String {
 }
 
 /// Body comment lines (kept by Paraver as trace metadata): how times were rebased.
-fn provenance(scope: &Scope) -> String {
+fn provenance(plan: &Plan) -> String {
     let mut out = format!(
         "# nsys-lens: times are merged-clock ns minus {} (the earliest exported event)\n",
-        scope.offset
+        plan.offset
     );
-    for r in &scope.activity.timeline.reports {
+    for r in &plan.activity.timeline.reports {
         let _ = writeln!(
             out,
             "# nsys-lens: {} onto the merged clock: {:+} ns (of which collective correction {:+} ns)",
@@ -168,8 +184,8 @@ fn row(layout: &Layout) -> String {
     out
 }
 
-/// Labels: nsys2prv's preamble and shared types, then ours.
-fn pcf(layout: &Layout) -> String {
+/// Labels: nsys2prv's preamble and shared types, then ours (of roles and stages, those `used`).
+fn pcf(layout: &Layout, used: &Used) -> String {
     let v = &layout.values;
     let mut out = String::from(
         "DEFAULT_OPTIONS\n\nLEVEL               THREAD\nUNITS               NANOSEC\n\
@@ -223,7 +239,10 @@ fn pcf(layout: &Layout) -> String {
             block(&mut out, ty, label, &values);
         }
     }
-    let roles: Vec<(u32, &str)> = (1..).zip(v.roles.iter().map(String::as_str)).collect();
+    let roles: Vec<(u32, &str)> = (1..)
+        .zip(v.roles.iter().map(String::as_str))
+        .filter(|(id, _)| used.roles.contains(id))
+        .collect();
     block(
         &mut out,
         types::STREAM_ROLE,
@@ -244,7 +263,10 @@ fn pcf(layout: &Layout) -> String {
         &evidence,
     );
     let stages: Vec<String> = v.stages.iter().map(|s| s.to_string()).collect();
-    let stages: Vec<(u32, &str)> = (1..).zip(stages.iter().map(String::as_str)).collect();
+    let stages: Vec<(u32, &str)> = (1..)
+        .zip(stages.iter().map(String::as_str))
+        .filter(|(id, _)| used.stages.contains(id))
+        .collect();
     block(&mut out, types::STAGE, "nsys-lens PithTrain stage", &stages);
     if !v.metrics.is_empty() {
         out.push_str("EVENT_TYPE\n");

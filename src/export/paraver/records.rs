@@ -1,81 +1,32 @@
-//! The `.prv` body: one record source per thread (per stream for its lanes), each yielding its
-//! records in time order with a closing event before an opening one at equal times, merged by a
-//! k-way merge into one globally time-sorted stream. Nothing is formatted before it is written.
+//! The `.prv` body, written in one pass over the events in time order ([`Stream`]): each thread
+//! (a CPU thread, a stream's lanes, the analysis thread, a GPU's metrics and memory threads)
+//! turns its events into records as they come, a closing event before an opening one at equal
+//! times. All records of one time are written task by task, thread by thread, in the order each
+//! thread made them, so the body is globally time-sorted and each thread's records do not
+//! depend on which other processes the same pass writes. Nothing is formatted before it is due.
+//!
+//! A launch's communication record (API call to GPU operation) belongs right after the call's
+//! own record, but is only known when its operation starts: the [`Gate`] holds the records after
+//! a call whose operations have not all started, and writes them once they have.
 
-use super::layout::{Layout, Receiver, Task};
+use super::gate::{Gate, Key};
+use super::layout::{GpuName, Layout, Task};
 use super::types;
-use crate::analysis::overlap::BARRIER;
 use crate::classify::rules::is_nccl;
-use crate::export::Scope;
-use crate::export::items::{Clipped, CpuEvent, GpuOp};
+use crate::export::Plan;
+use crate::export::capture::Joined;
+use crate::export::counters::Counters;
+use crate::export::prepare::Prepared;
+use crate::export::stream::{Event, Item, Stream, copy_names};
 use crate::hash::FxHashMap;
-use crate::model::{MetricSample, ProcessId, StreamId};
+use crate::model::{GpuId, NvtxKind, StreamId, ThreadId};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
 
 /// Most type:value pairs in one record: a kernel begin has up to 17 (12 for every kernel; an
 /// NCCL kernel's role, evidence, stage and collective; a graph node).
 const MAX_PAIRS: usize = 17;
-
-/// One record, ready to format.
-#[derive(Clone, Copy)]
-struct Record {
-    time: u64,
-    task: u32,
-    thread: u32,
-    body: Body,
-}
-
-/// The type:value pairs of one event record.
-#[derive(Clone, Copy)]
-struct Pairs {
-    pairs: [(u32, u64); MAX_PAIRS],
-    len: usize,
-}
-
-impl Pairs {
-    fn new() -> Pairs {
-        Pairs {
-            pairs: [(0, 0); MAX_PAIRS],
-            len: 0,
-        }
-    }
-
-    fn push(&mut self, pair: (u32, u64)) {
-        self.pairs[self.len] = pair;
-        self.len += 1;
-    }
-
-    fn as_slice(&self) -> &[(u32, u64)] {
-        &self.pairs[..self.len]
-    }
-}
-
-// Records are built and formatted one at a time on the stack: boxing the pairs would allocate
-// per record.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Copy)]
-enum Body {
-    Events(Pairs),
-    Comm {
-        task: u32,
-        thread: u32,
-        time: u64,
-        size: u64,
-        tag: u32,
-    },
-}
-
-impl Body {
-    fn events(pairs: &[(u32, u64)]) -> Body {
-        let mut all = Pairs::new();
-        for &p in pairs {
-            all.push(p);
-        }
-        Body::Events(all)
-    }
-}
 
 /// What was written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -102,317 +53,144 @@ pub struct Counts {
     pub records: u64,
 }
 
-/// What record sources look things up in.
-struct Context<'a> {
-    scope: &'a Scope<'a, 'a>,
-    layout: &'a Layout<'a>,
+/// The role and stage values the body used, which the `.pcf` labels.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Used {
+    /// Role values (stream and communication roles).
+    pub roles: BTreeSet<u32>,
+    /// Stage values.
+    pub stages: BTreeSet<u32>,
 }
 
-/// Writes the body of `layout` to `out`.
-pub fn write_body<W: Write>(scope: &Scope, layout: &Layout, out: &mut W) -> io::Result<Counts> {
-    let ctx = Context { scope, layout };
-    let mut sources = sources(&ctx);
-    let mut counts = Counts::default();
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = sources
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| s.peek(&ctx).map(|t| Reverse((t, i))))
-        .collect();
-    let mut line = Vec::with_capacity(256);
-    while let Some(Reverse((_, i))) = heap.pop() {
-        let record = sources[i].next(&ctx, &mut counts);
-        format(&record, &mut line);
-        out.write_all(&line)?;
-        counts.records += 1;
-        if let Some(t) = sources[i].peek(&ctx) {
-            heap.push(Reverse((t, i)));
-        }
+/// Writes the body of the plan's processes in `parts` to `out`.
+pub fn write_body<W: Write>(
+    plan: &Plan,
+    parts: &[&Joined],
+    prepared: &[Option<Prepared>],
+    layout: &Layout,
+    out: W,
+    memory: usize,
+) -> io::Result<(W, Counts, Used)> {
+    let timeline = plan.activity.timeline;
+    let mut tasks: Vec<Option<TaskWriter>> = Vec::new();
+    for (position, p) in prepared.iter().enumerate() {
+        let report = timeline.process(plan.exported[position].process).report;
+        let mine = parts.iter().any(|part| part.report == report);
+        tasks.push(match p {
+            Some(p) if mine => Some(TaskWriter::new(plan, position, p, &layout.tasks[position])),
+            _ => None,
+        });
     }
-    Ok(counts)
-}
-
-/// One source per CPU thread, per stream, and per analysis thread, task by task.
-fn sources<'a>(ctx: &Context<'a>) -> Vec<Source<'a>> {
-    let mut sources = Vec::new();
-    for (index, task) in ctx.layout.tasks.iter().enumerate() {
-        let task_no = index as u32 + 1;
-        let part = &ctx.scope.parts[task.part];
-        for (thread, events) in &task.cpu {
-            sources.push(Source::Cpu(CpuSource {
-                task: task_no,
-                thread: *thread,
-                process: part.process,
-                events,
-                next: 0,
-                ends: BinaryHeap::new(),
-                sequence: 0,
-                comms: VecDeque::new(),
-            }));
-        }
-        let mut nccl = nccl_events(ctx, task);
-        for s in &task.streams {
-            let role = 1 + ctx
-                .layout
-                .values
-                .roles
-                .iter()
-                .position(|r| r == s.role.name(ctx.scope.rules))
-                .unwrap_or(0) as u64;
-            sources.push(Source::Gpu(GpuSource {
-                task: task_no,
-                first_thread: s.first_thread,
-                stream: s.stream,
-                role,
-                ops: &s.ops,
-                next: 0,
-                busy: Vec::new(),
-                ends: BinaryHeap::new(),
-                nccl: nccl
-                    .extract_if(|&(stream, ..), _| stream == s.stream)
-                    .collect(),
-            }));
-        }
-        if let Some((thread, counters)) = &task.counters {
-            sources.push(Source::Counters(CounterSource::analysis(
-                task_no, *thread, counters,
-            )));
-        }
-        for (thread, steps) in &task.memory {
-            let series = vec![(types::GPU_MEMORY, steps.as_slice())];
-            sources.push(Source::Counters(CounterSource::new(
-                task_no, *thread, series,
-            )));
-        }
-        for (thread, series) in &task.metrics {
-            let series = series
-                .iter()
-                .map(|&s| {
-                    let ty = types::GPU_METRICS_BASE
-                        + ctx.scope.activity.timeline.metric_series(s).metric_id;
-                    (ty, ctx.scope.activity.metric_samples_in(s, part.window))
-                })
-                .collect();
-            sources.push(Source::Metrics(CounterSource::new(
-                task_no, *thread, series,
-            )));
-        }
-    }
-    sources
-}
-
-/// The events an NCCL kernel carries beside the kernel's own: its role, the evidence for it,
-/// and the stage it was launched in.
-#[derive(Debug, Clone, Copy)]
-struct NcclEvents {
-    role: u64,
-    evidence: u64,
-    stage: Option<u64>,
-}
-
-/// Those events of each NCCL kernel of a task, by (stream, clipped start, clipped end).
-fn nccl_events(ctx: &Context, task: &Task) -> FxHashMap<(StreamId, i64, i64), NcclEvents> {
-    let values = &ctx.layout.values;
-    let position = |found: Option<usize>| found.map_or(0, |i| i as u64 + 1);
-    ctx.scope.parts[task.part]
-        .streams
-        .nccl
-        .iter()
-        .map(|k| {
-            let role = k.role_name(ctx.scope.rules);
-            let kind = k.evidence.kind();
-            let events = NcclEvents {
-                role: position(values.roles.iter().position(|r| r == role)),
-                evidence: position(types::EVIDENCE_KINDS.iter().position(|&e| e == kind)),
-                stage: k
-                    .stage
-                    .and_then(|s| values.stages.iter().position(|&v| v == s))
-                    .map(|i| i as u64 + 1),
-            };
-            ((k.stream, k.start, k.end), events)
-        })
-        .collect()
-}
-
-enum Source<'a> {
-    Cpu(CpuSource<'a>),
-    Gpu(GpuSource<'a>),
-    Counters(CounterSource<'a, (i64, i64)>),
-    Metrics(CounterSource<'a, MetricSample>),
-}
-
-impl Source<'_> {
-    fn peek(&self, ctx: &Context) -> Option<u64> {
-        match self {
-            Source::Cpu(s) => s.peek(ctx),
-            Source::Gpu(s) => s.peek(ctx),
-            Source::Counters(s) => s.peek(ctx),
-            Source::Metrics(s) => s.peek(ctx),
-        }
-    }
-
-    fn next(&mut self, ctx: &Context, counts: &mut Counts) -> Record {
-        match self {
-            Source::Cpu(s) => s.next(ctx, counts),
-            Source::Gpu(s) => s.next(ctx, counts),
-            Source::Counters(s) => s.next(ctx),
-            Source::Metrics(s) => {
-                let record = s.next(ctx);
-                if let Body::Events(pairs) = &record.body {
-                    counts.metric_samples += pairs.len as u64;
-                }
-                record
+    let mut body = Body {
+        plan,
+        layout,
+        gate: Gate::new(out, memory),
+        counts: Counts::default(),
+        used: Used::default(),
+        records: Vec::new(),
+        seq: 0,
+        line: Vec::with_capacity(256),
+    };
+    let mut stream = Stream::new(plan, parts);
+    let mut group = Vec::new();
+    loop {
+        let due = tasks.iter().flatten().filter_map(|t| t.due()).min();
+        let t = match (stream.peek()?, due) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => break,
+            },
+        };
+        stream.group(t, &mut group)?;
+        for item in &group {
+            if let Some(task) = tasks[item.exported].as_mut() {
+                task.item(&mut body, item)?;
             }
         }
+        for task in tasks.iter_mut().flatten() {
+            task.end_group(&mut body, t);
+        }
+        body.flush_group()?;
+    }
+    let Body {
+        gate,
+        mut counts,
+        used,
+        ..
+    } = body;
+    let (out, records) = gate.finish()?;
+    counts.records = records;
+    Ok((out, counts, used))
+}
+
+/// The records being made: the group of one time, and where they go.
+struct Body<'p, 'a, 't, W: Write> {
+    plan: &'p Plan<'a, 't>,
+    layout: &'p Layout,
+    gate: Gate<W>,
+    counts: Counts,
+    used: Used,
+    /// This time's records: (task, thread, order made, line).
+    records: Vec<(u32, u32, u64, Vec<u8>)>,
+    seq: u64,
+    line: Vec<u8>,
+}
+
+impl<W: Write> Body<'_, '_, '_, W> {
+    /// Makes an event record of `thread` of `task` at merged-clock time `t`; returns its key.
+    fn event(&mut self, task: u32, thread: u32, t: i64, pairs: &[(u32, u64)]) -> Key {
+        let time = self.plan.rebase(t);
+        format_event(task, thread, time, pairs, &mut self.line);
+        self.seq += 1;
+        self.records
+            .push((task, thread, self.seq, std::mem::take(&mut self.line)));
+        Key {
+            time,
+            task,
+            thread,
+            seq: self.seq,
+            sub: 0,
+        }
+    }
+
+    /// Writes this time's records, task by task, thread by thread.
+    fn flush_group(&mut self) -> io::Result<()> {
+        self.records.sort_unstable_by_key(|r| (r.0, r.1, r.2));
+        for (task, thread, seq, line) in self.records.drain(..) {
+            let time = parse_time(&line);
+            let key = Key {
+                time,
+                task,
+                thread,
+                seq,
+                sub: 0,
+            };
+            self.gate.record(key, &line)?;
+        }
+        self.gate.drain()
     }
 }
 
-/// A CPU thread: API calls, NVTX ranges and marks, and the communication records of launches.
-struct CpuSource<'a> {
-    task: u32,
-    thread: u32,
-    process: ProcessId,
-    events: &'a [Clipped<CpuEvent<'a>>],
-    next: usize,
-    /// Pending closes: (end, order, type to close, and for API calls the correlation too).
+/// The `time` field of an event line (`2:0:1:task:thread:time:...`).
+fn parse_time(line: &[u8]) -> u64 {
+    let field = line.split(|&b| b == b':').nth(5).unwrap_or(b"0");
+    field.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0'))
+}
+
+/// A CPU thread's state: its number and pending closes (end, order, type, whether an API call).
+struct CpuThread {
+    number: u32,
     ends: BinaryHeap<Reverse<(i64, u64, u32, bool)>>,
     sequence: u64,
-    comms: VecDeque<Record>,
 }
 
-impl CpuSource<'_> {
-    fn peek(&self, ctx: &Context) -> Option<u64> {
-        if let Some(c) = self.comms.front() {
-            return Some(c.time);
-        }
-        let end = self.ends.peek().map(|Reverse((t, ..))| *t);
-        let begin = self.events.get(self.next).map(|e| e.start);
-        let t = match (end, begin) {
-            (Some(e), Some(b)) => e.min(b),
-            (e, b) => e.or(b)?,
-        };
-        Some(ctx.scope.rebase(t))
-    }
-
-    fn next(&mut self, ctx: &Context, counts: &mut Counts) -> Record {
-        if let Some(c) = self.comms.pop_front() {
-            return c;
-        }
-        let next_begin = self.events.get(self.next).map_or(i64::MAX, |e| e.start);
-        if let Some(&Reverse((end, _, ty, api))) = self.ends.peek()
-            && end <= next_begin
-        {
-            self.ends.pop();
-            let body = if api {
-                Body::events(&[(ty, 0), (types::CORRELATION, 0)])
-            } else {
-                Body::events(&[(ty, 0)])
-            };
-            return self.record(ctx, end, body);
-        }
-        let event = self.events[self.next];
-        self.next += 1;
-        let values = &ctx.layout.values;
-        let nvtx = |n: &crate::model::NvtxEvent| {
-            values.nvtx.get(&(n.domain, n.text)).copied().unwrap_or(0) as u64
-        };
-        let (ty, value, api) = match event.what {
-            CpuEvent::Api(a) => {
-                counts.api += 1;
-                let id = values.api.get(&a.name).copied().unwrap_or(0) as u64;
-                self.launch(ctx, event.start, a.correlation, counts);
-                (types::CUDA_API, id, Some(a.correlation))
-            }
-            CpuEvent::Range(n) => {
-                counts.nvtx += 1;
-                let domain = ctx.scope.activity.timeline.text(n.domain);
-                let ty = values
-                    .domains
-                    .get(domain)
-                    .copied()
-                    .unwrap_or(types::NVTX_PUSHPOP_BASE);
-                (ty, nvtx(n), None)
-            }
-            CpuEvent::Os(o) => {
-                counts.os_calls += 1;
-                let (ty, value) = values.os.get(&o.name).copied().unwrap_or((types::OSRT, 0));
-                (ty, u64::from(value), None)
-            }
-            CpuEvent::StartEnd(n) => {
-                counts.nvtx += 1;
-                (types::NVTX_STARTEND, nvtx(n), None)
-            }
-            CpuEvent::Mark(n) => {
-                counts.nvtx += 1;
-                let body = Body::events(&[(types::NVTX_MARK, nvtx(n))]);
-                return self.record(ctx, event.start, body);
-            }
-        };
-        self.sequence += 1;
-        self.ends
-            .push(Reverse((event.end, self.sequence, ty, api.is_some())));
-        let body = match api {
-            Some(c) => Body::events(&[(ty, value), (types::CORRELATION, u64::from(c))]),
-            None => Body::events(&[(ty, value)]),
-        };
-        self.record(ctx, event.start, body)
-    }
-
-    /// Queues the communication records from a launch at `start` to its GPU operations.
-    fn launch(&mut self, ctx: &Context, start: i64, correlation: u32, counts: &mut Counts) {
-        if correlation == 0 {
-            return;
-        }
-        let receivers = &ctx.layout.receivers;
-        let key = (self.process, correlation);
-        let from = receivers.partition_point(|r| r.key < key);
-        for r in receivers[from..].iter().take_while(|r| r.key == key) {
-            if r.start < start {
-                counts.comms_skipped += 1;
-                continue;
-            }
-            counts.comms += 1;
-            let comm = self.comm(ctx, start, r);
-            self.comms.push_back(comm);
-        }
-    }
-
-    fn comm(&self, ctx: &Context, start: i64, r: &Receiver) -> Record {
-        Record {
-            time: ctx.scope.rebase(start),
-            task: self.task,
-            thread: self.thread,
-            body: Body::Comm {
-                task: r.task,
-                thread: r.thread,
-                time: ctx.scope.rebase(r.start),
-                size: r.size,
-                tag: r.tag,
-            },
-        }
-    }
-
-    fn record(&self, ctx: &Context, t: i64, body: Body) -> Record {
-        Record {
-            time: ctx.scope.rebase(t),
-            task: self.task,
-            thread: self.thread,
-            body,
-        }
-    }
-}
-
-/// One stream: its operations on lane threads (first fit, as the layout counted them).
-struct GpuSource<'a> {
-    task: u32,
+/// A stream's state: its lanes' business and pending closes (end, lane, types to close).
+struct GpuStream {
     first_thread: u32,
-    stream: StreamId,
     role: u64,
-    ops: &'a [Clipped<GpuOp<'a>>],
-    next: usize,
     busy: Vec<bool>,
-    /// Pending ends: (end, lane, the begin's types to close).
     ends: BinaryHeap<Reverse<(i64, u32, EndKind)>>,
-    nccl: FxHashMap<(StreamId, i64, i64), NcclEvents>,
 }
 
 /// Which types a GPU operation's end closes.
@@ -429,335 +207,612 @@ enum EndKind {
     Graph,
 }
 
-impl GpuSource<'_> {
-    fn peek(&self, ctx: &Context) -> Option<u64> {
-        let end = self.ends.peek().map(|Reverse((t, ..))| *t);
-        let begin = self.ops.get(self.next).map(|o| o.start);
-        let t = match (end, begin) {
-            (Some(e), Some(b)) => e.min(b),
-            (e, b) => e.or(b)?,
-        };
-        Some(ctx.scope.rebase(t))
+/// A GPU metric sample waiting for its line: its series' place on the line, type and value.
+type Sample = (usize, u32, u64);
+
+/// A GPU's allocated memory.
+struct Memory {
+    thread: u32,
+    total: i64,
+    changed: bool,
+    due_at_start: bool,
+}
+
+/// A launch whose operations have not all started: its record's key and how many are to come.
+struct Pending {
+    key: Key,
+    left: u32,
+    made: u32,
+}
+
+/// One task's threads.
+struct TaskWriter<'p> {
+    task: u32,
+    window: (i64, i64),
+    prepared: &'p Prepared,
+    cpu: FxHashMap<ThreadId, CpuThread>,
+    streams: FxHashMap<StreamId, GpuStream>,
+    counters: Option<(u32, Counters)>,
+    metrics: FxHashMap<GpuId, (u32, Vec<Sample>)>,
+    memory: FxHashMap<GpuId, Memory>,
+    /// Launches waiting for their operations, by correlation id.
+    pending: FxHashMap<u32, Pending>,
+    /// Operations that started before their (exported, later) launch, by correlation id.
+    early: FxHashMap<u32, u32>,
+    /// Whether metric samples or memory steps wait for the end of this time.
+    dirty: bool,
+}
+
+impl<'p> TaskWriter<'p> {
+    fn new(plan: &Plan, position: usize, prepared: &'p Prepared, task: &Task) -> TaskWriter<'p> {
+        let e = &plan.exported[position];
+        let cpu = task
+            .cpu
+            .iter()
+            .map(|(&thread, &number)| {
+                let state = CpuThread {
+                    number,
+                    ends: BinaryHeap::new(),
+                    sequence: 0,
+                };
+                (thread, state)
+            })
+            .collect();
+        let streams = task
+            .streams
+            .iter()
+            .map(|(&stream, s)| {
+                let state = GpuStream {
+                    first_thread: s.first_thread,
+                    role: 0,
+                    busy: Vec::new(),
+                    ends: BinaryHeap::new(),
+                };
+                (stream, state)
+            })
+            .collect();
+        TaskWriter {
+            task: position as u32 + 1,
+            window: e.window,
+            prepared,
+            cpu,
+            streams,
+            counters: task
+                .analysis
+                .and_then(|thread| Some((thread, Counters::new(plan, position, prepared)?))),
+            metrics: task
+                .metrics
+                .iter()
+                .map(|(&gpu, (thread, _))| (gpu, (*thread, Vec::new())))
+                .collect(),
+            memory: task
+                .memory
+                .iter()
+                .map(|(&gpu, &thread)| {
+                    let memory = Memory {
+                        thread,
+                        total: 0,
+                        changed: false,
+                        due_at_start: false,
+                    };
+                    (gpu, memory)
+                })
+                .collect(),
+            pending: FxHashMap::default(),
+            early: FxHashMap::default(),
+            dirty: false,
+        }
     }
 
-    fn next(&mut self, ctx: &Context, counts: &mut Counts) -> Record {
-        let next_begin = self.ops.get(self.next).map_or(i64::MAX, |o| o.start);
-        if let Some(&Reverse((end, lane, kind))) = self.ends.peek()
-            && end <= next_begin
-        {
-            self.ends.pop();
-            self.busy[lane as usize] = false;
-            return self.record(ctx, end, lane, end_body(kind));
+    /// When something is due without an event: a close, a counter change, a memory step at
+    /// the window's start.
+    fn due(&self) -> Option<i64> {
+        let cpu = self
+            .cpu
+            .values()
+            .filter_map(|c| c.ends.peek().map(|Reverse((t, ..))| *t));
+        let gpu = self
+            .streams
+            .values()
+            .filter_map(|s| s.ends.peek().map(|Reverse((t, ..))| *t));
+        let counters = self.counters.as_ref().and_then(|(_, c)| c.due());
+        let memory = self
+            .memory
+            .values()
+            .any(|m| m.due_at_start)
+            .then_some(self.window.0);
+        cpu.chain(gpu).chain(counters).chain(memory).min()
+    }
+
+    fn item<W: Write>(&mut self, body: &mut Body<'_, '_, '_, W>, item: &Item) -> io::Result<()> {
+        let values = &body.layout.values;
+        match item.event {
+            Event::Api(a) => {
+                body.counts.api += 1;
+                let id = u64::from(values.api.get(&a.name).copied().unwrap_or(0));
+                let pairs = [
+                    (types::CUDA_API, id),
+                    (types::CORRELATION, a.correlation.into()),
+                ];
+                let key = self.cpu_begin(body, a.thread, item, &pairs, true);
+                if let Some(key) = key {
+                    self.launch(body, key, a.correlation);
+                }
+            }
+            Event::Os(o) => {
+                body.counts.os_calls += 1;
+                let (ty, value) = values.os.get(&o.name).copied().unwrap_or((types::OSRT, 0));
+                self.cpu_begin(body, o.thread, item, &[(ty, value.into())], false);
+            }
+            Event::Nvtx(n) => {
+                body.counts.nvtx += 1;
+                let id = u64::from(values.nvtx.get(&(n.domain, n.text)).copied().unwrap_or(0));
+                match n.kind {
+                    NvtxKind::Mark => {
+                        if let Some(c) = self.cpu.get_mut(&n.thread) {
+                            close_cpu(body, self.task, c, item.start);
+                            body.event(self.task, c.number, item.start, &[(types::NVTX_MARK, id)]);
+                        }
+                    }
+                    NvtxKind::StartEnd => {
+                        let pairs = [(types::NVTX_STARTEND, id)];
+                        self.cpu_begin(body, n.thread, item, &pairs, false);
+                    }
+                    NvtxKind::PushPop | NvtxKind::Metadata => {
+                        let ty = values
+                            .domain_types
+                            .get(&n.domain)
+                            .copied()
+                            .unwrap_or(types::NVTX_PUSHPOP_BASE);
+                        self.cpu_begin(body, n.thread, item, &[(ty, id)], false);
+                    }
+                }
+            }
+            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::Graph(_) => {
+                if let Some((_, counters)) = &mut self.counters {
+                    counters.add(body.plan, self.prepared, item);
+                    self.dirty = true;
+                }
+                self.gpu_begin(body, item)?;
+            }
+            Event::Metric(sample, gpu) => {
+                if let Some((_, samples)) = self.metrics.get_mut(&gpu) {
+                    let task = &body.layout.tasks[self.task as usize - 1];
+                    let order = task.metrics[&gpu]
+                        .1
+                        .iter()
+                        .position(|&s| s == sample.series)
+                        .unwrap_or(0);
+                    let ty = types::GPU_METRICS_BASE
+                        + body
+                            .plan
+                            .activity
+                            .timeline
+                            .metric_series(sample.series)
+                            .metric_id;
+                    samples.push((order, ty, sample.value.max(0) as u64));
+                    body.counts.metric_samples += 1;
+                    self.dirty = true;
+                }
+            }
+            Event::Memory(m) => {
+                if let Some(memory) = self.memory.get_mut(&m.gpu) {
+                    memory.total += m.bytes;
+                    if m.time.0 < self.window.0 {
+                        memory.due_at_start = true;
+                    } else {
+                        memory.changed = true;
+                        self.dirty = true;
+                    }
+                }
+            }
         }
-        let op = self.ops[self.next];
-        self.next += 1;
-        let lane = match self.busy.iter().position(|b| !b) {
+        Ok(())
+    }
+
+    /// Opens an interval on a CPU thread (after closing what ended by its start); returns the
+    /// record's key.
+    fn cpu_begin<W: Write>(
+        &mut self,
+        body: &mut Body<'_, '_, '_, W>,
+        thread: ThreadId,
+        item: &Item,
+        pairs: &[(u32, u64)],
+        api: bool,
+    ) -> Option<Key> {
+        let c = self.cpu.get_mut(&thread)?;
+        close_cpu(body, self.task, c, item.start);
+        c.sequence += 1;
+        c.ends
+            .push(Reverse((item.end, c.sequence, pairs[0].0, api)));
+        Some(body.event(self.task, c.number, item.start, pairs))
+    }
+
+    /// An API call's launch: its operations' communication records follow its record, once
+    /// they have all started.
+    fn launch<W: Write>(&mut self, body: &mut Body<'_, '_, '_, W>, key: Key, correlation: u32) {
+        let ops = self.prepared.launches.ops(correlation);
+        if ops == 0 {
+            return;
+        }
+        let early = self.early.remove(&correlation).unwrap_or(0);
+        body.counts.comms_skipped += u64::from(early);
+        let left = ops.saturating_sub(early);
+        if left > 0 {
+            body.gate.wait_for(key);
+            let pending = Pending { key, left, made: 0 };
+            self.pending.insert(correlation, pending);
+        }
+    }
+
+    /// Opens a GPU operation on the first idle lane of its stream.
+    fn gpu_begin<W: Write>(
+        &mut self,
+        body: &mut Body<'_, '_, '_, W>,
+        item: &Item,
+    ) -> io::Result<()> {
+        let values = &body.layout.values;
+        let (stream, correlation) = match item.event {
+            Event::Kernel(k) => (k.stream, k.correlation),
+            Event::Memcpy(m) => (m.stream, m.correlation),
+            Event::Memset(m) => (m.stream, m.correlation),
+            Event::Graph(g) => (g.stream, g.correlation),
+            _ => return Ok(()),
+        };
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return Ok(());
+        };
+        if s.role == 0 {
+            let role = body.layout.tasks[self.task as usize - 1].streams[&stream].role;
+            s.role = values.role(role.name(body.plan.rules));
+            body.used.roles.insert(s.role as u32);
+        }
+        close_gpu(body, self.task, s, item.start);
+        let lane = match s.busy.iter().position(|b| !b) {
             Some(lane) => lane,
             None => {
-                self.busy.push(false);
-                self.busy.len() - 1
+                s.busy.push(false);
+                s.busy.len() - 1
             }
         };
-        self.busy[lane] = true;
-        let (body, kind) = self.begin_body(ctx, op, counts);
-        self.ends.push(Reverse((op.end, lane as u32, kind)));
-        self.record(ctx, op.start, lane as u32, body)
-    }
-
-    fn begin_body(
-        &self,
-        ctx: &Context,
-        op: Clipped<GpuOp>,
-        counts: &mut Counts,
-    ) -> (Body, EndKind) {
-        let timeline = ctx.scope.activity.timeline;
-        let values = &ctx.layout.values;
-        let id = values
-            .gpu
-            .get(&super::layout::gpu_name(op.what))
-            .copied()
-            .unwrap_or(0) as u64;
-        let correlation = u64::from(op.what.correlation());
-        let role = (types::STREAM_ROLE, self.role);
-        match op.what {
-            GpuOp::Kernel(k) => {
-                counts.kernels += 1;
-                let ty = if is_nccl(timeline.text(k.short_name)) {
-                    types::NCCL_KERNEL
-                } else {
-                    types::KERNEL
-                };
-                let [gx, gy, gz] = k.grid.map(u64::from);
-                let [bx, by, bz] = k.block.map(u64::from);
-                let mut pairs = Pairs::new();
-                for pair in [
-                    (ty, id),
-                    (types::GEOMETRY[0], gx),
-                    (types::GEOMETRY[1], gy),
-                    (types::GEOMETRY[2], gz),
-                    (types::GEOMETRY[3], bx),
-                    (types::GEOMETRY[4], by),
-                    (types::GEOMETRY[5], bz),
-                    (types::GEOMETRY[6], u64::from(k.static_shared)),
-                    (types::GEOMETRY[7], u64::from(k.dynamic_shared)),
-                    (types::REGISTERS, u64::from(k.registers)),
-                    (types::CORRELATION, correlation),
-                    role,
-                ] {
-                    pairs.push(pair);
+        s.busy[lane] = true;
+        let thread = s.first_thread + lane as u32;
+        let (pairs, kind, tag, size) = begin_pairs(body, self.prepared, item, s.role);
+        s.ends.push(Reverse((item.end, lane as u32, kind)));
+        body.event(self.task, thread, item.start, pairs.as_slice());
+        if correlation != 0 && self.prepared.launches.has_call(correlation) {
+            let time = body.plan.rebase(item.start);
+            match self.pending.get_mut(&correlation) {
+                Some(p) => {
+                    p.left -= 1;
+                    p.made += 1;
+                    body.counts.comms += 1;
+                    let key = Key {
+                        sub: p.made,
+                        ..p.key
+                    };
+                    let line = format_comm(key, (self.task, thread, time), size, tag);
+                    body.gate.comm(key, line);
+                    if p.left == 0 {
+                        let resolved = p.key;
+                        self.pending.remove(&correlation);
+                        body.gate.resolved(resolved);
+                    }
                 }
-                let nccl = self.nccl.get(&(self.stream, op.start, op.end));
-                if let Some(n) = nccl {
-                    pairs.push((types::COMM_ROLE, n.role));
-                    pairs.push((types::ROLE_EVIDENCE, n.evidence));
-                }
-                let stage = nccl.and_then(|n| n.stage);
-                if let Some(stage) = stage {
-                    pairs.push((types::STAGE, stage));
-                }
-                let collective = ctx.scope.collectives.kernels.get(&(k.stream, k.start.0));
-                if let Some(&(number, _)) = collective {
-                    pairs.push((types::COLLECTIVE, number));
-                }
-                if k.graph_node != 0 {
-                    pairs.push((types::GRAPH_NODE, u64::from(k.graph_node)));
-                }
-                let kind = EndKind::Kernel {
-                    ty,
-                    nccl: nccl.is_some(),
-                    staged: stage.is_some(),
-                    collective: collective.is_some(),
-                    graph_node: k.graph_node != 0,
-                };
-                (Body::Events(pairs), kind)
-            }
-            GpuOp::Graph(g) => {
-                counts.graphs += 1;
-                let pairs = [
-                    (types::GRAPH_EXEC, id),
-                    (types::GRAPH_ID, u64::from(g.graph)),
-                    (types::GRAPH_EXEC_ID, u64::from(g.exec)),
-                    (types::CORRELATION, correlation),
-                    role,
-                ];
-                (Body::events(&pairs), EndKind::Graph)
-            }
-            GpuOp::Memcpy(_) | GpuOp::Memset(_) => {
-                counts.memops += 1;
-                let bytes = match op.what {
-                    GpuOp::Memcpy(m) => m.bytes,
-                    GpuOp::Memset(m) => m.bytes,
-                    GpuOp::Kernel(_) | GpuOp::Graph(_) => 0,
-                };
-                let pairs = [
-                    (types::MEMOP, id),
-                    (types::MEMOP_BYTES, bytes),
-                    (types::CORRELATION, correlation),
-                    role,
-                ];
-                (Body::events(&pairs), EndKind::Memop)
+                None => *self.early.entry(correlation).or_default() += 1,
             }
         }
+        Ok(())
     }
 
-    fn record(&self, ctx: &Context, t: i64, lane: u32, body: Body) -> Record {
-        Record {
-            time: ctx.scope.rebase(t),
-            task: self.task,
-            thread: self.first_thread + lane,
-            body,
+    /// After every event at `t`: the closes due, the counters that changed, metric samples and
+    /// memory steps.
+    fn end_group<W: Write>(&mut self, body: &mut Body<'_, '_, '_, W>, t: i64) {
+        for c in self.cpu.values_mut() {
+            close_cpu(body, self.task, c, t);
+        }
+        for s in self.streams.values_mut() {
+            close_gpu(body, self.task, s, t);
+        }
+        if let Some((thread, counters)) = &mut self.counters
+            && let Some(c) = counters.at(t)
+        {
+            let series = [
+                (types::COMPUTE_IN_FLIGHT, c.compute),
+                (types::COMM_IN_FLIGHT, c.comm),
+                (types::EXPOSED_COMM, c.exposed),
+                (types::BARRIER_IN_FLIGHT, c.barrier),
+                (types::COLLECTIVE_WAIT, c.waiting),
+            ];
+            let pairs: Vec<(u32, u64)> = series
+                .iter()
+                .filter_map(|&(ty, v)| Some((ty, v?.max(0) as u64)))
+                .collect();
+            if !pairs.is_empty() {
+                body.event(self.task, *thread, t, &pairs);
+            }
+        }
+        if !self.dirty && !self.memory.values().any(|m| m.due_at_start) {
+            return;
+        }
+        self.dirty = false;
+        let mut gpus: Vec<GpuId> = self.metrics.keys().copied().collect();
+        gpus.sort();
+        for gpu in gpus {
+            let (thread, samples) = self.metrics.get_mut(&gpu).expect("listed");
+            samples.sort_by_key(|&(order, ..)| order);
+            for line in samples.chunks(MAX_PAIRS) {
+                let pairs: Vec<(u32, u64)> = line.iter().map(|&(_, ty, v)| (ty, v)).collect();
+                body.event(self.task, *thread, t, &pairs);
+            }
+            samples.clear();
+        }
+        let at_start = t >= self.window.0;
+        for memory in self.memory.values_mut() {
+            if memory.changed || (memory.due_at_start && at_start) {
+                let pairs = [(types::GPU_MEMORY, memory.total.max(0) as u64)];
+                body.event(self.task, memory.thread, t, &pairs);
+                memory.changed = false;
+                memory.due_at_start = false;
+            }
         }
     }
 }
 
-/// The closing record of a GPU operation: every type of its begin, at 0.
-fn end_body(kind: EndKind) -> Body {
-    match kind {
-        EndKind::Kernel {
-            ty,
-            nccl,
-            staged,
-            collective,
-            graph_node,
-        } => {
-            let mut pairs = Pairs::new();
+/// Writes a CPU thread's closes due by `t`.
+fn close_cpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, c: &mut CpuThread, t: i64) {
+    while let Some(&Reverse((end, _, ty, api))) = c.ends.peek()
+        && end <= t
+    {
+        c.ends.pop();
+        if api {
+            body.event(task, c.number, end, &[(ty, 0), (types::CORRELATION, 0)]);
+        } else {
+            body.event(task, c.number, end, &[(ty, 0)]);
+        }
+    }
+}
+
+/// Writes a stream's closes due by `t`, freeing their lanes.
+fn close_gpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, s: &mut GpuStream, t: i64) {
+    while let Some(&Reverse((end, lane, kind))) = s.ends.peek()
+        && end <= t
+    {
+        s.ends.pop();
+        s.busy[lane as usize] = false;
+        let pairs = end_pairs(kind);
+        body.event(task, s.first_thread + lane, end, pairs.as_slice());
+    }
+}
+
+/// Type:value pairs, on the stack.
+#[derive(Clone, Copy)]
+struct Pairs {
+    pairs: [(u32, u64); MAX_PAIRS],
+    len: usize,
+}
+
+impl Pairs {
+    fn new() -> Pairs {
+        Pairs {
+            pairs: [(0, 0); MAX_PAIRS],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, pair: (u32, u64)) {
+        self.pairs[self.len] = pair;
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[(u32, u64)] {
+        &self.pairs[..self.len]
+    }
+}
+
+/// A GPU operation's begin pairs, what its end closes, and its communication tag and size.
+fn begin_pairs<W: Write>(
+    body: &mut Body<'_, '_, '_, W>,
+    prepared: &Prepared,
+    item: &Item,
+    role: u64,
+) -> (Pairs, EndKind, u32, u64) {
+    let plan = body.plan;
+    let timeline = plan.activity.timeline;
+    let values = &body.layout.values;
+    let gpu_id = |name: GpuName| u64::from(values.gpu.get(&name).copied().unwrap_or(0));
+    let role = (types::STREAM_ROLE, role);
+    let mut pairs = Pairs::new();
+    match item.event {
+        Event::Kernel(k) => {
+            body.counts.kernels += 1;
+            let ty = if is_nccl(timeline.text(k.short_name)) {
+                types::NCCL_KERNEL
+            } else {
+                types::KERNEL
+            };
+            let [gx, gy, gz] = k.grid.map(u64::from);
+            let [bx, by, bz] = k.block.map(u64::from);
+            for pair in [
+                (ty, gpu_id(GpuName::Kernel(k.short_name))),
+                (types::GEOMETRY[0], gx),
+                (types::GEOMETRY[1], gy),
+                (types::GEOMETRY[2], gz),
+                (types::GEOMETRY[3], bx),
+                (types::GEOMETRY[4], by),
+                (types::GEOMETRY[5], bz),
+                (types::GEOMETRY[6], u64::from(k.static_shared)),
+                (types::GEOMETRY[7], u64::from(k.dynamic_shared)),
+                (types::REGISTERS, u64::from(k.registers)),
+                (types::CORRELATION, u64::from(k.correlation)),
+                role,
+            ] {
+                pairs.push(pair);
+            }
+            let nccl = prepared.streams.nccl_at(k.stream, item.start);
+            if let Some(n) = nccl {
+                let kind = n.evidence.kind();
+                let evidence = types::EVIDENCE_KINDS.iter().position(|&e| e == kind);
+                let role = values.role(n.role_name(plan.rules));
+                body.used.roles.insert(role as u32);
+                pairs.push((types::COMM_ROLE, role));
+                pairs.push((types::ROLE_EVIDENCE, evidence.map_or(0, |i| i as u64 + 1)));
+            }
+            let stage = nccl.and_then(|n| n.stage).map(|s| values.stage(s));
+            if let Some(stage) = stage {
+                body.used.stages.insert(stage as u32);
+                pairs.push((types::STAGE, stage));
+            }
+            let collective = plan.collectives.kernels.get(&(k.stream, k.start.0));
+            if let Some(&(number, _)) = collective {
+                pairs.push((types::COLLECTIVE, number));
+            }
+            if k.graph_node != 0 {
+                pairs.push((types::GRAPH_NODE, u64::from(k.graph_node)));
+            }
+            let kind = EndKind::Kernel {
+                ty,
+                nccl: nccl.is_some(),
+                staged: stage.is_some(),
+                collective: collective.is_some(),
+                graph_node: k.graph_node != 0,
+            };
+            (pairs, kind, types::TAG_KERNEL, 0)
+        }
+        Event::Graph(g) => {
+            body.counts.graphs += 1;
+            for pair in [
+                (types::GRAPH_EXEC, gpu_id(GpuName::Graph(g.exec))),
+                (types::GRAPH_ID, u64::from(g.graph)),
+                (types::GRAPH_EXEC_ID, u64::from(g.exec)),
+                (types::CORRELATION, u64::from(g.correlation)),
+                role,
+            ] {
+                pairs.push(pair);
+            }
+            (pairs, EndKind::Graph, types::TAG_KERNEL, 0)
+        }
+        Event::Memcpy(_) | Event::Memset(_) => {
+            body.counts.memops += 1;
+            let (name, bytes, correlation) = match item.event {
+                Event::Memcpy(m) => (copy_names(m.copy_kind).0, m.bytes, m.correlation),
+                Event::Memset(m) => ("[CUDA memset]", m.bytes, m.correlation),
+                _ => unreachable!("a copy or set"),
+            };
+            for pair in [
+                (types::MEMOP, gpu_id(GpuName::Fixed(name))),
+                (types::MEMOP_BYTES, bytes),
+                (types::CORRELATION, u64::from(correlation)),
+                role,
+            ] {
+                pairs.push(pair);
+            }
+            (pairs, EndKind::Memop, types::TAG_MEMOP, bytes)
+        }
+        _ => unreachable!("a GPU operation"),
+    }
+}
+
+/// The closing pairs of a GPU operation: every type of its begin, at 0.
+fn end_pairs(kind: EndKind) -> Pairs {
+    let mut pairs = Pairs::new();
+    let types: &[u32] = match kind {
+        EndKind::Kernel { ty, .. } => {
             pairs.push((ty, 0));
             for t in types::GEOMETRY {
                 pairs.push((t, 0));
             }
-            for t in [types::REGISTERS, types::CORRELATION, types::STREAM_ROLE] {
-                pairs.push((t, 0));
-            }
-            if nccl {
-                pairs.push((types::COMM_ROLE, 0));
-                pairs.push((types::ROLE_EVIDENCE, 0));
-            }
-            if staged {
-                pairs.push((types::STAGE, 0));
-            }
-            if collective {
-                pairs.push((types::COLLECTIVE, 0));
-            }
-            if graph_node {
-                pairs.push((types::GRAPH_NODE, 0));
-            }
-            Body::Events(pairs)
+            &[types::REGISTERS, types::CORRELATION, types::STREAM_ROLE]
         }
-        EndKind::Memop => Body::events(&[
-            (types::MEMOP, 0),
-            (types::MEMOP_BYTES, 0),
-            (types::CORRELATION, 0),
-            (types::STREAM_ROLE, 0),
-        ]),
-        EndKind::Graph => Body::events(&[
-            (types::GRAPH_EXEC, 0),
-            (types::GRAPH_ID, 0),
-            (types::GRAPH_EXEC_ID, 0),
-            (types::CORRELATION, 0),
-            (types::STREAM_ROLE, 0),
-        ]),
+        EndKind::Memop => &[
+            types::MEMOP,
+            types::MEMOP_BYTES,
+            types::CORRELATION,
+            types::STREAM_ROLE,
+        ],
+        EndKind::Graph => &[
+            types::GRAPH_EXEC,
+            types::GRAPH_ID,
+            types::GRAPH_EXEC_ID,
+            types::CORRELATION,
+            types::STREAM_ROLE,
+        ],
+    };
+    for &t in types {
+        pairs.push((t, 0));
     }
-}
-
-/// A value that changes at a time: a counter's step, or a GPU metric's sample.
-trait Step {
-    /// `(time, value)`, merged-clock ns.
-    fn step(&self) -> (i64, i64);
-}
-
-impl Step for (i64, i64) {
-    fn step(&self) -> (i64, i64) {
-        *self
-    }
-}
-
-impl Step for MetricSample {
-    fn step(&self) -> (i64, i64) {
-        (self.time.0, self.value)
-    }
-}
-
-/// A thread of step functions (the analysis thread's counters, a GPU's allocated memory, a
-/// GPU's `Metrics GPU<d>` samples): one multi-event line per time, merged on the fly from the
-/// series (nothing is held per line); negative values are written as 0.
-struct CounterSource<'a, T> {
-    task: u32,
-    thread: u32,
-    /// Each series' Paraver type and steps, in the order their pairs appear on a line.
-    series: Vec<(u32, &'a [T])>,
-    /// The next step of each series.
-    next: Vec<usize>,
-}
-
-impl<'a, T: Step> CounterSource<'a, T> {
-    /// The step series `series` on `thread` of `task`.
-    fn new(task: u32, thread: u32, series: Vec<(u32, &'a [T])>) -> Self {
-        let next = vec![0; series.len()];
-        CounterSource {
-            task,
-            thread,
-            series,
-            next,
+    if let EndKind::Kernel {
+        nccl,
+        staged,
+        collective,
+        graph_node,
+        ..
+    } = kind
+    {
+        if nccl {
+            pairs.push((types::COMM_ROLE, 0));
+            pairs.push((types::ROLE_EVIDENCE, 0));
+        }
+        if staged {
+            pairs.push((types::STAGE, 0));
+        }
+        if collective {
+            pairs.push((types::COLLECTIVE, 0));
+        }
+        if graph_node {
+            pairs.push((types::GRAPH_NODE, 0));
         }
     }
-
-    /// The earliest pending change, rebased.
-    fn peek(&self, ctx: &Context) -> Option<u64> {
-        self.series
-            .iter()
-            .zip(&self.next)
-            .filter_map(|((_, steps), &i)| steps.get(i))
-            .map(|s| ctx.scope.rebase(s.step().0))
-            .min()
-    }
-
-    /// Every change at the earliest pending time, series by series; what does not fit on one
-    /// line (more than [`MAX_PAIRS`] series) follows on another at the same time.
-    fn next(&mut self, ctx: &Context) -> Record {
-        let time = self.peek(ctx).expect("next follows a successful peek");
-        let mut pairs = Pairs::new();
-        for ((ty, steps), next) in self.series.iter().zip(self.next.iter_mut()) {
-            while let Some((t, v)) = steps.get(*next).map(Step::step)
-                && ctx.scope.rebase(t) == time
-                && pairs.len < MAX_PAIRS
-            {
-                pairs.push((*ty, v.max(0) as u64));
-                *next += 1;
-            }
-        }
-        Record {
-            time,
-            task: self.task,
-            thread: self.thread,
-            body: Body::Events(pairs),
-        }
-    }
+    pairs
 }
 
-impl<'a> CounterSource<'a, (i64, i64)> {
-    /// The analysis thread's counters.
-    fn analysis(task: u32, thread: u32, c: &'a crate::export::counters::Counters) -> Self {
-        let barrier = c
-            .by_role
-            .iter()
-            .find(|(role, _)| role == BARRIER)
-            .map(|(_, steps)| steps.as_slice())
-            .unwrap_or(&[]);
-        let series = vec![
-            (types::COMPUTE_IN_FLIGHT, c.compute.as_slice()),
-            (types::COMM_IN_FLIGHT, &c.comm),
-            (types::EXPOSED_COMM, &c.exposed),
-            (types::BARRIER_IN_FLIGHT, barrier),
-            (types::COLLECTIVE_WAIT, &c.waiting),
-        ];
-        CounterSource::new(task, thread, series)
-    }
-}
-
-/// Formats one record as a `.prv` line.
-fn format(record: &Record, line: &mut Vec<u8>) {
+/// Formats an event record: `2:0:1:task:thread:time:type:value...`.
+fn format_event(task: u32, thread: u32, time: u64, pairs: &[(u32, u64)], line: &mut Vec<u8>) {
     let mut num = itoa::Buffer::new();
-    let mut put = |line: &mut Vec<u8>, v: u64| line.extend_from_slice(num.format(v).as_bytes());
     line.clear();
-    match record.body {
-        Body::Events(pairs) => {
-            line.extend_from_slice(b"2:0:1:");
-            put(line, record.task.into());
-            line.push(b':');
-            put(line, record.thread.into());
-            line.push(b':');
-            put(line, record.time);
-            for &(ty, value) in pairs.as_slice() {
-                line.push(b':');
-                put(line, ty.into());
-                line.push(b':');
-                put(line, value);
-            }
-        }
-        Body::Comm {
-            task,
-            thread,
-            time,
-            size,
-            tag,
-        } => {
-            line.extend_from_slice(b"3:0:1:");
-            for v in [
-                record.task.into(),
-                record.thread.into(),
-                record.time,
-                record.time,
-            ] {
-                put(line, v);
-                line.push(b':');
-            }
-            line.extend_from_slice(b"0:1:");
-            for v in [task.into(), thread.into(), time, time, size, tag.into()] {
-                put(line, v);
-                line.push(b':');
-            }
-            line.pop();
-        }
+    line.extend_from_slice(b"2:0:1:");
+    for v in [u64::from(task), u64::from(thread), time] {
+        line.extend_from_slice(num.format(v).as_bytes());
+        line.push(b':');
+    }
+    line.pop();
+    for &(ty, value) in pairs {
+        line.push(b':');
+        line.extend_from_slice(num.format(ty).as_bytes());
+        line.push(b':');
+        line.extend_from_slice(num.format(value).as_bytes());
     }
     line.push(b'\n');
+}
+
+/// Formats a communication record from the call at `key` to the operation at (task, thread,
+/// time): `3:0:1:task:thread:t:t:0:1:task:thread:t:t:size:tag`.
+fn format_comm(key: Key, (task, thread, time): (u32, u32, u64), size: u64, tag: u32) -> Vec<u8> {
+    let mut num = itoa::Buffer::new();
+    let mut line = Vec::with_capacity(96);
+    line.extend_from_slice(b"3:0:1:");
+    for v in [
+        u64::from(key.task),
+        u64::from(key.thread),
+        key.time,
+        key.time,
+    ] {
+        line.extend_from_slice(num.format(v).as_bytes());
+        line.push(b':');
+    }
+    line.extend_from_slice(b"0:1:");
+    for v in [
+        u64::from(task),
+        u64::from(thread),
+        time,
+        time,
+        size,
+        u64::from(tag),
+    ] {
+        line.extend_from_slice(num.format(v).as_bytes());
+        line.push(b':');
+    }
+    line.pop();
+    line.push(b'\n');
+    line
 }

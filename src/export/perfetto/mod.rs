@@ -4,26 +4,30 @@
 //! and role, and counters (compute and communication in flight, exposed communication) computed
 //! from the same classification as the `overlap` table. Reference: perfetto.md.
 //!
+//! The trace is a head (the root track and an `nsys-lens` track recording the rebase) followed
+//! by one *chunk* per exported process, in the plan's order. A chunk is written in one pass over
+//! its process's events, in time order; its track uuids, sequence ids, pid and tids
+//! come from the process's position in the plan alone, so chunks written apart (one per part of
+//! a run, or one temporary file per process) concatenate into the same bytes.
+//!
 //! Layout rules kept here: every rank gets a pid unique in the trace (ranks on two nodes may
 //! share a real pid; the real one is in the name); overlapping events that would break a track's
 //! nesting go on lanes (same-named sibling tracks); each leaf track is one sequence with its own
 //! interning and delta timestamps; a flow links each API call to the GPU work it launched when
 //! both are exported.
 
-mod cpu;
-mod gpu;
 mod lanes;
+mod process;
 mod protos;
 mod sequence;
 
-use super::{Part, Scope};
-use protos::{
-    CounterDescriptor, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
-    counter_descriptor::Unit,
-    track_descriptor::{ChildTracksOrdering, ProcessOrdering},
-};
+use super::Plan;
+use super::capture::Joined;
+use super::prepare::Prepared;
+use super::stream::Stream;
+use protos::{TrackDescriptor, track_descriptor::ProcessOrdering};
 use sequence::{Arg, Category, Name, PacketStream, Sequence, Texts, Value};
-use std::io::{BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Above this many slices the browser UI is likely to run out of memory (perfetto.md §10).
@@ -55,7 +59,7 @@ pub struct Counts {
     pub os_calls: u64,
     /// GPU metric samples (counter values).
     pub metric_samples: u64,
-    /// Flow arrows (API call to GPU operation).
+    /// Flow arrows (API call to GPU operation, and between collectives' kernels).
     pub flows: u64,
     /// Track descriptors.
     pub tracks: u64,
@@ -72,6 +76,19 @@ impl Counts {
             + self.nvtx
             + self.os_calls
     }
+
+    fn add(&mut self, o: &Counts) {
+        self.kernels += o.kernels;
+        self.memcpy += o.memcpy;
+        self.memset += o.memset;
+        self.graphs += o.graphs;
+        self.api += o.api;
+        self.nvtx += o.nvtx;
+        self.os_calls += o.os_calls;
+        self.metric_samples += o.metric_samples;
+        self.flows += o.flows;
+        self.tracks += o.tracks;
+    }
 }
 
 /// The written file and what it holds.
@@ -87,17 +104,26 @@ pub struct Summary {
     pub counts: Counts,
 }
 
-/// Writes `scope` to `path` (under a temporary name, renamed when complete).
-pub fn write(scope: &Scope, path: &Path, options: Options) -> anyhow::Result<Summary> {
+/// Writes the trace of `plan` to `path` (under a temporary name, renamed when complete). `parts`
+/// are the joined captures, `prepared` what [`super::prepare`] found for every exported process,
+/// `threads` how many parts are encoded at once.
+pub fn write(
+    plan: &Plan,
+    parts: &[Joined],
+    prepared: &[Option<Prepared>],
+    path: &Path,
+    options: Options,
+    threads: usize,
+) -> anyhow::Result<Summary> {
     let temp = crate::output::temporary_beside(path)?;
     let buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
     let (trace_bytes, counts) = if options.gzip {
         let gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
-        let (gz, bytes, counts) = write_to(scope, gz)?;
+        let (gz, bytes, counts) = write_to(plan, parts, prepared, gz, threads)?;
         gz.finish()?.flush()?;
         (bytes, counts)
     } else {
-        let (mut out, bytes, counts) = write_to(scope, buffered)?;
+        let (mut out, bytes, counts) = write_to(plan, parts, prepared, buffered, threads)?;
         out.flush()?;
         (bytes, counts)
     };
@@ -111,223 +137,201 @@ pub fn write(scope: &Scope, path: &Path, options: Options) -> anyhow::Result<Sum
     })
 }
 
-fn write_to<W: Write>(scope: &Scope, out: W) -> anyhow::Result<(W, u64, Counts)> {
-    let mut w = Writer {
-        out: PacketStream::new(out),
-        scope,
-        next_uuid: 1,
-        next_sequence: sequence::DESCRIPTOR_SEQUENCE + 1,
-        next_pid: 10_000,
-        next_tid: 100_000,
-        // Collective flows are counted here, once each; launch flows as their kernels are written.
-        counts: Counts {
-            flows: scope.collectives.flows,
-            ..Counts::default()
+/// The head, then every exported process's chunk in order. With one exported process its chunk
+/// is encoded straight into `out`; otherwise each part is encoded (up to `threads` at once)
+/// into one temporary file per process, and the files are appended in the plan's order.
+fn write_to<W: Write>(
+    plan: &Plan,
+    parts: &[Joined],
+    prepared: &[Option<Prepared>],
+    out: W,
+    threads: usize,
+) -> anyhow::Result<(W, u64, Counts)> {
+    let mut stream = PacketStream::new(out);
+    let mut counts = head(plan, &mut stream)?;
+    if plan.exported.len() == 1 {
+        let all: Vec<&Joined> = parts.iter().collect();
+        let mut out = Some(stream);
+        let encoded = encode(plan, &all, prepared, |_| {
+            Ok(out.take().expect("one exported process"))
+        })?;
+        let (stream, one) = encoded
+            .into_iter()
+            .flatten()
+            .next()
+            .expect("the exported process is prepared");
+        counts.add(&one);
+        let bytes = stream.bytes;
+        return Ok((stream.into_inner()?, bytes, counts));
+    }
+    let chunks = encode_parts(plan, parts, prepared, threads)?;
+    let mut bytes = stream.bytes;
+    let mut out = stream.into_inner()?;
+    for (file, chunk_bytes, chunk_counts) in chunks.into_iter().flatten() {
+        counts.add(&chunk_counts);
+        bytes += chunk_bytes;
+        let mut file = file;
+        io::Seek::seek(&mut file, io::SeekFrom::Start(0))?;
+        io::copy(&mut file, &mut out)?;
+    }
+    Ok((out, bytes, counts))
+}
+
+/// One process's chunk: its stream and what it holds.
+type Encoded<W> = (PacketStream<W>, Counts);
+
+/// One process's chunk in a temporary file, its size and what it holds.
+type Chunk = (std::fs::File, u64, Counts);
+
+/// Encodes every part into temporary chunks, up to `threads` parts at once; the chunks come back
+/// by position in the plan.
+fn encode_parts(
+    plan: &Plan,
+    parts: &[Joined],
+    prepared: &[Option<Prepared>],
+    threads: usize,
+) -> anyhow::Result<Vec<Option<Chunk>>> {
+    let per_part = crate::model::read_each(
+        parts.iter().collect(),
+        threads,
+        |part: &Joined| -> crate::nsys::Result<Vec<(usize, Chunk)>> {
+            encode_to_files(plan, part, prepared).map_err(|cause| crate::nsys::Error::Spill {
+                path: plan.activity.timeline.report(part.report).path.clone(),
+                cause,
+            })
         },
-        flows: gpu::FlowKeys::new(scope),
-    };
-    w.out.describe(TrackDescriptor {
+    );
+    let mut chunks: Vec<Option<Chunk>> = (0..plan.exported.len()).map(|_| None).collect();
+    for part in per_part {
+        for (position, chunk) in part? {
+            chunks[position] = Some(chunk);
+        }
+    }
+    Ok(chunks)
+}
+
+/// Encodes one part's processes, each into a temporary file of its own.
+fn encode_to_files(
+    plan: &Plan,
+    part: &Joined,
+    prepared: &[Option<Prepared>],
+) -> io::Result<Vec<(usize, Chunk)>> {
+    let encoded = encode(plan, &[part], prepared, |_| {
+        let file = tempfile::tempfile()?;
+        Ok(PacketStream::new(BufWriter::with_capacity(1 << 18, file)))
+    })?;
+    let mut chunks = Vec::new();
+    for (position, done) in encoded.into_iter().enumerate() {
+        let Some((stream, counts)) = done else {
+            continue;
+        };
+        let bytes = stream.bytes;
+        let file = stream
+            .into_inner()?
+            .into_inner()
+            .map_err(|e| e.into_error())?;
+        chunks.push((position, (file, bytes, counts)));
+    }
+    Ok(chunks)
+}
+
+/// Encodes the processes of `parts` (one pass over their events), each into the stream `make`
+/// gives for its position; returns each one's stream and counts by position.
+fn encode<W: Write>(
+    plan: &Plan,
+    parts: &[&Joined],
+    prepared: &[Option<Prepared>],
+    mut make: impl FnMut(usize) -> io::Result<PacketStream<W>>,
+) -> io::Result<Vec<Option<Encoded<W>>>> {
+    let timeline = plan.activity.timeline;
+    let mut writers: Vec<Option<process::ProcessWriter<W>>> = Vec::new();
+    for (position, p) in prepared.iter().enumerate() {
+        let report = timeline.process(plan.exported[position].process).report;
+        let mine = parts.iter().any(|part| part.report == report);
+        writers.push(match p {
+            Some(p) if mine => {
+                let out = make(position)?;
+                Some(process::ProcessWriter::new(plan, position, p, out)?)
+            }
+            _ => None,
+        });
+    }
+    let mut stream = Stream::new(plan, parts);
+    let mut group = Vec::new();
+    loop {
+        let due = writers.iter().flatten().filter_map(|w| w.due()).min();
+        let t = match (stream.peek()?, due) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => break,
+            },
+        };
+        stream.group(t, &mut group)?;
+        for item in &group {
+            if let Some(w) = writers[item.exported].as_mut() {
+                w.item(item)?;
+            }
+        }
+        for w in writers.iter_mut().flatten() {
+            w.end_group(t)?;
+        }
+    }
+    writers
+        .into_iter()
+        .map(|w| w.map(|w| w.finish()).transpose())
+        .collect()
+}
+
+/// The root track (explicit process order) and an `nsys-lens` track with one instant at 0
+/// recording the rebase offset; its description gives every report's clock offset (and
+/// collective correction).
+fn head<W: Write>(plan: &Plan, out: &mut PacketStream<W>) -> io::Result<Counts> {
+    out.describe(TrackDescriptor {
         uuid: Some(0),
         process_ordering: Some(ProcessOrdering::Explicit as i32),
         ..TrackDescriptor::default()
     })?;
-    w.metadata()?;
-    for (order, part) in scope.parts.iter().enumerate() {
-        w.part(order, part)?;
-    }
-    let bytes = w.out.bytes;
-    let counts = w.counts;
-    Ok((w.out.into_inner()?, bytes, counts))
-}
-
-/// The writer's state: the packet stream, id counters, counts, flow endpoints.
-struct Writer<'s, 'a, 't, W: Write> {
-    out: PacketStream<W>,
-    scope: &'s Scope<'a, 't>,
-    next_uuid: u64,
-    next_sequence: u32,
-    next_pid: i32,
-    next_tid: i64,
-    counts: Counts,
-    flows: gpu::FlowKeys,
-}
-
-impl<'a, W: Write> Writer<'_, 'a, '_, W> {
-    /// Writes a descriptor with a fresh uuid; returns the uuid.
-    fn track(&mut self, mut descriptor: TrackDescriptor) -> anyhow::Result<u64> {
-        let uuid = self.next_uuid;
-        self.next_uuid += 1;
-        descriptor.uuid = Some(uuid);
-        self.out.describe(descriptor)?;
-        self.counts.tracks += 1;
-        Ok(uuid)
-    }
-
-    /// A plain track named `name` under `parent`, with its own sequence.
-    fn child(&mut self, parent: u64, name: String, order: i32) -> anyhow::Result<Sequence> {
-        let uuid = self.track(TrackDescriptor {
-            parent_uuid: Some(parent),
-            name: Some(name),
-            sibling_order_rank: Some(order),
-            ..TrackDescriptor::default()
-        })?;
-        Ok(self.sequence(uuid))
-    }
-
-    /// Where names come from.
-    fn texts(&self) -> Texts<'a> {
-        Texts {
-            timeline: self.scope.activity.timeline,
-            rules: self.scope.rules,
-        }
-    }
-
-    /// A fresh sequence writing to `track`.
-    fn sequence(&mut self, track: u64) -> Sequence {
-        self.next_sequence += 1;
-        Sequence::new(self.next_sequence - 1, track)
-    }
-
-    /// An `nsys-lens` track with one instant at 0 recording the rebase offset; its description
-    /// gives every report's clock offset (and collective correction).
-    fn metadata(&mut self) -> anyhow::Result<()> {
-        let mut description = String::from(
-            "Times are ns since the earliest exported event: merged-clock time minus \
-             rebase_offset_ns. Reports onto the merged clock:",
+    let mut description = String::from(
+        "Times are ns since the earliest exported event: merged-clock time minus \
+         rebase_offset_ns. Reports onto the merged clock:",
+    );
+    for r in &plan.activity.timeline.reports {
+        description += &format!(
+            " {}: {:+} ns (of which collective correction {:+} ns);",
+            r.path.display(),
+            r.clock.offset,
+            r.clock.correction
         );
-        for r in &self.scope.activity.timeline.reports {
-            description += &format!(
-                " {}: {:+} ns (of which collective correction {:+} ns);",
-                r.path.display(),
-                r.clock.offset,
-                r.clock.correction
-            );
-        }
-        let uuid = self.track(TrackDescriptor {
-            name: Some("nsys-lens".to_string()),
-            description: Some(description),
-            ..TrackDescriptor::default()
-        })?;
-        let mut seq = self.sequence(uuid);
-        let texts = self.texts();
-        seq.instant(
-            &mut self.out,
-            0,
-            (Name::Fixed("nsys-lens export"), Category::Export),
-            &[(Arg::RebaseOffset, Value::Int(self.scope.offset))],
-            texts,
-        )?;
-        Ok(())
     }
-
-    /// One process: its descriptor, threads, NVTX tracks, GPU streams and counters.
-    fn part(&mut self, order: usize, part: &Part) -> anyhow::Result<()> {
-        let pid = self.next_pid;
-        self.next_pid += 1;
-        let timeline = self.scope.activity.timeline;
-        let process = timeline.process(part.process);
-        let host = &timeline.host(process.host).name;
-        let uuid = self.track(TrackDescriptor {
-            process: Some(ProcessDescriptor {
-                pid: Some(pid),
-                process_name: Some(process_name(self.scope, part)),
-                process_labels: vec![format!("host {host}"), format!("pid {}", process.pid)],
-            }),
-            sibling_order_rank: Some(order as i32),
-            ..TrackDescriptor::default()
-        })?;
-        cpu::threads(self, part, pid)?;
-        cpu::nvtx_ranges(self, part, uuid)?;
-        gpu::streams(self, part, uuid)?;
-        gpu::counters(self, part, uuid)?;
-        gpu::metrics(self, part, uuid)?;
-        gpu::memory(self, part, uuid)
-    }
-
-    /// A thread track; returns its uuid.
-    fn thread_track(&mut self, pid: i32, name: String, order: i32) -> anyhow::Result<u64> {
-        let tid = self.next_tid;
-        self.next_tid += 1;
-        self.track(TrackDescriptor {
-            thread: Some(ThreadDescriptor {
-                pid: Some(pid),
-                tid: Some(tid),
-                thread_name: Some(name),
-            }),
-            sibling_order_rank: Some(order),
-            ..TrackDescriptor::default()
-        })
-    }
-
-    /// A group track (GPU) under the process whose children keep their given order.
-    fn group(&mut self, parent: u64, name: String, order: i32) -> anyhow::Result<u64> {
-        self.track(TrackDescriptor {
-            parent_uuid: Some(parent),
-            name: Some(name),
-            child_ordering: Some(ChildTracksOrdering::Explicit as i32),
-            sibling_order_rank: Some(order),
-            ..TrackDescriptor::default()
-        })
-    }
-
-    /// A counter track under `parent`.
-    fn counter_track(&mut self, parent: u64, name: String, order: i32) -> anyhow::Result<Sequence> {
-        let uuid = self.track(TrackDescriptor {
-            parent_uuid: Some(parent),
-            name: Some(name),
-            sibling_order_rank: Some(order),
-            counter: Some(CounterDescriptor {
-                unit: Some(Unit::Count as i32),
-                unit_name: None,
-            }),
-            ..TrackDescriptor::default()
-        })?;
-        Ok(self.sequence(uuid))
-    }
-}
-
-/// `rank 3 · pp 1/2 ep 1/2 · node ault42 · pid 337169 · GPU 0 (H100)`; other processes
-/// `node ault42 · pid 4242 · python3`.
-fn process_name(scope: &Scope, part: &Part) -> String {
-    let timeline = scope.activity.timeline;
-    let process = timeline.process(part.process);
-    let host = &timeline.host(process.host).name;
-    let Some(rank) = part.rank else {
-        return match timeline.text(process.name) {
-            "" => format!("node {host} · pid {}", process.pid),
-            name => format!("node {host} · pid {} · {name}", process.pid),
-        };
+    out.describe(TrackDescriptor {
+        uuid: Some(METADATA_TRACK),
+        name: Some("nsys-lens".to_string()),
+        description: Some(description),
+        ..TrackDescriptor::default()
+    })?;
+    let mut seq = Sequence::new(METADATA_SEQUENCE, METADATA_TRACK);
+    let texts = Texts {
+        timeline: plan.activity.timeline,
+        rules: plan.rules,
     };
-    let mut words = vec![format!("rank {}", rank.rank)];
-    if let Some(label) = rank.label {
-        let axes: Vec<String> = [
-            ("pp", label.pp),
-            ("dp", label.dp),
-            ("cp", label.cp),
-            ("ep", label.ep),
-        ]
-        .iter()
-        .filter(|(_, c)| c.size > 1)
-        .map(|(axis, c)| format!("{axis} {}/{}", c.rank, c.size))
-        .collect();
-        if !axes.is_empty() {
-            words.push(axes.join(" "));
-        }
-    }
-    words.push(format!("node {host}"));
-    words.push(format!("pid {}", process.pid));
-    if let Some(device) = rank.device {
-        let gpu = timeline
-            .gpus
-            .iter()
-            .find(|g| g.process == part.process && g.device == device)
-            .map(|g| timeline.text(g.name))
-            .unwrap_or("");
-        words.push(if gpu.is_empty() {
-            format!("GPU {device}")
-        } else {
-            format!("GPU {device} ({gpu})")
-        });
-    }
-    words.join(" · ")
+    seq.instant(
+        out,
+        0,
+        (Name::Fixed("nsys-lens export"), Category::Export),
+        &[(Arg::RebaseOffset, Value::Int(plan.offset))],
+        texts,
+    )?;
+    // Collective flows are counted here, once each; launch flows as their operations are
+    // written.
+    Ok(Counts {
+        tracks: 1,
+        flows: plan.collectives.flows,
+        ..Counts::default()
+    })
 }
+
+/// The uuid of the `nsys-lens` track.
+const METADATA_TRACK: u64 = 1;
+/// Its sequence.
+const METADATA_SEQUENCE: u32 = sequence::DESCRIPTOR_SEQUENCE + 1;

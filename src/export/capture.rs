@@ -1,0 +1,335 @@
+//! Reports read for a streaming conversion (issue 17): what classification needs stays in memory,
+//! every event to draw is sorted under a memory budget.
+//!
+//! A [`Capture`] is one report read on its own clock with ids of its own: a *light* timeline
+//! (entities, NVTX events, the NCCL kernels and the API calls that launched them: everything the
+//! ranks, windows, stream roles and collectives are found from) and its [`Events`], each kind
+//! sorted by a [`Sorter`] that spills runs to temporary files when the [`Budget`] is spent.
+//! [`Captures::join`] puts captures on one clock and one set of ids: the light timelines become
+//! one (as [`Timeline::load`] merges reports), and each capture keeps the [`Translation`] and
+//! time shift that carry its events onto the merged ones when they are read.
+
+use crate::classify::rules::is_nccl;
+use crate::hash::FxHashSet;
+use crate::model::{
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, OsCall,
+    ProcessId, ReportId, StringId, SyncEvent, Timeline, Translation,
+};
+use crate::nsys::{Chunking, Report, Result};
+use crate::spill::{Budget, Sorted, Sorter};
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::Arc;
+
+/// One report read for a streaming conversion.
+pub struct Capture {
+    /// The report alone: entities, NVTX events, NCCL kernels and their launching calls.
+    pub light: Timeline,
+    /// Every event, sorted.
+    pub events: Events,
+}
+
+/// Every event of one report, each kind sorted (by start, then every field).
+#[derive(Debug, Default)]
+pub struct Events {
+    /// Kernels.
+    pub kernels: Sorted<Kernel>,
+    /// Memory copies.
+    pub memcpys: Sorted<Memcpy>,
+    /// Memory sets.
+    pub memsets: Sorted<Memset>,
+    /// CUDA graph launches.
+    pub graph_launches: Sorted<GraphLaunch>,
+    /// CUDA API calls.
+    pub api_calls: Sorted<ApiCall>,
+    /// Synchronizations.
+    pub syncs: Sorted<SyncEvent>,
+    /// OS runtime calls.
+    pub os_calls: Sorted<OsCall>,
+    /// GPU metric samples.
+    pub metrics: Sorted<MetricSample>,
+    /// Device-memory events.
+    pub memory: Sorted<MemoryEvent>,
+    /// The names they use.
+    pub names: Names,
+}
+
+/// The names the events of one report use, in its own string ids: what value tables list,
+/// drawn up before any event is written.
+#[derive(Debug, Default, Clone)]
+pub struct Names {
+    /// Per string id: [`Names::API`], [`Names::KERNEL`], [`Names::OS`] bits.
+    strings: Vec<u8>,
+    /// Memory copy kinds (`ENUM_CUDA_MEMCPY_OPER`).
+    pub copy_kinds: BTreeSet<u8>,
+    /// Whether there is a memory set.
+    pub memset: bool,
+    /// Executable graph ids launched.
+    pub graph_execs: BTreeSet<u32>,
+}
+
+impl Names {
+    /// A CUDA API call's name.
+    pub const API: u8 = 1;
+    /// A kernel's short name.
+    pub const KERNEL: u8 = 2;
+    /// An OS runtime call's name.
+    pub const OS: u8 = 4;
+
+    fn add(&mut self, id: StringId, kind: u8) {
+        if id.index() >= self.strings.len() {
+            self.strings.resize(id.index() + 1, 0);
+        }
+        self.strings[id.index()] |= kind;
+    }
+
+    /// The string ids used as `kind`.
+    pub fn used(&self, kind: u8) -> impl Iterator<Item = StringId> + '_ {
+        (0..self.strings.len())
+            .filter(move |&i| self.strings[i] & kind != 0)
+            .map(|i| StringId(i as u32))
+    }
+}
+
+impl Events {
+    /// How many events, and how many runs went to disk.
+    pub fn size(&self) -> (u64, usize) {
+        let all = [
+            (self.kernels.len(), self.kernels.runs()),
+            (self.memcpys.len(), self.memcpys.runs()),
+            (self.memsets.len(), self.memsets.runs()),
+            (self.graph_launches.len(), self.graph_launches.runs()),
+            (self.api_calls.len(), self.api_calls.runs()),
+            (self.syncs.len(), self.syncs.runs()),
+            (self.os_calls.len(), self.os_calls.runs()),
+            (self.metrics.len(), self.metrics.runs()),
+            (self.memory.len(), self.memory.runs()),
+        ];
+        all.iter().fold((0, 0), |(n, r), &(a, b)| (n + a, r + b))
+    }
+}
+
+impl Capture {
+    /// Reads `report` on its own clock, sorting its events under `budget`.
+    pub fn read(report: &Report, chunking: Chunking, budget: Arc<Budget>) -> Result<Capture> {
+        let own_clock = crate::model::own_clock(report.meta());
+        let sink = Spill::new(budget);
+        let (light, events) = crate::model::read_report_into(report, own_clock, chunking, sink)?;
+        Ok(Capture { light, events })
+    }
+}
+
+/// Captures on one clock and one set of ids.
+pub struct Captures {
+    /// The light timelines merged (sorted, on the merged clock, with `--align` applied).
+    pub light: Timeline,
+    /// Each capture's events, how its ids map onto the merged ones, and the ns its times move
+    /// by, in input order.
+    pub parts: Vec<Joined>,
+}
+
+/// One capture's events with what carries them onto the merged timeline.
+pub struct Joined {
+    /// Its report in the merged timeline.
+    pub report: ReportId,
+    /// The events, with the report's own ids and clock.
+    pub events: Events,
+    /// Its ids onto the merged ones.
+    pub translation: Translation,
+    /// Added to each of its times: the report's clock offset (with any collective correction).
+    pub shift: i64,
+}
+
+impl Captures {
+    /// Reads opened reports (up to `threads` at once, with fewer reports than threads a
+    /// report's large tables shared among its threads) and joins them.
+    pub fn read(reports: Vec<Report>, threads: usize, budget: Arc<Budget>) -> Result<Captures> {
+        let chunking = Chunking::shared(threads, reports.len(), crate::nsys::CHUNK_ROWS);
+        let read = |report: Report| Capture::read(&report, chunking, budget.clone());
+        Captures::join(crate::model::read_all(reports, threads, read)?)
+    }
+
+    /// Puts captures (in input order) on the merged clock (DESIGN.md, Clock) with the same ids a
+    /// [`Timeline::load`] of their reports would give.
+    pub fn join(captures: Vec<Capture>) -> Result<Captures> {
+        let metas: Vec<_> = captures
+            .iter()
+            .map(|c| c.light.reports[0].meta.clone())
+            .collect();
+        let mappings = crate::model::plan_clocks(&metas.iter().collect::<Vec<_>>());
+        let mut light = Timeline::default();
+        let mut parts = Vec::with_capacity(captures.len());
+        for (capture, mapping) in captures.into_iter().zip(&mappings) {
+            let translation = if light.reports.is_empty() {
+                let translation = Translation::identity(&capture.light.strings);
+                light = capture.light;
+                translation
+            } else {
+                light.append(capture.light)?
+            };
+            parts.push(Joined {
+                report: ReportId(parts.len() as u32),
+                events: capture.events,
+                translation,
+                shift: mapping.offset,
+            });
+        }
+        light.sort_events();
+        let offsets: Vec<i64> = mappings.iter().map(|m| m.offset).collect();
+        light.shift_reports(&offsets);
+        Ok(Captures { light, parts })
+    }
+
+    /// Applies one clock correction per host (`--align collectives`) to the light timeline and
+    /// to every capture's shift.
+    pub fn shift_hosts(&mut self, corrections: &[i64]) {
+        self.light.shift_hosts(corrections);
+        for (part, report) in self.parts.iter_mut().zip(&self.light.reports) {
+            part.shift += corrections[report.host.index()];
+        }
+    }
+}
+
+/// The sink of a streaming read: every event into a sorter, and into the light timeline what
+/// classification reads (NCCL kernels, the calls that launched them, NVTX events).
+struct Spill {
+    kernels: Sorter<Kernel>,
+    memcpys: Sorter<Memcpy>,
+    memsets: Sorter<Memset>,
+    graph_launches: Sorter<GraphLaunch>,
+    api_calls: Sorter<ApiCall>,
+    syncs: Sorter<SyncEvent>,
+    os_calls: Sorter<OsCall>,
+    metrics: Sorter<MetricSample>,
+    memory: Sorter<MemoryEvent>,
+    nccl: Vec<Kernel>,
+    /// (process, correlation id) of every NCCL kernel (kernels are read before API calls).
+    nccl_launches: FxHashSet<(ProcessId, u32)>,
+    launches: Vec<ApiCall>,
+    nvtx: Vec<NvtxEvent>,
+    names: Names,
+    /// The first write error; the rest of the report is still read, then it is returned.
+    error: Option<io::Error>,
+}
+
+impl Spill {
+    fn new(budget: Arc<Budget>) -> Spill {
+        Spill {
+            kernels: Sorter::new(budget.clone()),
+            memcpys: Sorter::new(budget.clone()),
+            memsets: Sorter::new(budget.clone()),
+            graph_launches: Sorter::new(budget.clone()),
+            api_calls: Sorter::new(budget.clone()),
+            syncs: Sorter::new(budget.clone()),
+            os_calls: Sorter::new(budget.clone()),
+            metrics: Sorter::new(budget.clone()),
+            memory: Sorter::new(budget),
+            nccl: Vec::new(),
+            nccl_launches: FxHashSet::default(),
+            launches: Vec::new(),
+            nvtx: Vec::new(),
+            names: Names::default(),
+            error: None,
+        }
+    }
+
+    /// Keeps the first error of a push.
+    fn check(&mut self, pushed: io::Result<()>) {
+        if let Err(e) = pushed {
+            self.error.get_or_insert(e);
+        }
+    }
+}
+
+impl Default for Spill {
+    fn default() -> Self {
+        Spill::new(Budget::new(usize::MAX / 2))
+    }
+}
+
+impl crate::model::Sink for Spill {
+    type Output = Events;
+
+    fn kernel(&mut self, k: Kernel, process: ProcessId, short_name: &str) {
+        self.names.add(k.short_name, Names::KERNEL);
+        if is_nccl(short_name) {
+            self.nccl.push(k);
+            self.nccl_launches.insert((process, k.correlation));
+        }
+        let pushed = self.kernels.push(k);
+        self.check(pushed);
+    }
+
+    fn memcpy(&mut self, m: Memcpy) {
+        self.names.copy_kinds.insert(m.copy_kind);
+        let pushed = self.memcpys.push(m);
+        self.check(pushed);
+    }
+
+    fn memset(&mut self, m: Memset) {
+        self.names.memset = true;
+        let pushed = self.memsets.push(m);
+        self.check(pushed);
+    }
+
+    fn graph(&mut self, g: GraphLaunch) {
+        self.names.graph_execs.insert(g.exec);
+        let pushed = self.graph_launches.push(g);
+        self.check(pushed);
+    }
+
+    fn sync(&mut self, s: SyncEvent) {
+        let pushed = self.syncs.push(s);
+        self.check(pushed);
+    }
+
+    fn api_call(&mut self, a: ApiCall, process: ProcessId) {
+        self.names.add(a.name, Names::API);
+        if self.nccl_launches.contains(&(process, a.correlation)) {
+            self.launches.push(a);
+        }
+        let pushed = self.api_calls.push(a);
+        self.check(pushed);
+    }
+
+    fn os_call(&mut self, o: OsCall) {
+        self.names.add(o.name, Names::OS);
+        let pushed = self.os_calls.push(o);
+        self.check(pushed);
+    }
+
+    fn nvtx(&mut self, n: NvtxEvent) {
+        self.nvtx.push(n);
+    }
+
+    fn metric(&mut self, m: MetricSample) {
+        let pushed = self.metrics.push(m);
+        self.check(pushed);
+    }
+
+    fn memory(&mut self, m: MemoryEvent) {
+        let pushed = self.memory.push(m);
+        self.check(pushed);
+    }
+
+    fn finish(self, timeline: &mut Timeline) -> io::Result<Events> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        timeline.kernels = self.nccl;
+        timeline.api_calls = self.launches;
+        timeline.nvtx = self.nvtx;
+        Ok(Events {
+            kernels: self.kernels.finish(),
+            memcpys: self.memcpys.finish(),
+            memsets: self.memsets.finish(),
+            graph_launches: self.graph_launches.finish(),
+            api_calls: self.api_calls.finish(),
+            syncs: self.syncs.finish(),
+            os_calls: self.os_calls.finish(),
+            metrics: self.metrics.finish(),
+            memory: self.memory.finish(),
+            names: self.names,
+        })
+    }
+}

@@ -1,0 +1,725 @@
+//! One exported process's chunk, written as its events come in time order: its process track,
+//! one thread track per CPU thread (CUDA API calls, OS runtime calls, NVTX push/pop ranges and
+//! marks; nesting lanes), one track per NVTX start/end domain, one track per CUDA stream grouped
+//! per device (strict lanes), flow arrows from the launching API calls, the counters that draw
+//! the overlap analysis, the GPU metrics and the device memory allocated.
+//!
+//! Ids come from the process's position `k` in the plan: track uuids `(k + 1) << 32 | n`,
+//! sequence ids `FIRST_SEQUENCE + k · 2^16 + n`, pid `10000 + k`, tids `(k + 1) · 10^6 + n`.
+
+use super::lanes::Lanes;
+use super::protos::{
+    CounterDescriptor, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
+    counter_descriptor::Unit, track_descriptor::ChildTracksOrdering,
+};
+use super::sequence::{Arg, Category, Name, PacketStream, Sequence, Texts, Value};
+use super::{Counts, Plan};
+use crate::classify::Role;
+use crate::classify::streams::BARRIER;
+use crate::export::counters::{Changes, Counters};
+use crate::export::prepare::Prepared;
+use crate::export::stream::{Event, Item, copy_names};
+use crate::hash::FxHashMap;
+use crate::model::{
+    GpuId, Kernel, MetricSeriesId, NvtxEvent, NvtxKind, ProcessId, StreamId, StringId, ThreadId,
+};
+use std::io::{self, Write};
+
+/// Track order under a process: threads, then NVTX ranges, GPUs, counters.
+const NVTX_ORDER: i32 = 1_000;
+/// GPU groups after threads and NVTX.
+const GPU_ORDER: i32 = 2_000;
+/// The overlap counters after the GPUs.
+const COUNTER_ORDER: i32 = 3_000;
+/// The GPU metric counters after the overlap counters.
+const METRIC_ORDER: i32 = 4_000;
+/// The allocated-memory counters last.
+const MEMORY_ORDER: i32 = 5_000;
+/// The first process sequence id (lower ones are the descriptors' and the head's).
+const FIRST_SEQUENCE: u32 = 16;
+/// Sequences a process may have.
+const SEQUENCES_PER_PROCESS: u32 = 1 << 16;
+
+/// A track drawn on lanes: its lanes, and where (parent, name, order) another lane goes.
+struct LaneTrack {
+    lanes: Lanes,
+    parent: u64,
+    name: String,
+    /// Every lane's order among its siblings; None: the lane's index.
+    order: Option<i32>,
+}
+
+/// A stream's track: its lanes (created with its first operation) and its role.
+struct StreamTrack {
+    track: LaneTrack,
+    role: Role,
+}
+
+/// A GPU's allocated bytes.
+struct Memory {
+    sequence: Sequence,
+    total: i64,
+    /// Whether a step is due at the current time.
+    changed: bool,
+    /// Whether earlier events left a step due at the window's start.
+    due_at_start: bool,
+}
+
+/// The writer of one process's chunk.
+pub struct ProcessWriter<'p, 'a, 't, W: Write> {
+    plan: &'p Plan<'a, 't>,
+    prepared: &'p Prepared,
+    position: usize,
+    process: ProcessId,
+    window: (i64, i64),
+    out: PacketStream<W>,
+    counts: Counts,
+    next_uuid: u64,
+    next_sequence: u32,
+    next_tid: i64,
+    threads: FxHashMap<ThreadId, LaneTrack>,
+    domains: FxHashMap<StringId, LaneTrack>,
+    streams: FxHashMap<StreamId, StreamTrack>,
+    counters: Option<(Counters, Vec<Sequence>)>,
+    metrics: FxHashMap<(GpuId, MetricSeriesId), Sequence>,
+    memory: FxHashMap<GpuId, Memory>,
+}
+
+impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
+    /// Writes the process's descriptors and readies its tracks.
+    pub fn new(
+        plan: &'p Plan<'a, 't>,
+        position: usize,
+        prepared: &'p Prepared,
+        out: PacketStream<W>,
+    ) -> io::Result<Self> {
+        let exported = &plan.exported[position];
+        let mut w = ProcessWriter {
+            plan,
+            prepared,
+            position,
+            process: exported.process,
+            window: exported.window,
+            out,
+            counts: Counts::default(),
+            next_uuid: 1,
+            next_sequence: 0,
+            next_tid: 0,
+            threads: FxHashMap::default(),
+            domains: FxHashMap::default(),
+            streams: FxHashMap::default(),
+            counters: None,
+            metrics: FxHashMap::default(),
+            memory: FxHashMap::default(),
+        };
+        let uuid = w.track(TrackDescriptor {
+            process: Some(ProcessDescriptor {
+                pid: Some(w.pid()),
+                process_name: Some(process_name(plan, position)),
+                process_labels: w.labels(),
+            }),
+            sibling_order_rank: Some(position as i32),
+            ..TrackDescriptor::default()
+        })?;
+        w.thread_tracks()?;
+        w.domain_tracks(uuid)?;
+        w.stream_tracks(uuid)?;
+        w.counter_tracks(uuid)?;
+        w.metric_tracks(uuid)?;
+        w.memory_tracks(uuid)?;
+        Ok(w)
+    }
+
+    fn pid(&self) -> i32 {
+        10_000 + self.position as i32
+    }
+
+    fn labels(&self) -> Vec<String> {
+        let timeline = self.plan.activity.timeline;
+        let process = timeline.process(self.process);
+        let host = &timeline.host(process.host).name;
+        vec![format!("host {host}"), format!("pid {}", process.pid)]
+    }
+
+    /// Writes a descriptor with a fresh uuid; returns the uuid.
+    fn track(&mut self, mut descriptor: TrackDescriptor) -> io::Result<u64> {
+        let uuid = ((self.position as u64 + 1) << 32) | self.next_uuid;
+        self.next_uuid += 1;
+        descriptor.uuid = Some(uuid);
+        self.out.describe(descriptor)?;
+        self.counts.tracks += 1;
+        Ok(uuid)
+    }
+
+    /// A fresh sequence writing to `track`.
+    fn sequence(&mut self, track: u64) -> io::Result<Sequence> {
+        if self.next_sequence >= SEQUENCES_PER_PROCESS {
+            return Err(io::Error::other(format!(
+                "{} needs more than {SEQUENCES_PER_PROCESS} Perfetto tracks",
+                crate::classify::ranks::describe(self.plan.activity.timeline, self.process)
+            )));
+        }
+        let base = FIRST_SEQUENCE + self.position as u32 * SEQUENCES_PER_PROCESS;
+        self.next_sequence += 1;
+        Ok(Sequence::new(base + self.next_sequence - 1, track))
+    }
+
+    /// A plain track named `name` under `parent`, with its own sequence.
+    fn child(&mut self, parent: u64, name: String, order: i32) -> io::Result<Sequence> {
+        let uuid = self.track(TrackDescriptor {
+            parent_uuid: Some(parent),
+            name: Some(name),
+            sibling_order_rank: Some(order),
+            ..TrackDescriptor::default()
+        })?;
+        self.sequence(uuid)
+    }
+
+    /// A counter track under `parent`.
+    fn counter_track(&mut self, parent: u64, name: String, order: i32) -> io::Result<Sequence> {
+        let uuid = self.track(TrackDescriptor {
+            parent_uuid: Some(parent),
+            name: Some(name),
+            sibling_order_rank: Some(order),
+            counter: Some(CounterDescriptor {
+                unit: Some(Unit::Count as i32),
+                unit_name: None,
+            }),
+            ..TrackDescriptor::default()
+        })?;
+        self.sequence(uuid)
+    }
+
+    /// Where names come from.
+    fn texts(&self) -> Texts<'a> {
+        Texts {
+            timeline: self.plan.activity.timeline,
+            rules: self.plan.rules,
+        }
+    }
+
+    /// One thread track per CPU thread with events besides NVTX start/end ranges, in tid order.
+    fn thread_tracks(&mut self) -> io::Result<()> {
+        let timeline = self.plan.activity.timeline;
+        let threads = self
+            .prepared
+            .threads
+            .iter()
+            .filter(|(.., besides)| *besides);
+        for (order, &(tid, thread, _)) in threads.enumerate() {
+            let name = match timeline.text(timeline.thread(thread).name) {
+                "" => format!("thread [{tid}]"),
+                name => format!("{name} [{tid}]"),
+            };
+            let pid = self.pid();
+            let tid_here = (self.position as i64 + 1) * 1_000_000 + self.next_tid;
+            self.next_tid += 1;
+            let uuid = self.track(TrackDescriptor {
+                thread: Some(ThreadDescriptor {
+                    pid: Some(pid),
+                    tid: Some(tid_here),
+                    thread_name: Some(name.clone()),
+                }),
+                sibling_order_rank: Some(order as i32),
+                ..TrackDescriptor::default()
+            })?;
+            let mut lanes = Lanes::new(true);
+            lanes.add(self.sequence(uuid)?);
+            let track = LaneTrack {
+                lanes,
+                parent: uuid,
+                name: format!("{name} · overlapping"),
+                order: None,
+            };
+            self.threads.insert(thread, track);
+        }
+        Ok(())
+    }
+
+    /// One track per NVTX domain of start/end ranges.
+    fn domain_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let timeline = self.plan.activity.timeline;
+        for (order, &domain) in self.prepared.domains.iter().enumerate() {
+            let name = match timeline.text(domain) {
+                "" => "NVTX".to_string(),
+                d => format!("NVTX · {d}"),
+            };
+            let order = NVTX_ORDER + order as i32;
+            let mut lanes = Lanes::new(true);
+            lanes.add(self.child(process_uuid, name.clone(), order)?);
+            let track = LaneTrack {
+                lanes,
+                parent: process_uuid,
+                name,
+                order: None,
+            };
+            self.domains.insert(domain, track);
+        }
+        Ok(())
+    }
+
+    /// A group track per device, and the streams' tracks (whose lanes start with their first
+    /// operation).
+    fn stream_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let timeline = self.plan.activity.timeline;
+        let mut group: Option<(u32, u64)> = None;
+        for (order, s) in self.prepared.streams_lanes.iter().enumerate() {
+            let group_uuid = match group {
+                Some((d, uuid)) if d == s.device => uuid,
+                _ => {
+                    let gpu = timeline.gpu(timeline.stream(s.stream).gpu);
+                    let name = match timeline.text(gpu.name) {
+                        "" => format!("GPU {}", s.device),
+                        product => format!("GPU {} · {product}", s.device),
+                    };
+                    let uuid = self.track(TrackDescriptor {
+                        parent_uuid: Some(process_uuid),
+                        name: Some(name),
+                        child_ordering: Some(ChildTracksOrdering::Explicit as i32),
+                        sibling_order_rank: Some(GPU_ORDER + s.device as i32),
+                        ..TrackDescriptor::default()
+                    })?;
+                    group = Some((s.device, uuid));
+                    uuid
+                }
+            };
+            let role = self.prepared.streams.role(s.stream).unwrap_or(Role::Copy);
+            let name = format!(
+                "GPU {} · stream {} · {}",
+                s.device,
+                s.number,
+                role.name(self.plan.rules)
+            );
+            let track = LaneTrack {
+                lanes: Lanes::new(false),
+                parent: group_uuid,
+                name,
+                order: Some(order as i32),
+            };
+            self.streams.insert(s.stream, StreamTrack { track, role });
+        }
+        Ok(())
+    }
+
+    /// The overlap counters' tracks.
+    fn counter_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let Some(counters) = Counters::new(self.plan, self.position, self.prepared) else {
+            return Ok(());
+        };
+        let mut names = vec!["compute kernels in flight".to_string()];
+        names.extend(
+            counters
+                .roles()
+                .map(|role| format!("communication in flight · {role}")),
+        );
+        names.push("exposed communication".to_string());
+        if counters.waits() {
+            names.push("waiting in collectives".to_string());
+        }
+        let mut sequences = Vec::new();
+        for (order, name) in names.into_iter().enumerate() {
+            sequences.push(self.counter_track(process_uuid, name, COUNTER_ORDER + order as i32)?);
+        }
+        self.counters = Some((counters, sequences));
+        Ok(())
+    }
+
+    /// One counter track per GPU metric per GPU (`GPU 0 · SMs Active`).
+    fn metric_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let activity = self.plan.activity;
+        let timeline = activity.timeline;
+        for (order, (gpu, series)) in activity.metric_series(self.process).into_iter().enumerate() {
+            let name = format!(
+                "GPU {} · {}",
+                timeline.gpu(gpu).device,
+                timeline.text(timeline.metric_series(series).name)
+            );
+            let seq = self.counter_track(process_uuid, name, METRIC_ORDER + order as i32)?;
+            self.metrics.insert((gpu, series), seq);
+        }
+        Ok(())
+    }
+
+    /// One counter track per GPU with device-memory events (`GPU 0 · memory allocated
+    /// (bytes)`).
+    fn memory_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let timeline = self.plan.activity.timeline;
+        for (order, &gpu) in self.prepared.memory.iter().enumerate() {
+            let name = format!(
+                "GPU {} · memory allocated (bytes)",
+                timeline.gpu(gpu).device
+            );
+            let sequence = self.counter_track(process_uuid, name, MEMORY_ORDER + order as i32)?;
+            let memory = Memory {
+                sequence,
+                total: 0,
+                changed: false,
+                due_at_start: false,
+            };
+            self.memory.insert(gpu, memory);
+        }
+        Ok(())
+    }
+
+    /// When this writer next has something due without an event: a counter change, or the step
+    /// at the window's start of memory allocated before it.
+    pub fn due(&self) -> Option<i64> {
+        let counters = self.counters.as_ref().and_then(|(c, _)| c.due());
+        let memory = self
+            .memory
+            .values()
+            .any(|m| m.due_at_start)
+            .then_some(self.window.0);
+        counters.into_iter().chain(memory).min()
+    }
+
+    /// Draws one event.
+    pub fn item(&mut self, item: &Item) -> io::Result<()> {
+        match item.event {
+            Event::Api(a) => {
+                self.counts.api += 1;
+                let flow = (self.prepared.launches.ops(a.correlation) > 0)
+                    .then(|| flow_id(self.process, a.correlation));
+                let args = [(Arg::Correlation, Value::Uint(a.correlation.into()))];
+                let label = (Name::Text(a.name), Category::CudaApi);
+                self.cpu_slice(a.thread, item, label, &args, flow)
+            }
+            Event::Os(o) => {
+                self.counts.os_calls += 1;
+                let label = (Name::Text(o.name), Category::OsRuntime);
+                self.cpu_slice(o.thread, item, label, &[], None)
+            }
+            Event::Nvtx(n) => self.nvtx(&n, item),
+            Event::Kernel(k) => {
+                if let Some((counters, _)) = &mut self.counters {
+                    counters.add(self.plan, self.prepared, item);
+                }
+                self.kernel(&k, item)
+            }
+            Event::Graph(g) => {
+                if let Some((counters, _)) = &mut self.counters {
+                    counters.add(self.plan, self.prepared, item);
+                }
+                let args = [
+                    (Arg::GraphId, Value::Uint(g.graph.into())),
+                    (Arg::GraphExecId, Value::Uint(g.exec.into())),
+                    (Arg::Correlation, Value::Uint(g.correlation.into())),
+                ];
+                self.counts.graphs += 1;
+                let label = (Name::Fixed("CUDA graph"), Category::Graph);
+                self.gpu_slice(g.stream, item, label, &args, g.correlation, true)
+            }
+            Event::Memcpy(m) => {
+                let (name, kind) = copy_names(m.copy_kind);
+                let args = [
+                    (Arg::Bytes, Value::Uint(m.bytes)),
+                    (Arg::CopyKind, Value::Fixed(kind)),
+                    (Arg::Correlation, Value::Uint(m.correlation.into())),
+                ];
+                self.counts.memcpy += 1;
+                let label = (Name::Fixed(name), Category::Memcpy);
+                self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
+            }
+            Event::Memset(m) => {
+                let args = [
+                    (Arg::Bytes, Value::Uint(m.bytes)),
+                    (Arg::Correlation, Value::Uint(m.correlation.into())),
+                ];
+                self.counts.memset += 1;
+                let label = (Name::Fixed("[CUDA memset]"), Category::Memset);
+                self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
+            }
+            Event::Metric(sample, gpu) => {
+                let ts = self.plan.rebase(item.start);
+                if let Some(seq) = self.metrics.get_mut(&(gpu, sample.series)) {
+                    seq.counter(&mut self.out, ts, sample.value)?;
+                    self.counts.metric_samples += 1;
+                }
+                Ok(())
+            }
+            Event::Memory(m) => {
+                if let Some(memory) = self.memory.get_mut(&m.gpu) {
+                    memory.total += m.bytes;
+                    if m.time.0 < self.window.0 {
+                        memory.due_at_start = true;
+                    } else {
+                        memory.changed = true;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// An NVTX range or mark: on its thread's track, or a start/end range on its domain's.
+    fn nvtx(&mut self, n: &NvtxEvent, item: &Item) -> io::Result<()> {
+        self.counts.nvtx += 1;
+        let domain = (n.domain != StringId::EMPTY).then_some((Arg::Domain, Value::Text(n.domain)));
+        let args: Vec<(Arg, Value)> = domain.into_iter().collect();
+        let label = (Name::Text(n.text), Category::Nvtx);
+        match n.kind {
+            NvtxKind::Mark => {
+                let start = self.plan.rebase(item.start);
+                let texts = self.texts();
+                let Some(track) = self.threads.get_mut(&n.thread) else {
+                    return Ok(());
+                };
+                track.lanes.first(&mut self.out, start)?;
+                track
+                    .lanes
+                    .sequence(0)
+                    .instant(&mut self.out, start, label, &args, texts)
+            }
+            NvtxKind::StartEnd => {
+                let Some(mut track) = self.domains.remove(&n.domain) else {
+                    return Ok(());
+                };
+                let done = self.slice(&mut track, item, label, &args, &[]);
+                self.domains.insert(n.domain, track);
+                done
+            }
+            NvtxKind::PushPop | NvtxKind::Metadata => {
+                self.cpu_slice(n.thread, item, label, &args, None)
+            }
+        }
+    }
+
+    /// A slice on a thread's track.
+    fn cpu_slice(
+        &mut self,
+        thread: ThreadId,
+        item: &Item,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        flow: Option<u64>,
+    ) -> io::Result<()> {
+        let Some(mut track) = self.threads.remove(&thread) else {
+            return Ok(());
+        };
+        let done = self.slice(&mut track, item, label, args, flow.as_slice());
+        self.threads.insert(thread, track);
+        done
+    }
+
+    /// A slice on the first lane of `track` where it fits (a new lane when none does).
+    fn slice(
+        &mut self,
+        track: &mut LaneTrack,
+        item: &Item,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        flows: &[u64],
+    ) -> io::Result<()> {
+        let (start, end) = (self.plan.rebase(item.start), self.plan.rebase(item.end));
+        let lane = match track.lanes.place(&mut self.out, start, end)? {
+            Some(lane) => lane,
+            None => {
+                let order = track.order.unwrap_or(track.lanes.len() as i32);
+                let seq = self.child(track.parent, track.name.clone(), order)?;
+                track.lanes.add(seq)
+            }
+        };
+        let texts = self.texts();
+        track
+            .lanes
+            .sequence(lane)
+            .begin(&mut self.out, start, label, args, flows, texts)?;
+        track.lanes.opened(lane, end);
+        Ok(())
+    }
+
+    /// A kernel on its stream's track, with its role, the evidence for it, and its collective.
+    fn kernel(&mut self, k: &Kernel, item: &Item) -> io::Result<()> {
+        let Some(stream) = self.streams.get(&k.stream) else {
+            return Ok(());
+        };
+        let role = stream.role;
+        let nccl = self.prepared.streams.nccl_at(k.stream, item.start);
+        let comm_role = nccl.map_or(Value::Fixed(""), |n| match n.is_barrier() {
+            true => Value::Fixed(BARRIER),
+            false => Value::Purpose(n.purpose),
+        });
+        let evidence = nccl.map_or("", |n| n.evidence.kind());
+        let collective = self.plan.collectives.kernels.get(&(k.stream, k.start.0));
+        let number = collective.map_or(0, |c| c.0);
+        let correlation = (Arg::Correlation, Value::Uint(k.correlation.into()));
+        let mut args = [
+            (Arg::Demangled, Value::Text(k.name)),
+            (Arg::Grid, Value::Dims(k.grid)),
+            (Arg::Block, Value::Dims(k.block)),
+            (Arg::Registers, Value::Uint(k.registers.into())),
+            (
+                Arg::SharedMemory,
+                Value::Uint(u64::from(k.static_shared) + u64::from(k.dynamic_shared)),
+            ),
+            correlation,
+            (Arg::Role, Value::Role(role)),
+            (Arg::CommRole, comm_role),
+            (Arg::RoleEvidence, Value::Fixed(evidence)),
+            (Arg::Collective, Value::Uint(number)),
+            (Arg::GraphNode, Value::Uint(k.graph_node.into())),
+        ];
+        // NCCL kernels carry their own role and its evidence, and a collective's its instance;
+        // others stop at the stream's role.
+        let mut shown = match (nccl, collective) {
+            (None, _) => 7,
+            (Some(_), None) => 9,
+            (Some(_), Some(_)) => 10,
+        };
+        // A kernel that ran as a graph node says which, after what it shows.
+        if k.graph_node != 0 {
+            args.swap(shown, 10);
+            shown += 1;
+        }
+        let collective_flows: Vec<u64> = collective.map(|c| c.1.clone()).unwrap_or_default();
+        self.counts.kernels += 1;
+        let label = (Name::Text(k.short_name), Category::Kernel);
+        self.gpu_op(
+            k.stream,
+            item,
+            label,
+            &args[..shown],
+            k.correlation,
+            &collective_flows,
+        )
+    }
+
+    /// A copy, set or graph launch on its stream's track (a graph launch shows the stream's
+    /// role after its arguments).
+    fn gpu_slice(
+        &mut self,
+        stream: StreamId,
+        item: &Item,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        correlation: u32,
+        with_role: bool,
+    ) -> io::Result<()> {
+        let Some(role) = self.streams.get(&stream).map(|s| s.role) else {
+            return Ok(());
+        };
+        let mut all = args.to_vec();
+        if with_role {
+            all.push((Arg::Role, Value::Role(role)));
+        }
+        self.gpu_op(stream, item, label, &all, correlation, &[])
+    }
+
+    /// A GPU operation on the first idle lane of its stream, with its launch's flow and
+    /// `linked` collective flows.
+    fn gpu_op(
+        &mut self,
+        stream: StreamId,
+        item: &Item,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        correlation: u32,
+        linked: &[u64],
+    ) -> io::Result<()> {
+        let Some(mut s) = self.streams.remove(&stream) else {
+            return Ok(());
+        };
+        let flow = (correlation != 0 && self.prepared.launches.has_call(correlation))
+            .then(|| flow_id(self.process, correlation));
+        self.counts.flows += u64::from(flow.is_some());
+        let flows: Vec<u64> = flow.into_iter().chain(linked.iter().copied()).collect();
+        let done = self.slice(&mut s.track, item, label, args, &flows);
+        self.streams.insert(stream, s);
+        done
+    }
+
+    /// After every event at `t`: the counters that changed, and device memory.
+    pub fn end_group(&mut self, t: i64) -> io::Result<()> {
+        let ts = self.plan.rebase(t);
+        if let Some((counters, sequences)) = &mut self.counters
+            && let Some(changes) = counters.at(t)
+        {
+            for (seq, value) in sequences.iter_mut().zip(values(&changes)) {
+                if let Some(v) = value {
+                    seq.counter(&mut self.out, ts, v)?;
+                }
+            }
+        }
+        let at_start = t >= self.window.0;
+        for memory in self.memory.values_mut() {
+            if memory.changed || (memory.due_at_start && at_start) {
+                memory.sequence.counter(&mut self.out, ts, memory.total)?;
+                memory.changed = false;
+                memory.due_at_start = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every open slice; the stream and what was written.
+    pub fn finish(mut self) -> io::Result<(PacketStream<W>, Counts)> {
+        for track in self
+            .threads
+            .values_mut()
+            .chain(self.domains.values_mut())
+            .chain(self.streams.values_mut().map(|s| &mut s.track))
+        {
+            track.lanes.finish(&mut self.out)?;
+        }
+        Ok((self.out, self.counts))
+    }
+}
+
+/// The counter values of `changes` in track order: compute, per role, exposed, waiting.
+fn values(changes: &Changes) -> impl Iterator<Item = Option<i64>> + '_ {
+    std::iter::once(changes.compute)
+        .chain(changes.roles.iter().copied())
+        .chain([changes.exposed, changes.waiting])
+}
+
+/// A trace-wide flow id: correlation ids repeat across processes, so the process is in it.
+fn flow_id(process: ProcessId, correlation: u32) -> u64 {
+    ((process.index() as u64 + 1) << 32) | u64::from(correlation)
+}
+
+/// `rank 3 · pp 1/2 ep 1/2 · node ault42 · pid 337169 · GPU 0 (H100)`; other processes
+/// `node ault42 · pid 4242 · python3`.
+fn process_name(plan: &Plan, position: usize) -> String {
+    let timeline = plan.activity.timeline;
+    let exported = &plan.exported[position];
+    let process = timeline.process(exported.process);
+    let host = &timeline.host(process.host).name;
+    let Some(rank) = exported.rank else {
+        return match timeline.text(process.name) {
+            "" => format!("node {host} · pid {}", process.pid),
+            name => format!("node {host} · pid {} · {name}", process.pid),
+        };
+    };
+    let mut words = vec![format!("rank {}", rank.rank)];
+    if let Some(label) = rank.label {
+        let axes: Vec<String> = [
+            ("pp", label.pp),
+            ("dp", label.dp),
+            ("cp", label.cp),
+            ("ep", label.ep),
+        ]
+        .iter()
+        .filter(|(_, c)| c.size > 1)
+        .map(|(axis, c)| format!("{axis} {}/{}", c.rank, c.size))
+        .collect();
+        if !axes.is_empty() {
+            words.push(axes.join(" "));
+        }
+    }
+    words.push(format!("node {host}"));
+    words.push(format!("pid {}", process.pid));
+    if let Some(device) = rank.device {
+        let gpu = timeline
+            .gpus
+            .iter()
+            .find(|g| g.process == exported.process && g.device == device)
+            .map(|g| timeline.text(g.name))
+            .unwrap_or("");
+        words.push(if gpu.is_empty() {
+            format!("GPU {device}")
+        } else {
+            format!("GPU {device} ({gpu})")
+        });
+    }
+    words.join(" · ")
+}

@@ -1,0 +1,291 @@
+//! The first pass over a conversion's events: what each exported process draws, found before
+//! anything is written (a writer names its tracks and numbers its threads up front).
+//!
+//! One pass over the [`Stream`] gives, per process: its streams' roles and NCCL kernels inside
+//! its window (the same [`Usage`] classification that `streams` and `overlap` print), its CPU
+//! threads with events, its streams with the lanes first fit gives their operations, its NVTX
+//! start/end domains and GPUs with device-memory events, whether it ran kernels (its counters are
+//! drawn), which launches have both ends exported, and the latest exported time.
+
+use super::Plan;
+use super::capture::Joined;
+use super::stream::{Event, Item, Stream};
+use crate::classify::RankStreams;
+use crate::classify::rules::is_nccl;
+use crate::classify::streams::Usage;
+use crate::hash::FxHashMap;
+use crate::model::{GpuId, NvtxKind, StreamId, StringId, ThreadId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+/// What one exported process draws.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// Its streams' roles and NCCL kernels inside its window.
+    pub streams: RankStreams,
+    /// Its CPU threads with events, by (tid, thread); `true` for a thread with events other
+    /// than NVTX start/end ranges (which Perfetto draws on tracks of their own).
+    pub threads: Vec<(u32, ThreadId, bool)>,
+    /// Its streams with operations, by (device, stream id), with their lane counts.
+    pub streams_lanes: Vec<StreamLanes>,
+    /// NVTX domains of its start/end ranges, by string id.
+    pub domains: Vec<StringId>,
+    /// GPUs with device-memory events, by id.
+    pub memory: Vec<GpuId>,
+    /// Whether it ran a kernel or graph inside the window (its counters are drawn).
+    pub counters: bool,
+    /// Which launches have both ends exported.
+    pub launches: Launches,
+    /// The latest exported time (merged clock), when it exports anything.
+    pub end: Option<i64>,
+}
+
+/// A stream's lanes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLanes {
+    /// The stream.
+    pub stream: StreamId,
+    /// Its device ordinal.
+    pub device: u32,
+    /// Its stream id.
+    pub number: u32,
+    /// Lanes its operations need (first fit, in the stream's order).
+    pub lanes: u32,
+}
+
+/// The exported ends of a process's launches, by correlation id.
+#[derive(Debug, Default)]
+pub struct Launches {
+    /// Correlation ids with one exported GPU operation or more.
+    ops: Bits,
+    /// Operations beyond the first, for correlation ids with several (graph node kernels).
+    more_ops: FxHashMap<u32, u32>,
+    /// Correlation ids of exported API calls.
+    calls: Bits,
+}
+
+impl Launches {
+    /// How many exported GPU operations the call with this correlation id launched.
+    pub fn ops(&self, correlation: u32) -> u32 {
+        if !self.ops.contains(correlation) {
+            return 0;
+        }
+        1 + self.more_ops.get(&correlation).copied().unwrap_or(0)
+    }
+
+    /// Whether the API call with this correlation id is exported.
+    pub fn has_call(&self, correlation: u32) -> bool {
+        self.calls.contains(correlation)
+    }
+
+    fn op(&mut self, correlation: u32) {
+        if correlation == 0 {
+            return;
+        }
+        if !self.ops.insert(correlation) {
+            *self.more_ops.entry(correlation).or_default() += 1;
+        }
+    }
+
+    fn call(&mut self, correlation: u32) {
+        if correlation != 0 {
+            self.calls.insert(correlation);
+        }
+    }
+}
+
+/// A set of small integers (correlation ids are dense, from 1): one bit each.
+#[derive(Debug, Default)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    /// Adds `n`; false when it was there.
+    fn insert(&mut self, n: u32) -> bool {
+        let (word, bit) = (n as usize / 64, n % 64);
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        let had = self.0[word] & (1 << bit) != 0;
+        self.0[word] |= 1 << bit;
+        !had
+    }
+
+    fn contains(&self, n: u32) -> bool {
+        let (word, bit) = (n as usize / 64, n % 64);
+        self.0.get(word).is_some_and(|w| w & (1 << bit) != 0)
+    }
+}
+
+/// What is being gathered for one process.
+#[derive(Default)]
+struct Gathering {
+    usage: Usage,
+    threads: BTreeMap<(u32, ThreadId), bool>,
+    lanes: BTreeMap<(u32, u32, StreamId), FirstFit>,
+    domains: BTreeSet<StringId>,
+    memory: BTreeSet<GpuId>,
+    counters: bool,
+    launches: Launches,
+    end: Option<i64>,
+}
+
+/// First-fit lanes: the end of each lane's last operation.
+#[derive(Debug, Default, Clone)]
+pub struct FirstFit(Vec<i64>);
+
+impl FirstFit {
+    /// The lane of an operation `[start, end]` (the first idle at its start, else a new one).
+    pub fn place(&mut self, start: i64, end: i64) -> u32 {
+        let lane = match self.0.iter().position(|&e| e <= start) {
+            Some(lane) => lane,
+            None => {
+                self.0.push(i64::MIN);
+                self.0.len() - 1
+            }
+        };
+        self.0[lane] = end;
+        lane as u32
+    }
+
+    /// Lanes used (at least one).
+    pub fn count(&self) -> u32 {
+        (self.0.len() as u32).max(1)
+    }
+}
+
+/// What every exported process draws: each part prepared on its own, up to `threads` at once.
+pub fn prepare_all(
+    plan: &Plan,
+    parts: &[Joined],
+    threads: usize,
+) -> crate::nsys::Result<Vec<Option<Prepared>>> {
+    let per_part = crate::model::read_all(parts.iter().collect(), threads, |part: &Joined| {
+        prepare(plan, &[part]).map_err(|cause| crate::nsys::Error::Spill {
+            path: plan.activity.timeline.report(part.report).path.clone(),
+            cause,
+        })
+    })?;
+    let mut all: Vec<Option<Prepared>> = (0..plan.exported.len()).map(|_| None).collect();
+    for part in per_part {
+        for (slot, p) in all.iter_mut().zip(part) {
+            if p.is_some() {
+                *slot = p;
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// What each exported process of `parts` draws, by position in [`Plan::exported`] (None for
+/// processes of other parts).
+pub fn prepare(plan: &Plan, parts: &[&Joined]) -> io::Result<Vec<Option<Prepared>>> {
+    let timeline = plan.activity.timeline;
+    let mut gathering: Vec<Option<Gathering>> = plan
+        .exported
+        .iter()
+        .map(|e| {
+            let report = timeline.process(e.process).report;
+            parts.iter().any(|p| p.report == report).then(|| Gathering {
+                usage: Usage::new(false),
+                ..Gathering::default()
+            })
+        })
+        .collect();
+    let mut stream = Stream::new(plan, parts);
+    let mut group = Vec::new();
+    while let Some(t) = stream.peek()? {
+        stream.group(t, &mut group)?;
+        for item in &group {
+            if let Some(g) = gathering[item.exported].as_mut() {
+                g.add(plan, item);
+            }
+        }
+    }
+    Ok(gathering
+        .into_iter()
+        .zip(&plan.exported)
+        .map(|(g, e)| g.map(|g| g.finish(plan, e.process)))
+        .collect())
+}
+
+impl Gathering {
+    fn add(&mut self, plan: &Plan, item: &Item) {
+        let timeline = plan.activity.timeline;
+        self.end = Some(self.end.map_or(item.end, |e| e.max(item.end)));
+        let span = (item.start, item.end);
+        let mut thread = |thread: ThreadId, besides_start_end: bool| {
+            let key = (timeline.thread(thread).tid, thread);
+            *self.threads.entry(key).or_default() |= besides_start_end;
+        };
+        match item.event {
+            Event::Api(a) => {
+                thread(a.thread, true);
+                self.launches.call(a.correlation);
+            }
+            Event::Os(o) => thread(o.thread, true),
+            Event::Nvtx(n) if n.kind == NvtxKind::StartEnd => {
+                thread(n.thread, false);
+                self.domains.insert(n.domain);
+            }
+            Event::Nvtx(n) => thread(n.thread, true),
+            Event::Kernel(k) => {
+                let nccl = is_nccl(timeline.text(k.short_name));
+                self.usage.kernel(&k, nccl, span);
+                self.gpu_op(plan, k.stream, span, k.correlation);
+                self.counters = true;
+            }
+            Event::Memcpy(m) => {
+                self.usage.copy(m.stream, span);
+                self.gpu_op(plan, m.stream, span, m.correlation);
+            }
+            Event::Memset(m) => {
+                self.usage.copy(m.stream, span);
+                self.gpu_op(plan, m.stream, span, m.correlation);
+            }
+            Event::Graph(g) => {
+                self.usage.graph(g.stream, span);
+                self.gpu_op(plan, g.stream, span, g.correlation);
+                self.counters = true;
+            }
+            Event::Metric(..) => {}
+            Event::Memory(m) => {
+                self.memory.insert(m.gpu);
+            }
+        }
+    }
+
+    /// A GPU operation: its lane and its launch.
+    fn gpu_op(&mut self, plan: &Plan, stream: StreamId, (s, e): (i64, i64), correlation: u32) {
+        let timeline = plan.activity.timeline;
+        let st = timeline.stream(stream);
+        let key = (timeline.gpu(st.gpu).device, st.stream, stream);
+        self.lanes.entry(key).or_default().place(s, e);
+        self.launches.op(correlation);
+    }
+
+    fn finish(self, plan: &Plan, process: crate::model::ProcessId) -> Prepared {
+        Prepared {
+            streams: self.usage.classify(plan.activity, process, plan.rules),
+            threads: self
+                .threads
+                .into_iter()
+                .map(|((tid, thread), besides)| (tid, thread, besides))
+                .collect(),
+            streams_lanes: self
+                .lanes
+                .into_iter()
+                .map(|((device, number, stream), lanes)| StreamLanes {
+                    stream,
+                    device,
+                    number,
+                    lanes: lanes.count(),
+                })
+                .collect(),
+            domains: self.domains.into_iter().collect(),
+            memory: self.memory.into_iter().collect(),
+            counters: self.counters,
+            launches: self.launches,
+            end: self.end,
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! The events of some captures as one stream in time order, as the writers draw them: moved
+//! onto the merged timeline's ids and clock, each clipped to its process's exported window, in
+//! order of (clipped) start, and handed out one start time at a time ([`Stream::group`]) with
+//! the events of that time in one fixed order (enclosing events first, then by kind and every
+//! field), so that each process's events come out the same however the captures are grouped.
+//!
+//! The captures' sorted events are merged lazily (nothing is held but one event per source and
+//! the few events that straddle a window's start, held until it). NVTX events come from the
+//! light timeline. Synchronizations are not drawn and not streamed. GPU metric samples come once
+//! per exported process whose GPU they sampled, inside `[start, end]` of its window; device
+//! memory events come from the start of the capture (the allocated total counts them all) up
+//! to the window's end.
+
+use super::Plan;
+use super::capture::{Events, Joined};
+use crate::classify::streams::clip;
+use crate::model::{
+    ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MetricSeriesId,
+    Ns, NvtxEvent, NvtxKind, OsCall, ProcessId, Translation,
+};
+use crate::spill::Record;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+
+/// Something drawn, with global ids and merged-clock times (unclipped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Event {
+    /// A CUDA runtime or driver call.
+    Api(ApiCall),
+    /// An OS runtime call.
+    Os(OsCall),
+    /// An NVTX range or mark.
+    Nvtx(NvtxEvent),
+    /// A kernel.
+    Kernel(Kernel),
+    /// A memory copy.
+    Memcpy(Memcpy),
+    /// A memory set.
+    Memset(Memset),
+    /// A CUDA graph launch.
+    Graph(GraphLaunch),
+    /// A GPU metric sample, for this GPU of the process.
+    Metric(MetricSample, GpuId),
+    /// A device-memory allocation or release.
+    Memory(MemoryEvent),
+}
+
+/// One event as exported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Item {
+    /// Start, clipped to the window (a device-memory event before the window keeps its time).
+    pub start: i64,
+    /// End, clipped to the window (an open NVTX range ends with the window).
+    pub end: i64,
+    /// The position of its process in [`Plan::exported`].
+    pub exported: usize,
+    /// What it is.
+    pub event: Event,
+}
+
+/// The order of the events of one start time.
+fn order(item: &Item) -> (Reverse<i64>, Event) {
+    (Reverse(item.end), item.event)
+}
+
+/// An event held until its window opens: (clipped start, reversed clipped end, event,
+/// position of its process), in the order of a group.
+type Held = (i64, Reverse<i64>, Event, usize);
+
+/// A source of events in start order.
+type Source<'a> = Box<dyn Iterator<Item = io::Result<(i64, Event)>> + Send + 'a>;
+
+/// The events of some captures, in time order.
+pub struct Stream<'p, 'a, 't> {
+    plan: &'p Plan<'a, 't>,
+    sources: Vec<Source<'p>>,
+    /// The next event of each source, by (start, source).
+    heap: BinaryHeap<Reverse<(i64, usize, Event)>>,
+    /// Events whose clipped start is later than their start (they straddle the window's start).
+    held: BinaryHeap<Reverse<Held>>,
+    /// Events whose clipped start is their start, from the last merged event.
+    ready: VecDeque<Item>,
+    /// Each metric series' exported (process, GPU) pairs, by series id.
+    series: Vec<Vec<(usize, GpuId)>>,
+    error: Option<io::Error>,
+}
+
+impl<'p, 'a, 't> Stream<'p, 'a, 't> {
+    /// The events of `parts` (captures joined into the plan's timeline), and the NVTX events of
+    /// their processes.
+    pub fn new(plan: &'p Plan<'a, 't>, parts: &[&'p Joined]) -> Stream<'p, 'a, 't> {
+        let timeline = plan.activity.timeline;
+        let mut sources: Vec<Source<'p>> = Vec::new();
+        for part in parts {
+            sources.extend(event_sources(&part.events, &part.translation, part.shift));
+        }
+        for e in &plan.exported {
+            let report = timeline.process(e.process).report;
+            if parts.iter().any(|part| part.report == report) {
+                let nvtx = plan
+                    .activity
+                    .nvtx(e.process)
+                    .filter(|n| n.kind != NvtxKind::Metadata)
+                    .map(|n| Ok((n.start.0, Event::Nvtx(*n))));
+                sources.push(Box::new(nvtx));
+            }
+        }
+        let mut series: Vec<Vec<(usize, GpuId)>> = vec![Vec::new(); timeline.metric_series.len()];
+        for (i, e) in plan.exported.iter().enumerate() {
+            for (gpu, s) in plan.activity.metric_series(e.process) {
+                series[s.index()].push((i, gpu));
+            }
+        }
+        let mut stream = Stream {
+            plan,
+            sources,
+            heap: BinaryHeap::new(),
+            held: BinaryHeap::new(),
+            ready: VecDeque::new(),
+            series,
+            error: None,
+        };
+        for i in 0..stream.sources.len() {
+            stream.pull(i);
+        }
+        stream
+    }
+
+    /// Reads the next event of source `i` into the heap.
+    fn pull(&mut self, i: usize) {
+        match self.sources[i].next() {
+            Some(Ok((start, event))) => self.heap.push(Reverse((start, i, event))),
+            Some(Err(e)) => {
+                self.error.get_or_insert(e);
+            }
+            None => {}
+        }
+    }
+
+    /// The start of the next group, or None at the end. Fails on a read error of a run.
+    pub fn peek(&mut self) -> io::Result<Option<i64>> {
+        self.fill();
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let held = self.held.peek().map(|Reverse((t, ..))| *t);
+        let next = self.ready.front().map(|i| i.start);
+        Ok(match (held, next) {
+            (Some(h), Some(n)) => Some(h.min(n)),
+            (h, n) => h.or(n),
+        })
+    }
+
+    /// Every event starting at `t` (the time [`Stream::peek`] gave), in their fixed order.
+    pub fn group(&mut self, t: i64, out: &mut Vec<Item>) -> io::Result<()> {
+        out.clear();
+        loop {
+            self.fill();
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
+            if let Some(Reverse((start, ..))) = self.held.peek()
+                && *start == t
+            {
+                let Reverse((start, Reverse(end), event, exported)) =
+                    self.held.pop().expect("peeked");
+                out.push(Item {
+                    start,
+                    end,
+                    exported,
+                    event,
+                });
+                continue;
+            }
+            match self.ready.front() {
+                Some(item) if item.start == t => out.extend(self.ready.pop_front()),
+                _ => break,
+            }
+        }
+        out.sort_unstable_by_key(order);
+        Ok(())
+    }
+
+    /// Merges events until one is ready (its clipped start is its own start), holding those
+    /// that straddle their window's start: no held event, nor any event still to come, can then
+    /// start before the ready ones.
+    fn fill(&mut self) {
+        while self.ready.is_empty() {
+            let Some(Reverse((start, i, event))) = self.heap.pop() else {
+                return;
+            };
+            self.pull(i);
+            self.place(start, event);
+        }
+    }
+
+    /// Where one merged event goes: dropped, held until its window opens, or next.
+    fn place(&mut self, start: i64, event: Event) {
+        if let Event::Metric(sample, _) = event {
+            for i in 0..self.series[sample.series.index()].len() {
+                let (exported, gpu) = self.series[sample.series.index()][i];
+                let (ws, we) = self.plan.exported[exported].window;
+                if ws <= start && start <= we {
+                    self.push(Item {
+                        start,
+                        end: start,
+                        exported,
+                        event: Event::Metric(sample, gpu),
+                    });
+                }
+            }
+            return;
+        }
+        let timeline = self.plan.activity.timeline;
+        let process = process_of(timeline, &event);
+        let Some(exported) = self.plan.position(process) else {
+            return;
+        };
+        let window = self.plan.exported[exported].window;
+        let span = match event {
+            Event::Memory(m) => {
+                if m.time.0 <= window.1 {
+                    self.push(Item {
+                        start,
+                        end: start,
+                        exported,
+                        event,
+                    });
+                }
+                return;
+            }
+            Event::Nvtx(n) => match (n.kind, n.end) {
+                (NvtxKind::Mark, _) => (start, start),
+                (_, end) => (start, end.map_or(window.1, |e| e.0)),
+            },
+            _ => (start, end_of(&event)),
+        };
+        let Some((s, e)) = clip(span, window) else {
+            return;
+        };
+        let item = Item {
+            start: s,
+            end: e,
+            exported,
+            event,
+        };
+        if s > start {
+            self.held.push(Reverse((s, Reverse(e), event, exported)));
+        } else {
+            self.push(item);
+        }
+    }
+
+    /// Readies an event whose clipped start is its own (events arrive in start order).
+    fn push(&mut self, item: Item) {
+        self.ready.push_back(item);
+    }
+}
+
+/// The process an event belongs to.
+fn process_of(timeline: &crate::model::Timeline, event: &Event) -> ProcessId {
+    match event {
+        Event::Api(a) => timeline.thread(a.thread).process,
+        Event::Os(o) => timeline.thread(o.thread).process,
+        Event::Nvtx(n) => timeline.thread(n.thread).process,
+        Event::Kernel(k) => timeline.stream(k.stream).process,
+        Event::Memcpy(m) => timeline.stream(m.stream).process,
+        Event::Memset(m) => timeline.stream(m.stream).process,
+        Event::Graph(g) => timeline.stream(g.stream).process,
+        Event::Metric(_, gpu) => timeline.gpu(*gpu).process,
+        Event::Memory(m) => timeline.gpu(m.gpu).process,
+    }
+}
+
+/// The end of a span event.
+fn end_of(event: &Event) -> i64 {
+    match event {
+        Event::Api(a) => a.end.0,
+        Event::Os(o) => o.end.0,
+        Event::Kernel(k) => k.end.0,
+        Event::Memcpy(m) => m.end.0,
+        Event::Memset(m) => m.end.0,
+        Event::Graph(g) => g.end.0,
+        Event::Nvtx(n) => n.end.map_or(n.start.0, |e| e.0),
+        Event::Metric(m, _) => m.time.0,
+        Event::Memory(m) => m.time.0,
+    }
+}
+
+/// One source per kind of a capture's events, moved onto the merged ids and clock.
+fn event_sources<'p>(events: &'p Events, t: &'p Translation, shift: i64) -> Vec<Source<'p>> {
+    let ns = move |n: Ns| n.moved(shift);
+    let text = move |id: crate::model::StringId| t.strings[id.index()];
+    let thread = move |id: crate::model::ThreadId| crate::model::ThreadId(id.0 + t.thread);
+    let stream = move |id: crate::model::StreamId| crate::model::StreamId(id.0 + t.stream);
+    vec![
+        source(&events.api_calls, move |a| {
+            Event::Api(ApiCall {
+                start: ns(a.start),
+                end: ns(a.end),
+                thread: thread(a.thread),
+                name: text(a.name),
+                ..a
+            })
+        }),
+        source(&events.os_calls, move |o| {
+            Event::Os(OsCall {
+                start: ns(o.start),
+                end: ns(o.end),
+                thread: thread(o.thread),
+                name: text(o.name),
+            })
+        }),
+        source(&events.kernels, move |k| {
+            Event::Kernel(Kernel {
+                start: ns(k.start),
+                end: ns(k.end),
+                stream: stream(k.stream),
+                short_name: text(k.short_name),
+                name: text(k.name),
+                ..k
+            })
+        }),
+        source(&events.memcpys, move |m| {
+            Event::Memcpy(Memcpy {
+                start: ns(m.start),
+                end: ns(m.end),
+                stream: stream(m.stream),
+                ..m
+            })
+        }),
+        source(&events.memsets, move |m| {
+            Event::Memset(Memset {
+                start: ns(m.start),
+                end: ns(m.end),
+                stream: stream(m.stream),
+                ..m
+            })
+        }),
+        source(&events.graph_launches, move |g| {
+            Event::Graph(GraphLaunch {
+                start: ns(g.start),
+                end: ns(g.end),
+                stream: stream(g.stream),
+                ..g
+            })
+        }),
+        source(&events.metrics, move |m| {
+            let sample = MetricSample {
+                time: ns(m.time),
+                series: MetricSeriesId(m.series.0 + t.series),
+                ..m
+            };
+            Event::Metric(sample, GpuId(0))
+        }),
+        source(&events.memory, move |m| {
+            Event::Memory(MemoryEvent {
+                time: ns(m.time),
+                gpu: GpuId(m.gpu.0 + t.gpu),
+                ..m
+            })
+        }),
+    ]
+}
+
+/// A source of one kind: the sorted events, each made an [`Event`] by `make`.
+fn source<'p, T: Record + 'p>(
+    sorted: &'p crate::spill::Sorted<T>,
+    make: impl Fn(T) -> Event + Send + 'p,
+) -> Source<'p> {
+    Box::new(sorted.iter().map(move |r| {
+        r.map(|r| {
+            let event = make(r);
+            (start_of(&event), event)
+        })
+    }))
+}
+
+/// The (merged-clock) start of an event.
+fn start_of(event: &Event) -> i64 {
+    match event {
+        Event::Api(a) => a.start.0,
+        Event::Os(o) => o.start.0,
+        Event::Nvtx(n) => n.start.0,
+        Event::Kernel(k) => k.start.0,
+        Event::Memcpy(m) => m.start.0,
+        Event::Memset(m) => m.start.0,
+        Event::Graph(g) => g.start.0,
+        Event::Metric(m, _) => m.time.0,
+        Event::Memory(m) => m.time.0,
+    }
+}
+
+/// nsys's name of a copy (`[CUDA memcpy Host-to-Device]`) and its direction, from
+/// `ENUM_CUDA_MEMCPY_OPER`.
+pub fn copy_names(kind: u8) -> (&'static str, &'static str) {
+    match kind {
+        1 => ("[CUDA memcpy Host-to-Device]", "Host-to-Device"),
+        2 => ("[CUDA memcpy Device-to-Host]", "Device-to-Host"),
+        3 => ("[CUDA memcpy Host-to-Array]", "Host-to-Array"),
+        4 => ("[CUDA memcpy Array-to-Host]", "Array-to-Host"),
+        8 => ("[CUDA memcpy Device-to-Device]", "Device-to-Device"),
+        10 => ("[CUDA memcpy Peer-to-Peer]", "Peer-to-Peer"),
+        11 => ("[CUDA memcpy Host-to-Host]", "Host-to-Host"),
+        _ => ("[CUDA memcpy]", "other"),
+    }
+}
