@@ -12,7 +12,7 @@
 //! small budget gives exactly the order a large one does.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -352,28 +352,34 @@ impl<T: Record> Iterator for SortedIter<'_, T> {
 /// move to an unnamed temporary file and are read back from there, in order.
 pub struct Fifo {
     limit: usize,
-    /// The newest strings, each as its length (`u32`, little-endian) then its bytes.
-    memory: VecDeque<u8>,
-    /// Older strings, in the same form: the file, where the next read starts, where it ends.
+    /// The newest strings from `head` on, each as its length (`u32`, little-endian) then its
+    /// bytes.
+    memory: Vec<u8>,
+    head: usize,
+    /// Older strings, in the same form: the file, where its next read starts and where it ends.
     file: Option<File>,
     read: u64,
     written: u64,
-    /// Bytes read ahead from the file, and the position in them.
-    buffer: Vec<u8>,
+    /// Bytes read ahead from the file, from `at` on.
+    ahead: Vec<u8>,
     at: usize,
     len: usize,
 }
+
+/// Bytes of a string's length.
+const LEN: usize = 4;
 
 impl Fifo {
     /// An empty queue holding at most about `limit` bytes in memory.
     pub fn new(limit: usize) -> Fifo {
         Fifo {
             limit,
-            memory: VecDeque::new(),
+            memory: Vec::new(),
+            head: 0,
             file: None,
             read: 0,
             written: 0,
-            buffer: Vec::new(),
+            ahead: Vec::new(),
             at: 0,
             len: 0,
         }
@@ -391,60 +397,91 @@ impl Fifo {
 
     /// Queues a string; past the limit, moves the queue's memory to its file.
     pub fn push(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.memory.extend((bytes.len() as u32).to_le_bytes());
-        self.memory.extend(bytes);
+        self.memory
+            .extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        self.memory.extend_from_slice(bytes);
         self.len += 1;
-        if self.memory.len() > self.limit {
+        if self.memory.len() - self.head > self.limit {
             let file = match &mut self.file {
                 Some(file) => file,
                 None => self.file.insert(tempfile::tempfile()?),
             };
-            let (a, b) = self.memory.as_slices();
-            file.write_all_at(a, self.written)?;
-            file.write_all_at(b, self.written + a.len() as u64)?;
-            self.written += self.memory.len() as u64;
+            file.write_all_at(&self.memory[self.head..], self.written)?;
+            self.written += (self.memory.len() - self.head) as u64;
             self.memory.clear();
+            self.head = 0;
         }
         Ok(())
     }
 
-    /// Takes the oldest string into `out` (cleared first); false when the queue is empty.
-    pub fn pop(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
-        out.clear();
+    /// The oldest string, if any (it stays queued until [`Fifo::pop`]).
+    pub fn front(&mut self) -> io::Result<Option<&[u8]>> {
         if self.len == 0 {
-            return Ok(false);
+            return Ok(None);
         }
-        self.len -= 1;
-        if self.at < self.buffer.len() || self.read < self.written {
-            let n = u32::from_le_bytes(self.take::<4>()?) as usize;
-            for _ in 0..n {
-                out.push(self.take::<1>()?[0]);
-            }
-            return Ok(true);
+        if self.front_in_file() {
+            let n = self.ahead_len()?;
+            return Ok(Some(&self.ahead[self.at + LEN..self.at + LEN + n]));
         }
-        let head: Vec<u8> = self.memory.drain(..4).collect();
-        let n = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        out.extend(self.memory.drain(..n));
-        Ok(true)
+        let n = length(&self.memory[self.head..]);
+        Ok(Some(&self.memory[self.head + LEN..self.head + LEN + n]))
     }
 
-    /// The next `N` bytes of the file part, read ahead a block at a time.
-    fn take<const N: usize>(&mut self) -> io::Result<[u8; N]> {
-        let mut bytes = [0u8; N];
-        for b in &mut bytes {
-            if self.at == self.buffer.len() {
-                let n = (self.written - self.read).min(RUN_BUFFER as u64) as usize;
-                self.buffer.resize(n, 0);
-                let file = self.file.as_ref().expect("a file part");
-                file.read_exact_at(&mut self.buffer, self.read)?;
-                self.read += n as u64;
-                self.at = 0;
-            }
-            *b = self.buffer[self.at];
-            self.at += 1;
+    /// Drops the oldest string (after [`Fifo::front`] gave it).
+    pub fn pop(&mut self) {
+        if self.len == 0 {
+            return;
         }
-        Ok(bytes)
+        self.len -= 1;
+        if self.front_in_file() {
+            self.at += LEN + length(&self.ahead[self.at..]);
+            return;
+        }
+        self.head += LEN + length(&self.memory[self.head..]);
+        // Reclaim the front once it is most of the buffer.
+        if self.head == self.memory.len() {
+            self.memory.clear();
+            self.head = 0;
+        } else if self.head > 1 << 20 && self.head * 2 > self.memory.len() {
+            self.memory.drain(..self.head);
+            self.head = 0;
+        }
     }
+
+    /// Whether the oldest string is in the file part.
+    fn front_in_file(&self) -> bool {
+        self.at < self.ahead.len() || self.read < self.written
+    }
+
+    /// The length of the file part's oldest string, with the whole string read ahead.
+    fn ahead_len(&mut self) -> io::Result<usize> {
+        self.fill(LEN)?;
+        let n = length(&self.ahead[self.at..]);
+        self.fill(LEN + n)?;
+        Ok(n)
+    }
+
+    /// Reads ahead until `need` bytes from `at` are in memory.
+    fn fill(&mut self, need: usize) -> io::Result<()> {
+        if self.ahead.len() - self.at >= need {
+            return Ok(());
+        }
+        self.ahead.drain(..self.at);
+        self.at = 0;
+        let want = (need - self.ahead.len()).max(RUN_BUFFER) as u64;
+        let n = want.min(self.written - self.read) as usize;
+        let from = self.ahead.len();
+        self.ahead.resize(from + n, 0);
+        let file = self.file.as_ref().expect("a file part");
+        file.read_exact_at(&mut self.ahead[from..], self.read)?;
+        self.read += n as u64;
+        Ok(())
+    }
+}
+
+/// The length prefix at the start of `bytes`.
+fn length(bytes: &[u8]) -> usize {
+    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize
 }
 
 /// Little-endian field writers and readers for [`Record`] implementations.
@@ -594,19 +631,22 @@ mod tests {
         let strings: Vec<Vec<u8>> = (0..500u32)
             .map(|i| i.to_string().repeat(1 + i as usize % 7).into_bytes())
             .collect();
-        let mut out = Vec::new();
         let mut got = Vec::new();
+        let take = |fifo: &mut Fifo| {
+            let front = fifo.front().unwrap().map(<[u8]>::to_vec);
+            fifo.pop();
+            front
+        };
         for (i, s) in strings.iter().enumerate() {
             fifo.push(s).unwrap();
             // Take one back now and then, so reads and spills interleave.
             if i % 3 == 0 {
-                assert!(fifo.pop(&mut out).unwrap());
-                got.push(out.clone());
+                got.push(take(&mut fifo).unwrap());
             }
         }
         assert!(fifo.written > 0, "the queue went to its file");
-        while fifo.pop(&mut out).unwrap() {
-            got.push(out.clone());
+        while let Some(front) = take(&mut fifo) {
+            got.push(front);
         }
         assert_eq!(got, strings);
         assert!(fifo.is_empty());

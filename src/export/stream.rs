@@ -59,9 +59,10 @@ pub struct Item {
     pub event: Event,
 }
 
-/// The order of the events of one start time.
-fn order(item: &Item) -> (Reverse<i64>, Event) {
-    (Reverse(item.end), item.event)
+/// The order of the events of one start time: enclosing ones first, then by kind and every
+/// field.
+fn order(a: &Item, b: &Item) -> std::cmp::Ordering {
+    b.end.cmp(&a.end).then_with(|| a.event.cmp(&b.event))
 }
 
 /// An event held until its window opens: (clipped start, reversed clipped end, event,
@@ -75,8 +76,10 @@ type Source<'a> = Box<dyn Iterator<Item = io::Result<(i64, Event)>> + Send + 'a>
 pub struct Stream<'p, 'a, 't> {
     plan: &'p Plan<'a, 't>,
     sources: Vec<Source<'p>>,
-    /// The next event of each source, by (start, source).
-    heap: BinaryHeap<Reverse<(i64, usize, Event)>>,
+    /// Each source's next event.
+    heads: Vec<Option<Event>>,
+    /// The sources with a next event, by (its start, source).
+    heap: BinaryHeap<Reverse<(i64, usize)>>,
     /// Events whose clipped start is later than their start (they straddle the window's start).
     held: BinaryHeap<Reverse<Held>>,
     /// Events whose clipped start is their start, from the last merged event.
@@ -115,22 +118,27 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
         let mut stream = Stream {
             plan,
             sources,
+            heads: vec![None; 0],
             heap: BinaryHeap::new(),
             held: BinaryHeap::new(),
             ready: VecDeque::new(),
             series,
             error: None,
         };
+        stream.heads = vec![None; stream.sources.len()];
         for i in 0..stream.sources.len() {
             stream.pull(i);
         }
         stream
     }
 
-    /// Reads the next event of source `i` into the heap.
+    /// Reads the next event of source `i` into its head.
     fn pull(&mut self, i: usize) {
         match self.sources[i].next() {
-            Some(Ok((start, event))) => self.heap.push(Reverse((start, i, event))),
+            Some(Ok((start, event))) => {
+                self.heads[i] = Some(event);
+                self.heap.push(Reverse((start, i)));
+            }
             Some(Err(e)) => {
                 self.error.get_or_insert(e);
             }
@@ -178,7 +186,9 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
                 _ => break,
             }
         }
-        out.sort_unstable_by_key(order);
+        if out.len() > 1 {
+            out.sort_unstable_by(order);
+        }
         Ok(())
     }
 
@@ -187,9 +197,12 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
     /// start before the ready ones.
     fn fill(&mut self) {
         while self.ready.is_empty() {
-            let Some(Reverse((start, i, event))) = self.heap.pop() else {
+            let Some(Reverse((start, i))) = self.heap.pop() else {
                 return;
             };
+            let event = self.heads[i]
+                .take()
+                .expect("a source in the heap has a head");
             self.pull(i);
             self.place(start, event);
         }
@@ -255,6 +268,84 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
     /// Readies an event whose clipped start is its own (events arrive in start order).
     fn push(&mut self, item: Item) {
         self.ready.push_back(item);
+    }
+}
+
+/// A writer of some exported processes, fed by [`Stream::drive`] with a context `X` it shares
+/// with the others.
+pub trait Writer<X> {
+    /// One event of its process.
+    fn item(&mut self, x: &mut X, item: &Item) -> io::Result<()>;
+    /// After every event at `t`: what was due by `t`.
+    fn end_group(&mut self, x: &mut X, t: i64) -> io::Result<()>;
+    /// When it next has something due without an event.
+    fn due(&self) -> Option<i64>;
+}
+
+impl Stream<'_, '_, '_> {
+    /// Feeds every event, time by time, to the writer of its process (`writers` by position in
+    /// the plan), then ends the time for each writer that had an event or something due, then
+    /// calls `after`; until no event is left and nothing is due.
+    pub fn drive<X, W: Writer<X>>(
+        &mut self,
+        writers: &mut [Option<W>],
+        x: &mut X,
+        mut after: impl FnMut(&mut X, i64) -> io::Result<()>,
+    ) -> io::Result<()> {
+        // (time, position) of what each writer has due, at most one entry per writer in
+        // `scheduled`; an entry a writer no longer needs only costs it a visit.
+        let mut scheduled: Vec<Option<i64>> = writers
+            .iter()
+            .map(|w| w.as_ref().and_then(W::due))
+            .collect();
+        let mut due: BinaryHeap<Reverse<(i64, usize)>> = scheduled
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &when)| Some(Reverse((when?, i))))
+            .collect();
+        let mut group = Vec::new();
+        let mut touched: Vec<usize> = Vec::new();
+        loop {
+            let next_due = due.peek().map(|Reverse((t, _))| *t);
+            let t = match (self.peek()?, next_due) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => return Ok(()),
+                },
+            };
+            self.group(t, &mut group)?;
+            touched.clear();
+            for item in &group {
+                if let Some(w) = writers[item.exported].as_mut() {
+                    w.item(x, item)?;
+                    touched.push(item.exported);
+                }
+            }
+            while let Some(&Reverse((when, i))) = due.peek()
+                && when <= t
+            {
+                due.pop();
+                if scheduled[i] == Some(when) {
+                    scheduled[i] = None;
+                }
+                touched.push(i);
+            }
+            touched.sort_unstable();
+            touched.dedup();
+            for &i in &touched {
+                if let Some(w) = writers[i].as_mut() {
+                    w.end_group(x, t)?;
+                    if let Some(when) = w.due()
+                        && scheduled[i].is_none_or(|s| when < s)
+                    {
+                        scheduled[i] = Some(when);
+                        due.push(Reverse((when, i)));
+                    }
+                }
+            }
+            after(x, t)?;
+        }
     }
 }
 

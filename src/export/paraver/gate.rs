@@ -4,7 +4,8 @@
 //! past its memory share, so a GPU far behind its CPU costs disk, not memory.
 
 use crate::spill::Fifo;
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, Write};
 
 /// Where a record goes in the body: by time, task, thread, the order its thread made it, and
@@ -53,12 +54,13 @@ pub struct Gate<W: Write> {
     out: W,
     /// Records waiting (key, then line), in key order.
     held: Fifo,
-    /// The oldest waiting record, read out of the queue.
-    front: Option<Vec<u8>>,
-    /// Communication records waiting, by key.
-    comms: BTreeMap<Key, Vec<u8>>,
-    /// The records of launches still waiting for operations.
-    waiting: BTreeSet<Key>,
+    /// Communication records waiting, by key, with where their lines are in `comm_lines`.
+    comms: BinaryHeap<Reverse<(Key, usize, usize)>>,
+    comm_lines: Vec<u8>,
+    /// The records of launches, in key order, each until all its operations started (then
+    /// None); `first` is the number of the front one.
+    waiting: VecDeque<Option<Key>>,
+    first: u64,
     scratch: Vec<u8>,
     records: u64,
 }
@@ -69,9 +71,10 @@ impl<W: Write> Gate<W> {
         Gate {
             out,
             held: Fifo::new(memory),
-            front: None,
-            comms: BTreeMap::new(),
-            waiting: BTreeSet::new(),
+            comms: BinaryHeap::new(),
+            comm_lines: Vec::new(),
+            waiting: VecDeque::new(),
+            first: 0,
             scratch: Vec::new(),
             records: 0,
         }
@@ -81,7 +84,7 @@ impl<W: Write> Gate<W> {
     /// [`Gate::comm`]).
     pub fn record(&mut self, key: Key, line: &[u8]) -> io::Result<()> {
         let idle = self.waiting.is_empty() && self.comms.is_empty();
-        if idle && self.front.is_none() && self.held.is_empty() {
+        if idle && self.held.is_empty() {
             self.records += 1;
             return self.out.write_all(line);
         }
@@ -91,33 +94,36 @@ impl<W: Write> Gate<W> {
         self.held.push(&self.scratch)
     }
 
-    /// The record at `key` launched operations not all started: what follows it waits.
-    pub fn wait_for(&mut self, key: Key) {
-        self.waiting.insert(key);
+    /// The record at `key` (the latest so far) launched operations not all started: what
+    /// follows it waits. Returns the number to resolve it with.
+    pub fn wait_for(&mut self, key: Key) -> u64 {
+        self.waiting.push_back(Some(key));
+        self.first + self.waiting.len() as u64 - 1
     }
 
     /// A communication record.
-    pub fn comm(&mut self, key: Key, line: Vec<u8>) {
-        self.comms.insert(key, line);
+    pub fn comm(&mut self, key: Key, line: &[u8]) {
+        let from = self.comm_lines.len();
+        self.comm_lines.extend_from_slice(line);
+        self.comms.push(Reverse((key, from, self.comm_lines.len())));
     }
 
-    /// Every operation of the launch at `key` has started.
-    pub fn resolved(&mut self, key: Key) {
-        self.waiting.remove(&key);
+    /// Every operation of the launch [`Gate::wait_for`] numbered `number` has started.
+    pub fn resolved(&mut self, number: u64) {
+        self.waiting[(number - self.first) as usize] = None;
+        while let Some(None) = self.waiting.front() {
+            self.waiting.pop_front();
+            self.first += 1;
+        }
     }
 
     /// Writes every record no waiting launch comes before.
     pub fn drain(&mut self) -> io::Result<()> {
-        let limit = self.waiting.first().copied();
+        let limit = self.waiting.front().copied().flatten();
         loop {
-            if self.front.is_none() {
-                let mut next = Vec::new();
-                if self.held.pop(&mut next)? {
-                    self.front = Some(next);
-                }
-            }
-            let held = self.front.as_ref().map(|f| Key::decode(&f[..KEY_BYTES]));
-            let comm = self.comms.first_key_value().map(|(k, _)| *k);
+            let comm = self.comms.peek().map(|Reverse((k, ..))| *k);
+            let front = self.held.front()?;
+            let held = front.map(|f| Key::decode(&f[..KEY_BYTES]));
             let (key, is_comm) = match (held, comm) {
                 (Some(h), Some(c)) if c < h => (c, true),
                 (Some(h), _) => (h, false),
@@ -130,11 +136,15 @@ impl<W: Write> Gate<W> {
             }
             self.records += 1;
             if is_comm {
-                let (_, line) = self.comms.pop_first().expect("peeked");
-                self.out.write_all(&line)?;
+                let Reverse((_, from, to)) = self.comms.pop().expect("peeked");
+                self.out.write_all(&self.comm_lines[from..to])?;
+                if self.comms.is_empty() {
+                    self.comm_lines.clear();
+                }
             } else {
-                let front = self.front.take().expect("peeked");
+                let front = front.expect("peeked");
                 self.out.write_all(&front[KEY_BYTES..])?;
+                self.held.pop();
             }
         }
     }

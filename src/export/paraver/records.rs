@@ -17,7 +17,7 @@ use crate::export::Plan;
 use crate::export::capture::Joined;
 use crate::export::counters::Counters;
 use crate::export::prepare::Prepared;
-use crate::export::stream::{Event, Item, Stream, copy_names};
+use crate::export::stream::{Event, Item, Stream, Writer, copy_names};
 use crate::hash::FxHashMap;
 use crate::model::{GpuId, NvtxKind, StreamId, ThreadId};
 use std::cmp::Reverse;
@@ -89,30 +89,11 @@ pub fn write_body<W: Write>(
         used: Used::default(),
         records: Vec::new(),
         seq: 0,
-        line: Vec::with_capacity(256),
+        lines: Vec::with_capacity(1 << 16),
+        comm: Vec::with_capacity(128),
+        closes: FxHashMap::default(),
     };
-    let mut stream = Stream::new(plan, parts);
-    let mut group = Vec::new();
-    loop {
-        let due = tasks.iter().flatten().filter_map(|t| t.due()).min();
-        let t = match (stream.peek()?, due) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => match a.or(b) {
-                Some(t) => t,
-                None => break,
-            },
-        };
-        stream.group(t, &mut group)?;
-        for item in &group {
-            if let Some(task) = tasks[item.exported].as_mut() {
-                task.item(&mut body, item)?;
-            }
-        }
-        for task in tasks.iter_mut().flatten() {
-            task.end_group(&mut body, t);
-        }
-        body.flush_group()?;
-    }
+    Stream::new(plan, parts).drive(&mut tasks, &mut body, Body::flush_group)?;
     let Body {
         gate,
         mut counts,
@@ -131,51 +112,82 @@ struct Body<'p, 'a, 't, W: Write> {
     gate: Gate<W>,
     counts: Counts,
     used: Used,
-    /// This time's records: (task, thread, order made, line).
-    records: Vec<(u32, u32, u64, Vec<u8>)>,
+    /// This time's records: their keys and where their lines are in `lines`.
+    records: Vec<(Key, usize, usize)>,
     seq: u64,
-    line: Vec<u8>,
+    /// This time's lines, one after another.
+    lines: Vec<u8>,
+    /// A communication record's line.
+    comm: Vec<u8>,
+    /// The pairs (`:type:0...` and the newline) of each kind of closing record.
+    closes: FxHashMap<Close, Vec<u8>>,
+}
+
+/// A kind of closing record.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Close {
+    /// A CPU interval of this type (an API call also closes its correlation).
+    Cpu { ty: u32, api: bool },
+    /// A GPU operation.
+    Gpu(EndKind),
 }
 
 impl<W: Write> Body<'_, '_, '_, W> {
     /// Makes an event record of `thread` of `task` at merged-clock time `t`; returns its key.
     fn event(&mut self, task: u32, thread: u32, t: i64, pairs: &[(u32, u64)]) -> Key {
         let time = self.plan.rebase(t);
-        format_event(task, thread, time, pairs, &mut self.line);
+        let from = self.lines.len();
+        format_event(task, thread, time, pairs, &mut self.lines);
         self.seq += 1;
-        self.records
-            .push((task, thread, self.seq, std::mem::take(&mut self.line)));
-        Key {
+        let key = Key {
             time,
             task,
             thread,
             seq: self.seq,
             sub: 0,
-        }
+        };
+        self.records.push((key, from, self.lines.len()));
+        key
     }
 
-    /// Writes this time's records, task by task, thread by thread.
-    fn flush_group(&mut self) -> io::Result<()> {
-        self.records.sort_unstable_by_key(|r| (r.0, r.1, r.2));
-        for (task, thread, seq, line) in self.records.drain(..) {
-            let time = parse_time(&line);
-            let key = Key {
-                time,
-                task,
-                thread,
-                seq,
-                sub: 0,
-            };
-            self.gate.record(key, &line)?;
+    /// Makes the closing record of an interval: its types at 0, formatted once per kind.
+    fn close(&mut self, task: u32, thread: u32, t: i64, close: Close) {
+        let time = self.plan.rebase(t);
+        let from = self.lines.len();
+        format_head(task, thread, time, &mut self.lines);
+        let pairs = self.closes.entry(close).or_insert_with(|| {
+            let mut line = Vec::new();
+            match close {
+                Close::Cpu { ty, api: true } => {
+                    format_pairs(&[(ty, 0), (types::CORRELATION, 0)], &mut line)
+                }
+                Close::Cpu { ty, api: false } => format_pairs(&[(ty, 0)], &mut line),
+                Close::Gpu(kind) => format_pairs(end_pairs(kind).as_slice(), &mut line),
+            }
+            line
+        });
+        self.lines.extend_from_slice(pairs);
+        self.seq += 1;
+        let key = Key {
+            time,
+            task,
+            thread,
+            seq: self.seq,
+            sub: 0,
+        };
+        self.records.push((key, from, self.lines.len()));
+    }
+
+    /// Writes this time's records (at `_t`), task by task, thread by thread.
+    fn flush_group(&mut self, _t: i64) -> io::Result<()> {
+        self.records.sort_unstable_by_key(|r| r.0);
+        for &(key, from, to) in &self.records {
+            self.gate.record(key, &self.lines[from..to])?;
         }
+        self.records.clear();
+        self.lines.clear();
         self.gate.drain()
     }
-}
-
-/// The `time` field of an event line (`2:0:1:task:thread:time:...`).
-fn parse_time(line: &[u8]) -> u64 {
-    let field = line.split(|&b| b == b':').nth(5).unwrap_or(b"0");
-    field.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0'))
 }
 
 /// A CPU thread's state: its number and pending closes (end, order, type, whether an API call).
@@ -194,7 +206,7 @@ struct GpuStream {
 }
 
 /// Which types a GPU operation's end closes.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum EndKind {
     Kernel {
         ty: u32,
@@ -218,9 +230,11 @@ struct Memory {
     due_at_start: bool,
 }
 
-/// A launch whose operations have not all started: its record's key and how many are to come.
+/// A launch whose operations have not all started: its record's key, its number in the gate,
+/// and how many are to come.
 struct Pending {
     key: Key,
+    number: u64,
     left: u32,
     made: u32,
 }
@@ -241,6 +255,15 @@ struct TaskWriter<'p> {
     early: FxHashMap<u32, u32>,
     /// Whether metric samples or memory steps wait for the end of this time.
     dirty: bool,
+    /// When each thread with an interval open closes one: (end, thread).
+    closes: BinaryHeap<Reverse<(i64, Closer)>>,
+}
+
+/// A thread with intervals to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Closer {
+    Cpu(ThreadId),
+    Gpu(StreamId),
 }
 
 impl<'p> TaskWriter<'p> {
@@ -301,30 +324,25 @@ impl<'p> TaskWriter<'p> {
             pending: FxHashMap::default(),
             early: FxHashMap::default(),
             dirty: false,
+            closes: BinaryHeap::new(),
         }
     }
+}
 
-    /// When something is due without an event: a close, a counter change, a memory step at
-    /// the window's start.
+impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
+    /// A close, a counter change, a memory step at the window's start.
     fn due(&self) -> Option<i64> {
-        let cpu = self
-            .cpu
-            .values()
-            .filter_map(|c| c.ends.peek().map(|Reverse((t, ..))| *t));
-        let gpu = self
-            .streams
-            .values()
-            .filter_map(|s| s.ends.peek().map(|Reverse((t, ..))| *t));
+        let closes = self.closes.peek().map(|Reverse((t, _))| *t);
         let counters = self.counters.as_ref().and_then(|(_, c)| c.due());
         let memory = self
             .memory
             .values()
             .any(|m| m.due_at_start)
             .then_some(self.window.0);
-        cpu.chain(gpu).chain(counters).chain(memory).min()
+        closes.into_iter().chain(counters).chain(memory).min()
     }
 
-    fn item<W: Write>(&mut self, body: &mut Body<'_, '_, '_, W>, item: &Item) -> io::Result<()> {
+    fn item(&mut self, body: &mut Body<'_, '_, '_, W>, item: &Item) -> io::Result<()> {
         let values = &body.layout.values;
         match item.event {
             Event::Api(a) => {
@@ -410,6 +428,73 @@ impl<'p> TaskWriter<'p> {
         Ok(())
     }
 
+    /// After every event at `t`: the closes due, the counters that changed, metric samples and
+    /// memory steps.
+    fn end_group(&mut self, body: &mut Body<'_, '_, '_, W>, t: i64) -> io::Result<()> {
+        while let Some(&Reverse((end, closer))) = self.closes.peek()
+            && end <= t
+        {
+            self.closes.pop();
+            match closer {
+                Closer::Cpu(thread) => {
+                    if let Some(c) = self.cpu.get_mut(&thread) {
+                        close_cpu(body, self.task, c, t);
+                    }
+                }
+                Closer::Gpu(stream) => {
+                    if let Some(s) = self.streams.get_mut(&stream) {
+                        close_gpu(body, self.task, s, t);
+                    }
+                }
+            }
+        }
+        if let Some((thread, counters)) = &mut self.counters
+            && let Some(c) = counters.at(t)
+        {
+            let series = [
+                (types::COMPUTE_IN_FLIGHT, c.compute),
+                (types::COMM_IN_FLIGHT, c.comm),
+                (types::EXPOSED_COMM, c.exposed),
+                (types::BARRIER_IN_FLIGHT, c.barrier),
+                (types::COLLECTIVE_WAIT, c.waiting),
+            ];
+            let pairs: Vec<(u32, u64)> = series
+                .iter()
+                .filter_map(|&(ty, v)| Some((ty, v?.max(0) as u64)))
+                .collect();
+            if !pairs.is_empty() {
+                body.event(self.task, *thread, t, &pairs);
+            }
+        }
+        if !self.dirty && !self.memory.values().any(|m| m.due_at_start) {
+            return Ok(());
+        }
+        self.dirty = false;
+        let mut gpus: Vec<GpuId> = self.metrics.keys().copied().collect();
+        gpus.sort();
+        for gpu in gpus {
+            let (thread, samples) = self.metrics.get_mut(&gpu).expect("listed");
+            samples.sort_by_key(|&(order, ..)| order);
+            for line in samples.chunks(MAX_PAIRS) {
+                let pairs: Vec<(u32, u64)> = line.iter().map(|&(_, ty, v)| (ty, v)).collect();
+                body.event(self.task, *thread, t, &pairs);
+            }
+            samples.clear();
+        }
+        let at_start = t >= self.window.0;
+        for memory in self.memory.values_mut() {
+            if memory.changed || (memory.due_at_start && at_start) {
+                let pairs = [(types::GPU_MEMORY, memory.total.max(0) as u64)];
+                body.event(self.task, memory.thread, t, &pairs);
+                memory.changed = false;
+                memory.due_at_start = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TaskWriter<'_> {
     /// Opens an interval on a CPU thread (after closing what ended by its start); returns the
     /// record's key.
     fn cpu_begin<W: Write>(
@@ -425,6 +510,7 @@ impl<'p> TaskWriter<'p> {
         c.sequence += 1;
         c.ends
             .push(Reverse((item.end, c.sequence, pairs[0].0, api)));
+        self.closes.push(Reverse((item.end, Closer::Cpu(thread))));
         Some(body.event(self.task, c.number, item.start, pairs))
     }
 
@@ -439,8 +525,13 @@ impl<'p> TaskWriter<'p> {
         body.counts.comms_skipped += u64::from(early);
         let left = ops.saturating_sub(early);
         if left > 0 {
-            body.gate.wait_for(key);
-            let pending = Pending { key, left, made: 0 };
+            let number = body.gate.wait_for(key);
+            let pending = Pending {
+                key,
+                number,
+                left,
+                made: 0,
+            };
             self.pending.insert(correlation, pending);
         }
     }
@@ -479,6 +570,7 @@ impl<'p> TaskWriter<'p> {
         let thread = s.first_thread + lane as u32;
         let (pairs, kind, tag, size) = begin_pairs(body, self.prepared, item, s.role);
         s.ends.push(Reverse((item.end, lane as u32, kind)));
+        self.closes.push(Reverse((item.end, Closer::Gpu(stream))));
         body.event(self.task, thread, item.start, pairs.as_slice());
         if correlation != 0 && self.prepared.launches.has_call(correlation) {
             let time = body.plan.rebase(item.start);
@@ -491,10 +583,10 @@ impl<'p> TaskWriter<'p> {
                         sub: p.made,
                         ..p.key
                     };
-                    let line = format_comm(key, (self.task, thread, time), size, tag);
-                    body.gate.comm(key, line);
+                    format_comm(key, (self.task, thread, time), size, tag, &mut body.comm);
+                    body.gate.comm(key, &body.comm);
                     if p.left == 0 {
-                        let resolved = p.key;
+                        let resolved = p.number;
                         self.pending.remove(&correlation);
                         body.gate.resolved(resolved);
                     }
@@ -504,59 +596,6 @@ impl<'p> TaskWriter<'p> {
         }
         Ok(())
     }
-
-    /// After every event at `t`: the closes due, the counters that changed, metric samples and
-    /// memory steps.
-    fn end_group<W: Write>(&mut self, body: &mut Body<'_, '_, '_, W>, t: i64) {
-        for c in self.cpu.values_mut() {
-            close_cpu(body, self.task, c, t);
-        }
-        for s in self.streams.values_mut() {
-            close_gpu(body, self.task, s, t);
-        }
-        if let Some((thread, counters)) = &mut self.counters
-            && let Some(c) = counters.at(t)
-        {
-            let series = [
-                (types::COMPUTE_IN_FLIGHT, c.compute),
-                (types::COMM_IN_FLIGHT, c.comm),
-                (types::EXPOSED_COMM, c.exposed),
-                (types::BARRIER_IN_FLIGHT, c.barrier),
-                (types::COLLECTIVE_WAIT, c.waiting),
-            ];
-            let pairs: Vec<(u32, u64)> = series
-                .iter()
-                .filter_map(|&(ty, v)| Some((ty, v?.max(0) as u64)))
-                .collect();
-            if !pairs.is_empty() {
-                body.event(self.task, *thread, t, &pairs);
-            }
-        }
-        if !self.dirty && !self.memory.values().any(|m| m.due_at_start) {
-            return;
-        }
-        self.dirty = false;
-        let mut gpus: Vec<GpuId> = self.metrics.keys().copied().collect();
-        gpus.sort();
-        for gpu in gpus {
-            let (thread, samples) = self.metrics.get_mut(&gpu).expect("listed");
-            samples.sort_by_key(|&(order, ..)| order);
-            for line in samples.chunks(MAX_PAIRS) {
-                let pairs: Vec<(u32, u64)> = line.iter().map(|&(_, ty, v)| (ty, v)).collect();
-                body.event(self.task, *thread, t, &pairs);
-            }
-            samples.clear();
-        }
-        let at_start = t >= self.window.0;
-        for memory in self.memory.values_mut() {
-            if memory.changed || (memory.due_at_start && at_start) {
-                let pairs = [(types::GPU_MEMORY, memory.total.max(0) as u64)];
-                body.event(self.task, memory.thread, t, &pairs);
-                memory.changed = false;
-                memory.due_at_start = false;
-            }
-        }
-    }
 }
 
 /// Writes a CPU thread's closes due by `t`.
@@ -565,11 +604,7 @@ fn close_cpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, c: &mut CpuThr
         && end <= t
     {
         c.ends.pop();
-        if api {
-            body.event(task, c.number, end, &[(ty, 0), (types::CORRELATION, 0)]);
-        } else {
-            body.event(task, c.number, end, &[(ty, 0)]);
-        }
+        body.close(task, c.number, end, Close::Cpu { ty, api });
     }
 }
 
@@ -580,8 +615,7 @@ fn close_gpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, s: &mut GpuStr
     {
         s.ends.pop();
         s.busy[lane as usize] = false;
-        let pairs = end_pairs(kind);
-        body.event(task, s.first_thread + lane, end, pairs.as_slice());
+        body.close(task, s.first_thread + lane, end, Close::Gpu(kind));
     }
 }
 
@@ -766,16 +800,26 @@ fn end_pairs(kind: EndKind) -> Pairs {
     pairs
 }
 
-/// Formats an event record: `2:0:1:task:thread:time:type:value...`.
+/// Appends an event record: `2:0:1:task:thread:time:type:value...`.
 fn format_event(task: u32, thread: u32, time: u64, pairs: &[(u32, u64)], line: &mut Vec<u8>) {
+    format_head(task, thread, time, line);
+    format_pairs(pairs, line);
+}
+
+/// Appends an event record's head: `2:0:1:task:thread:time`.
+fn format_head(task: u32, thread: u32, time: u64, line: &mut Vec<u8>) {
     let mut num = itoa::Buffer::new();
-    line.clear();
     line.extend_from_slice(b"2:0:1:");
-    for v in [u64::from(task), u64::from(thread), time] {
-        line.extend_from_slice(num.format(v).as_bytes());
-        line.push(b':');
-    }
-    line.pop();
+    line.extend_from_slice(num.format(task).as_bytes());
+    line.push(b':');
+    line.extend_from_slice(num.format(thread).as_bytes());
+    line.push(b':');
+    line.extend_from_slice(num.format(time).as_bytes());
+}
+
+/// Appends an event record's pairs (`:type:value...`) and its newline.
+fn format_pairs(pairs: &[(u32, u64)], line: &mut Vec<u8>) {
+    let mut num = itoa::Buffer::new();
     for &(ty, value) in pairs {
         line.push(b':');
         line.extend_from_slice(num.format(ty).as_bytes());
@@ -786,10 +830,16 @@ fn format_event(task: u32, thread: u32, time: u64, pairs: &[(u32, u64)], line: &
 }
 
 /// Formats a communication record from the call at `key` to the operation at (task, thread,
-/// time): `3:0:1:task:thread:t:t:0:1:task:thread:t:t:size:tag`.
-fn format_comm(key: Key, (task, thread, time): (u32, u32, u64), size: u64, tag: u32) -> Vec<u8> {
+/// time) into `line`: `3:0:1:task:thread:t:t:0:1:task:thread:t:t:size:tag`.
+fn format_comm(
+    key: Key,
+    (task, thread, time): (u32, u32, u64),
+    size: u64,
+    tag: u32,
+    line: &mut Vec<u8>,
+) {
     let mut num = itoa::Buffer::new();
-    let mut line = Vec::with_capacity(96);
+    line.clear();
     line.extend_from_slice(b"3:0:1:");
     for v in [
         u64::from(key.task),
@@ -814,5 +864,4 @@ fn format_comm(key: Key, (task, thread, time): (u32, u32, u64), size: u64, tag: 
     }
     line.pop();
     line.push(b'\n');
-    line
 }

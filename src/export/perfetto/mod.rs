@@ -256,27 +256,7 @@ fn encode<W: Write>(
             _ => None,
         });
     }
-    let mut stream = Stream::new(plan, parts);
-    let mut group = Vec::new();
-    loop {
-        let due = writers.iter().flatten().filter_map(|w| w.due()).min();
-        let t = match (stream.peek()?, due) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => match a.or(b) {
-                Some(t) => t,
-                None => break,
-            },
-        };
-        stream.group(t, &mut group)?;
-        for item in &group {
-            if let Some(w) = writers[item.exported].as_mut() {
-                w.item(item)?;
-            }
-        }
-        for w in writers.iter_mut().flatten() {
-            w.end_group(t)?;
-        }
-    }
+    Stream::new(plan, parts).drive(&mut writers, &mut (), |_, _| Ok(()))?;
     writers
         .into_iter()
         .map(|w| w.map(|w| w.finish()).transpose())

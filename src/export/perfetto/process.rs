@@ -65,8 +65,9 @@ struct Memory {
     due_at_start: bool,
 }
 
-/// The writer of one process's chunk.
-pub struct ProcessWriter<'p, 'a, 't, W: Write> {
+/// What every track of a process writes with: its place in the plan, its output, its counts
+/// and the next ids.
+struct Core<'p, 'a, 't, W: Write> {
     plan: &'p Plan<'a, 't>,
     prepared: &'p Prepared,
     position: usize,
@@ -77,6 +78,13 @@ pub struct ProcessWriter<'p, 'a, 't, W: Write> {
     next_uuid: u64,
     next_sequence: u32,
     next_tid: i64,
+    /// The flow ids of the slice being written.
+    flows: Vec<u64>,
+}
+
+/// The writer of one process's chunk.
+pub struct ProcessWriter<'p, 'a, 't, W: Write> {
+    core: Core<'p, 'a, 't, W>,
     threads: FxHashMap<ThreadId, LaneTrack>,
     domains: FxHashMap<StringId, LaneTrack>,
     streams: FxHashMap<StreamId, StreamTrack>,
@@ -94,7 +102,7 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
         out: PacketStream<W>,
     ) -> io::Result<Self> {
         let exported = &plan.exported[position];
-        let mut w = ProcessWriter {
+        let core = Core {
             plan,
             prepared,
             position,
@@ -105,6 +113,10 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
             next_uuid: 1,
             next_sequence: 0,
             next_tid: 0,
+            flows: Vec::new(),
+        };
+        let mut w = ProcessWriter {
+            core,
             threads: FxHashMap::default(),
             domains: FxHashMap::default(),
             streams: FxHashMap::default(),
@@ -112,11 +124,11 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
             metrics: FxHashMap::default(),
             memory: FxHashMap::default(),
         };
-        let uuid = w.track(TrackDescriptor {
+        let uuid = w.core.track(TrackDescriptor {
             process: Some(ProcessDescriptor {
-                pid: Some(w.pid()),
+                pid: Some(w.core.pid()),
                 process_name: Some(process_name(plan, position)),
-                process_labels: w.labels(),
+                process_labels: w.core.labels(),
             }),
             sibling_order_rank: Some(position as i32),
             ..TrackDescriptor::default()
@@ -130,6 +142,465 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
         Ok(w)
     }
 
+    /// One thread track per CPU thread with events besides NVTX start/end ranges, in tid order.
+    fn thread_tracks(&mut self) -> io::Result<()> {
+        let timeline = self.core.plan.activity.timeline;
+        let threads = self
+            .core
+            .prepared
+            .threads
+            .iter()
+            .filter(|(.., besides)| *besides);
+        for (order, &(tid, thread, _)) in threads.enumerate() {
+            let name = match timeline.text(timeline.thread(thread).name) {
+                "" => format!("thread [{tid}]"),
+                name => format!("{name} [{tid}]"),
+            };
+            let pid = self.core.pid();
+            let tid_here = (self.core.position as i64 + 1) * 1_000_000 + self.core.next_tid;
+            self.core.next_tid += 1;
+            let uuid = self.core.track(TrackDescriptor {
+                thread: Some(ThreadDescriptor {
+                    pid: Some(pid),
+                    tid: Some(tid_here),
+                    thread_name: Some(name.clone()),
+                }),
+                sibling_order_rank: Some(order as i32),
+                ..TrackDescriptor::default()
+            })?;
+            let mut lanes = Lanes::new(true);
+            lanes.add(self.core.sequence(uuid)?);
+            let track = LaneTrack {
+                lanes,
+                parent: uuid,
+                name: format!("{name} · overlapping"),
+                order: None,
+            };
+            self.threads.insert(thread, track);
+        }
+        Ok(())
+    }
+
+    /// One track per NVTX domain of start/end ranges.
+    fn domain_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let timeline = self.core.plan.activity.timeline;
+        for (order, &domain) in self.core.prepared.domains.iter().enumerate() {
+            let name = match timeline.text(domain) {
+                "" => "NVTX".to_string(),
+                d => format!("NVTX · {d}"),
+            };
+            let order = NVTX_ORDER + order as i32;
+            let mut lanes = Lanes::new(true);
+            lanes.add(self.core.child(process_uuid, name.clone(), order)?);
+            let track = LaneTrack {
+                lanes,
+                parent: process_uuid,
+                name,
+                order: None,
+            };
+            self.domains.insert(domain, track);
+        }
+        Ok(())
+    }
+
+    /// A group track per device, and the streams' tracks (whose lanes start with their first
+    /// operation).
+    fn stream_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let timeline = self.core.plan.activity.timeline;
+        let mut group: Option<(u32, u64)> = None;
+        for (order, s) in self.core.prepared.streams_lanes.iter().enumerate() {
+            let group_uuid = match group {
+                Some((d, uuid)) if d == s.device => uuid,
+                _ => {
+                    let gpu = timeline.gpu(timeline.stream(s.stream).gpu);
+                    let name = match timeline.text(gpu.name) {
+                        "" => format!("GPU {}", s.device),
+                        product => format!("GPU {} · {product}", s.device),
+                    };
+                    let uuid = self.core.track(TrackDescriptor {
+                        parent_uuid: Some(process_uuid),
+                        name: Some(name),
+                        child_ordering: Some(ChildTracksOrdering::Explicit as i32),
+                        sibling_order_rank: Some(GPU_ORDER + s.device as i32),
+                        ..TrackDescriptor::default()
+                    })?;
+                    group = Some((s.device, uuid));
+                    uuid
+                }
+            };
+            let role = self
+                .core
+                .prepared
+                .streams
+                .role(s.stream)
+                .unwrap_or(Role::Copy);
+            let name = format!(
+                "GPU {} · stream {} · {}",
+                s.device,
+                s.number,
+                role.name(self.core.plan.rules)
+            );
+            let track = LaneTrack {
+                lanes: Lanes::new(false),
+                parent: group_uuid,
+                name,
+                order: Some(order as i32),
+            };
+            self.streams.insert(s.stream, StreamTrack { track, role });
+        }
+        Ok(())
+    }
+
+    /// The overlap counters' tracks.
+    fn counter_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let Some(counters) = Counters::new(self.core.plan, self.core.position, self.core.prepared)
+        else {
+            return Ok(());
+        };
+        let mut names = vec!["compute kernels in flight".to_string()];
+        names.extend(
+            counters
+                .roles()
+                .map(|role| format!("communication in flight · {role}")),
+        );
+        names.push("exposed communication".to_string());
+        if counters.waits() {
+            names.push("waiting in collectives".to_string());
+        }
+        let mut sequences = Vec::new();
+        for (order, name) in names.into_iter().enumerate() {
+            sequences.push(self.core.counter_track(
+                process_uuid,
+                name,
+                COUNTER_ORDER + order as i32,
+            )?);
+        }
+        self.counters = Some((counters, sequences));
+        Ok(())
+    }
+
+    /// One counter track per GPU metric per GPU (`GPU 0 · SMs Active`).
+    fn metric_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let activity = self.core.plan.activity;
+        let timeline = activity.timeline;
+        for (order, (gpu, series)) in activity
+            .metric_series(self.core.process)
+            .into_iter()
+            .enumerate()
+        {
+            let name = format!(
+                "GPU {} · {}",
+                timeline.gpu(gpu).device,
+                timeline.text(timeline.metric_series(series).name)
+            );
+            let seq = self
+                .core
+                .counter_track(process_uuid, name, METRIC_ORDER + order as i32)?;
+            self.metrics.insert((gpu, series), seq);
+        }
+        Ok(())
+    }
+
+    /// One counter track per GPU with device-memory events (`GPU 0 · memory allocated
+    /// (bytes)`).
+    fn memory_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
+        let timeline = self.core.plan.activity.timeline;
+        for (order, &gpu) in self.core.prepared.memory.iter().enumerate() {
+            let name = format!(
+                "GPU {} · memory allocated (bytes)",
+                timeline.gpu(gpu).device
+            );
+            let sequence =
+                self.core
+                    .counter_track(process_uuid, name, MEMORY_ORDER + order as i32)?;
+            let memory = Memory {
+                sequence,
+                total: 0,
+                changed: false,
+                due_at_start: false,
+            };
+            self.memory.insert(gpu, memory);
+        }
+        Ok(())
+    }
+
+    /// Closes every open slice; the stream and what was written.
+    pub fn finish(mut self) -> io::Result<(PacketStream<W>, Counts)> {
+        for track in self
+            .threads
+            .values_mut()
+            .chain(self.domains.values_mut())
+            .chain(self.streams.values_mut().map(|s| &mut s.track))
+        {
+            track.lanes.finish(&mut self.core.out)?;
+        }
+        Ok((self.core.out, self.core.counts))
+    }
+}
+
+impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W> {
+    /// A counter change, or the step at the window's start of memory allocated before it.
+    fn due(&self) -> Option<i64> {
+        let counters = self.counters.as_ref().and_then(|(c, _)| c.due());
+        let memory = self
+            .memory
+            .values()
+            .any(|m| m.due_at_start)
+            .then_some(self.core.window.0);
+        counters.into_iter().chain(memory).min()
+    }
+
+    /// Draws one event.
+    fn item(&mut self, _: &mut (), item: &Item) -> io::Result<()> {
+        match item.event {
+            Event::Api(a) => {
+                self.core.counts.api += 1;
+                let flow = (self.core.prepared.launches.ops(a.correlation) > 0)
+                    .then(|| flow_id(self.core.process, a.correlation));
+                let args = [(Arg::Correlation, Value::Uint(a.correlation.into()))];
+                let label = (Name::Text(a.name), Category::CudaApi);
+                self.cpu_slice(a.thread, item, label, &args, flow)
+            }
+            Event::Os(o) => {
+                self.core.counts.os_calls += 1;
+                let label = (Name::Text(o.name), Category::OsRuntime);
+                self.cpu_slice(o.thread, item, label, &[], None)
+            }
+            Event::Nvtx(n) => self.nvtx(&n, item),
+            Event::Kernel(k) => {
+                if let Some((counters, _)) = &mut self.counters {
+                    counters.add(self.core.plan, self.core.prepared, item);
+                }
+                self.kernel(&k, item)
+            }
+            Event::Graph(g) => {
+                if let Some((counters, _)) = &mut self.counters {
+                    counters.add(self.core.plan, self.core.prepared, item);
+                }
+                let args = [
+                    (Arg::GraphId, Value::Uint(g.graph.into())),
+                    (Arg::GraphExecId, Value::Uint(g.exec.into())),
+                    (Arg::Correlation, Value::Uint(g.correlation.into())),
+                ];
+                self.core.counts.graphs += 1;
+                let label = (Name::Fixed("CUDA graph"), Category::Graph);
+                self.gpu_slice(g.stream, item, label, &args, g.correlation, true)
+            }
+            Event::Memcpy(m) => {
+                let (name, kind) = copy_names(m.copy_kind);
+                let args = [
+                    (Arg::Bytes, Value::Uint(m.bytes)),
+                    (Arg::CopyKind, Value::Fixed(kind)),
+                    (Arg::Correlation, Value::Uint(m.correlation.into())),
+                ];
+                self.core.counts.memcpy += 1;
+                let label = (Name::Fixed(name), Category::Memcpy);
+                self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
+            }
+            Event::Memset(m) => {
+                let args = [
+                    (Arg::Bytes, Value::Uint(m.bytes)),
+                    (Arg::Correlation, Value::Uint(m.correlation.into())),
+                ];
+                self.core.counts.memset += 1;
+                let label = (Name::Fixed("[CUDA memset]"), Category::Memset);
+                self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
+            }
+            Event::Metric(sample, gpu) => {
+                let ts = self.core.plan.rebase(item.start);
+                if let Some(seq) = self.metrics.get_mut(&(gpu, sample.series)) {
+                    seq.counter(&mut self.core.out, ts, sample.value)?;
+                    self.core.counts.metric_samples += 1;
+                }
+                Ok(())
+            }
+            Event::Memory(m) => {
+                if let Some(memory) = self.memory.get_mut(&m.gpu) {
+                    memory.total += m.bytes;
+                    if m.time.0 < self.core.window.0 {
+                        memory.due_at_start = true;
+                    } else {
+                        memory.changed = true;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// After every event at `t`: the counters that changed, and device memory.
+    fn end_group(&mut self, _: &mut (), t: i64) -> io::Result<()> {
+        let ts = self.core.plan.rebase(t);
+        if let Some((counters, sequences)) = &mut self.counters
+            && let Some(changes) = counters.at(t)
+        {
+            for (seq, value) in sequences.iter_mut().zip(values(&changes)) {
+                if let Some(v) = value {
+                    seq.counter(&mut self.core.out, ts, v)?;
+                }
+            }
+        }
+        let at_start = t >= self.core.window.0;
+        for memory in self.memory.values_mut() {
+            if memory.changed || (memory.due_at_start && at_start) {
+                memory
+                    .sequence
+                    .counter(&mut self.core.out, ts, memory.total)?;
+                memory.changed = false;
+                memory.due_at_start = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> ProcessWriter<'_, '_, '_, W> {
+    /// An NVTX range or mark: on its thread's track, or a start/end range on its domain's.
+    fn nvtx(&mut self, n: &NvtxEvent, item: &Item) -> io::Result<()> {
+        self.core.counts.nvtx += 1;
+        let domain = (n.domain != StringId::EMPTY).then_some((Arg::Domain, Value::Text(n.domain)));
+        let args: Vec<(Arg, Value)> = domain.into_iter().collect();
+        let label = (Name::Text(n.text), Category::Nvtx);
+        match n.kind {
+            NvtxKind::Mark => {
+                let start = self.core.plan.rebase(item.start);
+                let texts = self.core.texts();
+                let Some(track) = self.threads.get_mut(&n.thread) else {
+                    return Ok(());
+                };
+                track.lanes.first(&mut self.core.out, start)?;
+                track
+                    .lanes
+                    .sequence(0)
+                    .instant(&mut self.core.out, start, label, &args, texts)
+            }
+            NvtxKind::StartEnd => {
+                let Some(track) = self.domains.get_mut(&n.domain) else {
+                    return Ok(());
+                };
+                self.core.flows.clear();
+                self.core.slice(track, item, label, &args)
+            }
+            NvtxKind::PushPop | NvtxKind::Metadata => {
+                self.cpu_slice(n.thread, item, label, &args, None)
+            }
+        }
+    }
+
+    /// A slice on a thread's track.
+    fn cpu_slice(
+        &mut self,
+        thread: ThreadId,
+        item: &Item,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        flow: Option<u64>,
+    ) -> io::Result<()> {
+        let Some(track) = self.threads.get_mut(&thread) else {
+            return Ok(());
+        };
+        self.core.flows.clear();
+        self.core.flows.extend(flow);
+        self.core.slice(track, item, label, args)
+    }
+
+    /// A kernel on its stream's track, with its role, the evidence for it, and its collective.
+    fn kernel(&mut self, k: &Kernel, item: &Item) -> io::Result<()> {
+        let Some(stream) = self.streams.get(&k.stream) else {
+            return Ok(());
+        };
+        let role = stream.role;
+        let nccl = self.core.prepared.streams.nccl_at(k.stream, item.start);
+        let comm_role = nccl.map_or(Value::Fixed(""), |n| match n.is_barrier() {
+            true => Value::Fixed(BARRIER),
+            false => Value::Purpose(n.purpose),
+        });
+        let evidence = nccl.map_or("", |n| n.evidence.kind());
+        let plan = self.core.plan;
+        let collective = plan.collectives.kernels.get(&(k.stream, k.start.0));
+        let number = collective.map_or(0, |c| c.0);
+        let correlation = (Arg::Correlation, Value::Uint(k.correlation.into()));
+        let mut args = [
+            (Arg::Demangled, Value::Text(k.name)),
+            (Arg::Grid, Value::Dims(k.grid)),
+            (Arg::Block, Value::Dims(k.block)),
+            (Arg::Registers, Value::Uint(k.registers.into())),
+            (
+                Arg::SharedMemory,
+                Value::Uint(u64::from(k.static_shared) + u64::from(k.dynamic_shared)),
+            ),
+            correlation,
+            (Arg::Role, Value::Role(role)),
+            (Arg::CommRole, comm_role),
+            (Arg::RoleEvidence, Value::Fixed(evidence)),
+            (Arg::Collective, Value::Uint(number)),
+            (Arg::GraphNode, Value::Uint(k.graph_node.into())),
+        ];
+        // NCCL kernels carry their own role and its evidence, and a collective's its instance;
+        // others stop at the stream's role.
+        let mut shown = match (nccl, collective) {
+            (None, _) => 7,
+            (Some(_), None) => 9,
+            (Some(_), Some(_)) => 10,
+        };
+        // A kernel that ran as a graph node says which, after what it shows.
+        if k.graph_node != 0 {
+            args.swap(shown, 10);
+            shown += 1;
+        }
+        let linked: &[u64] = collective.map_or(&[], |c| &c.1);
+        self.core.counts.kernels += 1;
+        let label = (Name::Text(k.short_name), Category::Kernel);
+        self.gpu_op(k.stream, item, label, &args[..shown], k.correlation, linked)
+    }
+
+    /// A copy, set or graph launch on its stream's track (a graph launch shows the stream's
+    /// role after its arguments).
+    fn gpu_slice(
+        &mut self,
+        stream: StreamId,
+        item: &Item,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        correlation: u32,
+        with_role: bool,
+    ) -> io::Result<()> {
+        let Some(role) = self.streams.get(&stream).map(|s| s.role) else {
+            return Ok(());
+        };
+        let mut all = args.to_vec();
+        if with_role {
+            all.push((Arg::Role, Value::Role(role)));
+        }
+        self.gpu_op(stream, item, label, &all, correlation, &[])
+    }
+
+    /// A GPU operation on the first idle lane of its stream, with its launch's flow and
+    /// `linked` collective flows.
+    fn gpu_op(
+        &mut self,
+        stream: StreamId,
+        item: &Item,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        correlation: u32,
+        linked: &[u64],
+    ) -> io::Result<()> {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return Ok(());
+        };
+        let core = &mut self.core;
+        let flow = (correlation != 0 && core.prepared.launches.has_call(correlation))
+            .then(|| flow_id(core.process, correlation));
+        core.counts.flows += u64::from(flow.is_some());
+        core.flows.clear();
+        core.flows.extend(flow);
+        core.flows.extend_from_slice(linked);
+        core.slice(&mut s.track, item, label, args)
+    }
+}
+
+impl<'a, W: Write> Core<'_, 'a, '_, W> {
     fn pid(&self) -> i32 {
         10_000 + self.position as i32
     }
@@ -198,317 +669,14 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
         }
     }
 
-    /// One thread track per CPU thread with events besides NVTX start/end ranges, in tid order.
-    fn thread_tracks(&mut self) -> io::Result<()> {
-        let timeline = self.plan.activity.timeline;
-        let threads = self
-            .prepared
-            .threads
-            .iter()
-            .filter(|(.., besides)| *besides);
-        for (order, &(tid, thread, _)) in threads.enumerate() {
-            let name = match timeline.text(timeline.thread(thread).name) {
-                "" => format!("thread [{tid}]"),
-                name => format!("{name} [{tid}]"),
-            };
-            let pid = self.pid();
-            let tid_here = (self.position as i64 + 1) * 1_000_000 + self.next_tid;
-            self.next_tid += 1;
-            let uuid = self.track(TrackDescriptor {
-                thread: Some(ThreadDescriptor {
-                    pid: Some(pid),
-                    tid: Some(tid_here),
-                    thread_name: Some(name.clone()),
-                }),
-                sibling_order_rank: Some(order as i32),
-                ..TrackDescriptor::default()
-            })?;
-            let mut lanes = Lanes::new(true);
-            lanes.add(self.sequence(uuid)?);
-            let track = LaneTrack {
-                lanes,
-                parent: uuid,
-                name: format!("{name} · overlapping"),
-                order: None,
-            };
-            self.threads.insert(thread, track);
-        }
-        Ok(())
-    }
-
-    /// One track per NVTX domain of start/end ranges.
-    fn domain_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
-        let timeline = self.plan.activity.timeline;
-        for (order, &domain) in self.prepared.domains.iter().enumerate() {
-            let name = match timeline.text(domain) {
-                "" => "NVTX".to_string(),
-                d => format!("NVTX · {d}"),
-            };
-            let order = NVTX_ORDER + order as i32;
-            let mut lanes = Lanes::new(true);
-            lanes.add(self.child(process_uuid, name.clone(), order)?);
-            let track = LaneTrack {
-                lanes,
-                parent: process_uuid,
-                name,
-                order: None,
-            };
-            self.domains.insert(domain, track);
-        }
-        Ok(())
-    }
-
-    /// A group track per device, and the streams' tracks (whose lanes start with their first
-    /// operation).
-    fn stream_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
-        let timeline = self.plan.activity.timeline;
-        let mut group: Option<(u32, u64)> = None;
-        for (order, s) in self.prepared.streams_lanes.iter().enumerate() {
-            let group_uuid = match group {
-                Some((d, uuid)) if d == s.device => uuid,
-                _ => {
-                    let gpu = timeline.gpu(timeline.stream(s.stream).gpu);
-                    let name = match timeline.text(gpu.name) {
-                        "" => format!("GPU {}", s.device),
-                        product => format!("GPU {} · {product}", s.device),
-                    };
-                    let uuid = self.track(TrackDescriptor {
-                        parent_uuid: Some(process_uuid),
-                        name: Some(name),
-                        child_ordering: Some(ChildTracksOrdering::Explicit as i32),
-                        sibling_order_rank: Some(GPU_ORDER + s.device as i32),
-                        ..TrackDescriptor::default()
-                    })?;
-                    group = Some((s.device, uuid));
-                    uuid
-                }
-            };
-            let role = self.prepared.streams.role(s.stream).unwrap_or(Role::Copy);
-            let name = format!(
-                "GPU {} · stream {} · {}",
-                s.device,
-                s.number,
-                role.name(self.plan.rules)
-            );
-            let track = LaneTrack {
-                lanes: Lanes::new(false),
-                parent: group_uuid,
-                name,
-                order: Some(order as i32),
-            };
-            self.streams.insert(s.stream, StreamTrack { track, role });
-        }
-        Ok(())
-    }
-
-    /// The overlap counters' tracks.
-    fn counter_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
-        let Some(counters) = Counters::new(self.plan, self.position, self.prepared) else {
-            return Ok(());
-        };
-        let mut names = vec!["compute kernels in flight".to_string()];
-        names.extend(
-            counters
-                .roles()
-                .map(|role| format!("communication in flight · {role}")),
-        );
-        names.push("exposed communication".to_string());
-        if counters.waits() {
-            names.push("waiting in collectives".to_string());
-        }
-        let mut sequences = Vec::new();
-        for (order, name) in names.into_iter().enumerate() {
-            sequences.push(self.counter_track(process_uuid, name, COUNTER_ORDER + order as i32)?);
-        }
-        self.counters = Some((counters, sequences));
-        Ok(())
-    }
-
-    /// One counter track per GPU metric per GPU (`GPU 0 · SMs Active`).
-    fn metric_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
-        let activity = self.plan.activity;
-        let timeline = activity.timeline;
-        for (order, (gpu, series)) in activity.metric_series(self.process).into_iter().enumerate() {
-            let name = format!(
-                "GPU {} · {}",
-                timeline.gpu(gpu).device,
-                timeline.text(timeline.metric_series(series).name)
-            );
-            let seq = self.counter_track(process_uuid, name, METRIC_ORDER + order as i32)?;
-            self.metrics.insert((gpu, series), seq);
-        }
-        Ok(())
-    }
-
-    /// One counter track per GPU with device-memory events (`GPU 0 · memory allocated
-    /// (bytes)`).
-    fn memory_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
-        let timeline = self.plan.activity.timeline;
-        for (order, &gpu) in self.prepared.memory.iter().enumerate() {
-            let name = format!(
-                "GPU {} · memory allocated (bytes)",
-                timeline.gpu(gpu).device
-            );
-            let sequence = self.counter_track(process_uuid, name, MEMORY_ORDER + order as i32)?;
-            let memory = Memory {
-                sequence,
-                total: 0,
-                changed: false,
-                due_at_start: false,
-            };
-            self.memory.insert(gpu, memory);
-        }
-        Ok(())
-    }
-
-    /// When this writer next has something due without an event: a counter change, or the step
-    /// at the window's start of memory allocated before it.
-    pub fn due(&self) -> Option<i64> {
-        let counters = self.counters.as_ref().and_then(|(c, _)| c.due());
-        let memory = self
-            .memory
-            .values()
-            .any(|m| m.due_at_start)
-            .then_some(self.window.0);
-        counters.into_iter().chain(memory).min()
-    }
-
-    /// Draws one event.
-    pub fn item(&mut self, item: &Item) -> io::Result<()> {
-        match item.event {
-            Event::Api(a) => {
-                self.counts.api += 1;
-                let flow = (self.prepared.launches.ops(a.correlation) > 0)
-                    .then(|| flow_id(self.process, a.correlation));
-                let args = [(Arg::Correlation, Value::Uint(a.correlation.into()))];
-                let label = (Name::Text(a.name), Category::CudaApi);
-                self.cpu_slice(a.thread, item, label, &args, flow)
-            }
-            Event::Os(o) => {
-                self.counts.os_calls += 1;
-                let label = (Name::Text(o.name), Category::OsRuntime);
-                self.cpu_slice(o.thread, item, label, &[], None)
-            }
-            Event::Nvtx(n) => self.nvtx(&n, item),
-            Event::Kernel(k) => {
-                if let Some((counters, _)) = &mut self.counters {
-                    counters.add(self.plan, self.prepared, item);
-                }
-                self.kernel(&k, item)
-            }
-            Event::Graph(g) => {
-                if let Some((counters, _)) = &mut self.counters {
-                    counters.add(self.plan, self.prepared, item);
-                }
-                let args = [
-                    (Arg::GraphId, Value::Uint(g.graph.into())),
-                    (Arg::GraphExecId, Value::Uint(g.exec.into())),
-                    (Arg::Correlation, Value::Uint(g.correlation.into())),
-                ];
-                self.counts.graphs += 1;
-                let label = (Name::Fixed("CUDA graph"), Category::Graph);
-                self.gpu_slice(g.stream, item, label, &args, g.correlation, true)
-            }
-            Event::Memcpy(m) => {
-                let (name, kind) = copy_names(m.copy_kind);
-                let args = [
-                    (Arg::Bytes, Value::Uint(m.bytes)),
-                    (Arg::CopyKind, Value::Fixed(kind)),
-                    (Arg::Correlation, Value::Uint(m.correlation.into())),
-                ];
-                self.counts.memcpy += 1;
-                let label = (Name::Fixed(name), Category::Memcpy);
-                self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
-            }
-            Event::Memset(m) => {
-                let args = [
-                    (Arg::Bytes, Value::Uint(m.bytes)),
-                    (Arg::Correlation, Value::Uint(m.correlation.into())),
-                ];
-                self.counts.memset += 1;
-                let label = (Name::Fixed("[CUDA memset]"), Category::Memset);
-                self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
-            }
-            Event::Metric(sample, gpu) => {
-                let ts = self.plan.rebase(item.start);
-                if let Some(seq) = self.metrics.get_mut(&(gpu, sample.series)) {
-                    seq.counter(&mut self.out, ts, sample.value)?;
-                    self.counts.metric_samples += 1;
-                }
-                Ok(())
-            }
-            Event::Memory(m) => {
-                if let Some(memory) = self.memory.get_mut(&m.gpu) {
-                    memory.total += m.bytes;
-                    if m.time.0 < self.window.0 {
-                        memory.due_at_start = true;
-                    } else {
-                        memory.changed = true;
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// An NVTX range or mark: on its thread's track, or a start/end range on its domain's.
-    fn nvtx(&mut self, n: &NvtxEvent, item: &Item) -> io::Result<()> {
-        self.counts.nvtx += 1;
-        let domain = (n.domain != StringId::EMPTY).then_some((Arg::Domain, Value::Text(n.domain)));
-        let args: Vec<(Arg, Value)> = domain.into_iter().collect();
-        let label = (Name::Text(n.text), Category::Nvtx);
-        match n.kind {
-            NvtxKind::Mark => {
-                let start = self.plan.rebase(item.start);
-                let texts = self.texts();
-                let Some(track) = self.threads.get_mut(&n.thread) else {
-                    return Ok(());
-                };
-                track.lanes.first(&mut self.out, start)?;
-                track
-                    .lanes
-                    .sequence(0)
-                    .instant(&mut self.out, start, label, &args, texts)
-            }
-            NvtxKind::StartEnd => {
-                let Some(mut track) = self.domains.remove(&n.domain) else {
-                    return Ok(());
-                };
-                let done = self.slice(&mut track, item, label, &args, &[]);
-                self.domains.insert(n.domain, track);
-                done
-            }
-            NvtxKind::PushPop | NvtxKind::Metadata => {
-                self.cpu_slice(n.thread, item, label, &args, None)
-            }
-        }
-    }
-
-    /// A slice on a thread's track.
-    fn cpu_slice(
-        &mut self,
-        thread: ThreadId,
-        item: &Item,
-        label: (Name, Category),
-        args: &[(Arg, Value)],
-        flow: Option<u64>,
-    ) -> io::Result<()> {
-        let Some(mut track) = self.threads.remove(&thread) else {
-            return Ok(());
-        };
-        let done = self.slice(&mut track, item, label, args, flow.as_slice());
-        self.threads.insert(thread, track);
-        done
-    }
-
-    /// A slice on the first lane of `track` where it fits (a new lane when none does).
+    /// A slice on the first lane of `track` where it fits (a new lane when none does), with
+    /// the flows in `self.flows`.
     fn slice(
         &mut self,
         track: &mut LaneTrack,
         item: &Item,
         label: (Name, Category),
         args: &[(Arg, Value)],
-        flows: &[u64],
     ) -> io::Result<()> {
         let (start, end) = (self.plan.rebase(item.start), self.plan.rebase(item.end));
         let lane = match track.lanes.place(&mut self.out, start, end)? {
@@ -523,145 +691,9 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
         track
             .lanes
             .sequence(lane)
-            .begin(&mut self.out, start, label, args, flows, texts)?;
+            .begin(&mut self.out, start, label, args, &self.flows, texts)?;
         track.lanes.opened(lane, end);
         Ok(())
-    }
-
-    /// A kernel on its stream's track, with its role, the evidence for it, and its collective.
-    fn kernel(&mut self, k: &Kernel, item: &Item) -> io::Result<()> {
-        let Some(stream) = self.streams.get(&k.stream) else {
-            return Ok(());
-        };
-        let role = stream.role;
-        let nccl = self.prepared.streams.nccl_at(k.stream, item.start);
-        let comm_role = nccl.map_or(Value::Fixed(""), |n| match n.is_barrier() {
-            true => Value::Fixed(BARRIER),
-            false => Value::Purpose(n.purpose),
-        });
-        let evidence = nccl.map_or("", |n| n.evidence.kind());
-        let collective = self.plan.collectives.kernels.get(&(k.stream, k.start.0));
-        let number = collective.map_or(0, |c| c.0);
-        let correlation = (Arg::Correlation, Value::Uint(k.correlation.into()));
-        let mut args = [
-            (Arg::Demangled, Value::Text(k.name)),
-            (Arg::Grid, Value::Dims(k.grid)),
-            (Arg::Block, Value::Dims(k.block)),
-            (Arg::Registers, Value::Uint(k.registers.into())),
-            (
-                Arg::SharedMemory,
-                Value::Uint(u64::from(k.static_shared) + u64::from(k.dynamic_shared)),
-            ),
-            correlation,
-            (Arg::Role, Value::Role(role)),
-            (Arg::CommRole, comm_role),
-            (Arg::RoleEvidence, Value::Fixed(evidence)),
-            (Arg::Collective, Value::Uint(number)),
-            (Arg::GraphNode, Value::Uint(k.graph_node.into())),
-        ];
-        // NCCL kernels carry their own role and its evidence, and a collective's its instance;
-        // others stop at the stream's role.
-        let mut shown = match (nccl, collective) {
-            (None, _) => 7,
-            (Some(_), None) => 9,
-            (Some(_), Some(_)) => 10,
-        };
-        // A kernel that ran as a graph node says which, after what it shows.
-        if k.graph_node != 0 {
-            args.swap(shown, 10);
-            shown += 1;
-        }
-        let collective_flows: Vec<u64> = collective.map(|c| c.1.clone()).unwrap_or_default();
-        self.counts.kernels += 1;
-        let label = (Name::Text(k.short_name), Category::Kernel);
-        self.gpu_op(
-            k.stream,
-            item,
-            label,
-            &args[..shown],
-            k.correlation,
-            &collective_flows,
-        )
-    }
-
-    /// A copy, set or graph launch on its stream's track (a graph launch shows the stream's
-    /// role after its arguments).
-    fn gpu_slice(
-        &mut self,
-        stream: StreamId,
-        item: &Item,
-        label: (Name, Category),
-        args: &[(Arg, Value)],
-        correlation: u32,
-        with_role: bool,
-    ) -> io::Result<()> {
-        let Some(role) = self.streams.get(&stream).map(|s| s.role) else {
-            return Ok(());
-        };
-        let mut all = args.to_vec();
-        if with_role {
-            all.push((Arg::Role, Value::Role(role)));
-        }
-        self.gpu_op(stream, item, label, &all, correlation, &[])
-    }
-
-    /// A GPU operation on the first idle lane of its stream, with its launch's flow and
-    /// `linked` collective flows.
-    fn gpu_op(
-        &mut self,
-        stream: StreamId,
-        item: &Item,
-        label: (Name, Category),
-        args: &[(Arg, Value)],
-        correlation: u32,
-        linked: &[u64],
-    ) -> io::Result<()> {
-        let Some(mut s) = self.streams.remove(&stream) else {
-            return Ok(());
-        };
-        let flow = (correlation != 0 && self.prepared.launches.has_call(correlation))
-            .then(|| flow_id(self.process, correlation));
-        self.counts.flows += u64::from(flow.is_some());
-        let flows: Vec<u64> = flow.into_iter().chain(linked.iter().copied()).collect();
-        let done = self.slice(&mut s.track, item, label, args, &flows);
-        self.streams.insert(stream, s);
-        done
-    }
-
-    /// After every event at `t`: the counters that changed, and device memory.
-    pub fn end_group(&mut self, t: i64) -> io::Result<()> {
-        let ts = self.plan.rebase(t);
-        if let Some((counters, sequences)) = &mut self.counters
-            && let Some(changes) = counters.at(t)
-        {
-            for (seq, value) in sequences.iter_mut().zip(values(&changes)) {
-                if let Some(v) = value {
-                    seq.counter(&mut self.out, ts, v)?;
-                }
-            }
-        }
-        let at_start = t >= self.window.0;
-        for memory in self.memory.values_mut() {
-            if memory.changed || (memory.due_at_start && at_start) {
-                memory.sequence.counter(&mut self.out, ts, memory.total)?;
-                memory.changed = false;
-                memory.due_at_start = false;
-            }
-        }
-        Ok(())
-    }
-
-    /// Closes every open slice; the stream and what was written.
-    pub fn finish(mut self) -> io::Result<(PacketStream<W>, Counts)> {
-        for track in self
-            .threads
-            .values_mut()
-            .chain(self.domains.values_mut())
-            .chain(self.streams.values_mut().map(|s| &mut s.track))
-        {
-            track.lanes.finish(&mut self.out)?;
-        }
-        Ok((self.out, self.counts))
     }
 }
 
