@@ -1,11 +1,13 @@
 //! Sorting more records than memory should hold: an external merge sort under a memory budget.
 //!
 //! A [`Sorter`] keeps records in memory until the [`Budget`] it shares with other sorters is
-//! spent, then sorts its buffer and writes it as a *run* to an unnamed temporary file (removed by
-//! the operating system when closed, so no exit path, interrupt or crash leaves one behind).
-//! [`Sorter::finish`] gives a [`Sorted`] set: the runs plus the sorted remainder in memory, read
-//! back as one ordered stream by a k-way merge ([`Sorted::iter`]) as often as needed, each reader
-//! with its own small buffer per run.
+//! spent, then sorts its buffer and writes it as a *run* to the budget's spill file: one unnamed
+//! temporary file (removed by the operating system when closed, so no exit path, interrupt or
+//! crash leaves one behind) that every run of the budget is appended to. Runs merge as they
+//! accumulate, [`MAX_RUNS`] runs of one size into one run of the next, so that each record is
+//! written a logarithmic number of times and reading back needs few buffers. [`Sorter::finish`] gives a [`Sorted`] set: the runs plus the sorted remainder in
+//! memory, read back as one ordered stream by a k-way merge ([`Sorted::iter`]) as often as
+//! needed, each reader with its own small buffer per run.
 //!
 //! Records order by their own `Ord`, which must be total over every field: two records that
 //! compare equal are identical, so the result does not depend on where the runs were cut, and a
@@ -14,10 +16,13 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Runs of one size a sorter holds before it merges them into one larger run.
+pub const MAX_RUNS: usize = 16;
 
 /// A fixed-size record that can be written to a run and read back.
 pub trait Record: Copy + Ord + Send + Sync {
@@ -29,11 +34,14 @@ pub trait Record: Copy + Ord + Send + Sync {
     fn decode(bytes: &[u8]) -> Self;
 }
 
-/// The memory that the sorters sharing it may hold, in bytes of records.
+/// The memory that the sorters sharing it may hold, in bytes of records, and the file their
+/// runs go to.
 #[derive(Debug)]
 pub struct Budget {
     limit: usize,
     used: AtomicUsize,
+    /// The spill file, created with the first run, and its length.
+    file: Mutex<Option<(Arc<File>, u64)>>,
 }
 
 impl Budget {
@@ -42,7 +50,20 @@ impl Budget {
         Arc::new(Budget {
             limit: limit.max(1),
             used: AtomicUsize::new(0),
+            file: Mutex::new(None),
         })
+    }
+
+    /// Reserves `bytes` at the end of the spill file: the file and where they go.
+    fn reserve(&self, bytes: u64) -> io::Result<(Arc<File>, u64)> {
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let (f, end) = match &mut *file {
+            Some(open) => open,
+            None => file.insert((Arc::new(tempfile::tempfile()?), 0)),
+        };
+        let at = *end;
+        *end += bytes;
+        Ok((f.clone(), at))
     }
 
     /// The limit, bytes.
@@ -64,7 +85,9 @@ impl Budget {
 /// One sorted run on disk.
 #[derive(Debug)]
 struct Run {
-    file: File,
+    /// How many merges made it (0: a spilled buffer).
+    level: u32,
+    file: Arc<File>,
     /// Where the run starts in the file.
     offset: u64,
     records: u64,
@@ -100,28 +123,30 @@ impl<T: Record> Sorter<T> {
         Ok(())
     }
 
-    /// Sorts the buffer and writes it to a new run, freeing its memory.
+    /// Sorts the buffer and writes it to a new run, freeing its memory; merges the last
+    /// [`MAX_RUNS`] runs into one while they are of one level.
     fn spill(&mut self) -> io::Result<()> {
         if self.buffer.is_empty() {
             return Ok(());
         }
         self.buffer.sort_unstable();
-        let file = tempfile::tempfile()?;
-        let mut out = BufWriter::with_capacity(1 << 16, &file);
-        let mut bytes = vec![0u8; T::SIZE];
-        for record in &self.buffer {
-            record.encode(&mut bytes);
-            out.write_all(&bytes)?;
-        }
-        out.flush()?;
-        drop(out);
-        self.runs.push(Run {
-            file,
-            offset: 0,
-            records: self.buffer.len() as u64,
-        });
+        let ordered = self.buffer.iter().map(|&r| Ok(r));
+        let run = write_run(&self.budget, 0, self.buffer.len() as u64, ordered)?;
+        self.runs.push(run);
         self.budget.give(self.buffer.len() * size_of::<T>());
         self.buffer = Vec::new();
+        while self.runs.len() >= MAX_RUNS {
+            let tail = self.runs.len() - MAX_RUNS;
+            let level = self.runs[tail].level;
+            if self.runs[tail..].iter().any(|r| r.level != level) {
+                break;
+            }
+            let runs: Vec<Run> = self.runs.drain(tail..).collect();
+            let records = runs.iter().map(|r| r.records).sum();
+            let merged = merge(runs.iter().map(Cursor::<T>::run).collect());
+            self.runs
+                .push(write_run(&self.budget, level + 1, records, merged)?);
+        }
         Ok(())
     }
 
@@ -210,26 +235,7 @@ impl<T: Record> Sorted<T> {
     pub fn iter(&self) -> SortedIter<'_, T> {
         let mut cursors: Vec<Cursor<'_, T>> = self.runs.iter().map(Cursor::run).collect();
         cursors.push(Cursor::memory(&self.memory));
-        let mut heap = BinaryHeap::with_capacity(cursors.len());
-        let mut error = None;
-        // With one cursor (nothing spilled) records are read straight from it, without a heap.
-        let merged = if cursors.len() > 1 {
-            &mut cursors[..]
-        } else {
-            &mut []
-        };
-        for (i, cursor) in merged.iter_mut().enumerate() {
-            match cursor.next() {
-                Ok(Some(record)) => heap.push(Reverse((record, i))),
-                Ok(None) => {}
-                Err(e) => error = error.or(Some(e)),
-            }
-        }
-        SortedIter {
-            cursors,
-            heap,
-            error,
-        }
+        merge(cursors)
     }
 
     /// Writes every record, in order, to `out`; returns how many.
@@ -246,10 +252,11 @@ impl<T: Record> Sorted<T> {
 
     /// `records` records written by [`Sorted::write_to`], read from `file` at `offset` as one
     /// run (the file may hold other data around them).
-    pub fn from_file(file: File, offset: u64, records: u64) -> Sorted<T> {
+    pub fn from_file(file: Arc<File>, offset: u64, records: u64) -> Sorted<T> {
         Sorted {
             memory: Vec::new(),
             runs: vec![Run {
+                level: 0,
                 file,
                 offset,
                 records,
@@ -274,7 +281,61 @@ enum Cursor<'s, T> {
 }
 
 /// Bytes a run's reader holds at once.
-const RUN_BUFFER: usize = 1 << 16;
+const RUN_BUFFER: usize = 1 << 15;
+
+/// Writes `records` records, in order, as a run of `level` at the end of the budget's spill
+/// file.
+fn write_run<T: Record>(
+    budget: &Budget,
+    level: u32,
+    records: u64,
+    ordered: impl Iterator<Item = io::Result<T>>,
+) -> io::Result<Run> {
+    let (file, offset) = budget.reserve(records * T::SIZE as u64)?;
+    let mut at = offset;
+    let mut block = Vec::with_capacity(RUN_BUFFER);
+    let mut bytes = vec![0u8; T::SIZE];
+    for record in ordered {
+        record?.encode(&mut bytes);
+        block.extend_from_slice(&bytes);
+        if block.len() + T::SIZE > RUN_BUFFER {
+            file.write_all_at(&block, at)?;
+            at += block.len() as u64;
+            block.clear();
+        }
+    }
+    file.write_all_at(&block, at)?;
+    Ok(Run {
+        level,
+        file,
+        offset,
+        records,
+    })
+}
+
+/// The records of `cursors`, merged in order.
+fn merge<T: Record>(mut cursors: Vec<Cursor<'_, T>>) -> SortedIter<'_, T> {
+    let mut heap = BinaryHeap::with_capacity(cursors.len());
+    let mut error = None;
+    // With one cursor (nothing spilled) records are read straight from it, without a heap.
+    let merged = if cursors.len() > 1 {
+        &mut cursors[..]
+    } else {
+        &mut []
+    };
+    for (i, cursor) in merged.iter_mut().enumerate() {
+        match cursor.next() {
+            Ok(Some(record)) => heap.push(Reverse((record, i))),
+            Ok(None) => {}
+            Err(e) => error = error.or(Some(e)),
+        }
+    }
+    SortedIter {
+        cursors,
+        heap,
+        error,
+    }
+}
 
 impl<'s, T: Record> Cursor<'s, T> {
     fn memory(records: &'s [T]) -> Self {
@@ -619,9 +680,11 @@ mod tests {
         let (all_in_memory, runs) = sorted_with(usize::MAX / 2, &records);
         assert_eq!(runs, 0);
         assert_eq!(all_in_memory, want);
-        // 17 records per run (the push that overdraws the budget spills): 589 runs.
+        // 17 records per run (the push that overdraws the budget spills): 588 runs and 4
+        // records left in memory; merged 16 at a time, 588 = 2·256 + 4·16 + 12, so 2 + 4 + 12
+        // runs remain.
         let (spilled, runs) = sorted_with(16 * size_of::<Pair>(), &records);
-        assert!(runs >= 580, "{runs} runs");
+        assert_eq!(runs, 18);
         assert_eq!(spilled, want);
     }
 
@@ -664,7 +727,7 @@ mod tests {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(b"header").unwrap();
         assert_eq!(sorted.write_to(&mut file).unwrap(), 1000);
-        let back = Sorted::<Pair>::from_file(file, 6, 1000);
+        let back = Sorted::<Pair>::from_file(Arc::new(file), 6, 1000);
         let a: Vec<Pair> = sorted.iter().map(Result::unwrap).collect();
         let b: Vec<Pair> = back.iter().map(Result::unwrap).collect();
         assert_eq!(a, b);

@@ -22,6 +22,7 @@ mod real_data;
 mod regression;
 mod roles;
 mod scenario;
+mod streaming;
 mod synth;
 mod threads;
 mod util;

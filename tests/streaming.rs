@@ -1,0 +1,138 @@
+//! Issue 17: the conversion streams under a memory budget. However small the budget (events
+//! spilled to sorted runs, records waiting for their launches spilled too) and however many
+//! threads, the outputs are byte for byte the same; and no temporary file is left behind.
+
+use crate::util::{nsys_lens, root, synth, texts};
+use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
+use nsys_lens::export::capture::Captures;
+use nsys_lens::export::prepare::prepare_all;
+use nsys_lens::export::{Plan, paraver, perfetto};
+use nsys_lens::spill::Budget;
+use std::path::{Path, PathBuf};
+
+/// Every file `convert` writes for `inputs` with `extra` options.
+fn converted(inputs: &[PathBuf], extra: &[&str]) -> Vec<(String, Vec<u8>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("run");
+    let mut args = vec!["convert", "-q", "-o", base.to_str().unwrap()];
+    args.extend(extra);
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    let run = nsys_lens(&args);
+    assert!(run.status.success(), "{args:?}: {}", texts(&run).1);
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(path).unwrap())
+        })
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 4, "{args:?}");
+    files
+}
+
+/// The reports of a fixture or synthetic run directory.
+fn reports(dir: &Path) -> Vec<PathBuf> {
+    crate::util::sqlite_files(dir)
+}
+
+#[test]
+fn a_tiny_memory_budget_and_any_thread_count_write_the_same_bytes() {
+    // Every kind of event: OS calls, GPU metrics, device memory, CUDA graphs, a straggler.
+    let rich = synth(
+        "--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --slow-dataloader --osrt \
+         --gpu-metrics --memory-usage --cuda-graphs",
+    );
+    let whole: &[&str] = &[];
+    let mut runs: Vec<(Vec<PathBuf>, Vec<&[&str]>)> = ["pithtrain_pp2_ep2", "megatron_pp2"]
+        .iter()
+        .map(|f| (reports(&root().join("fixtures").join(f)), vec![whole]))
+        .collect();
+    let windows: Vec<&[&str]> = vec![whole, &["--steady"], &["--ranks", "1,2", "--steady"]];
+    runs.push((reports(rich.path()), windows));
+    for (inputs, windows) in runs {
+        for window in windows {
+            let mut plain = window.to_vec();
+            plain.extend(["--threads", "1"]);
+            let want = converted(&inputs, &plain);
+            for (budget, threads) in [("2k", "1"), ("2k", "3"), ("1G", "4")] {
+                let mut args = window.to_vec();
+                args.extend(["--memory-budget", budget, "--threads", threads]);
+                let got = converted(&inputs, &args);
+                for ((name, a), (_, b)) in want.iter().zip(&got) {
+                    assert!(a == b, "{inputs:?} {args:?}: {name} differs");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_small_budget_spills_the_events_and_the_waiting_records() {
+    let path = root().join("fixtures/pithtrain_pp2_ep2/node0.sqlite");
+    let out = tempfile::tempdir().unwrap();
+    let write = |budget: usize, name: &str| -> Vec<u8> {
+        let report = nsys_lens::nsys::Report::open(&path).unwrap();
+        let captures = Captures::read(vec![report], 1, Budget::new(budget)).unwrap();
+        let runs = captures.parts[0].events.size().1;
+        let activity = Activity::new(&captures.light);
+        let rules = RoleRules::default();
+        let ranks = classify::ranks::discover(&activity).unwrap();
+        let plan = Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true);
+        let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
+        let base = out.path().join(name);
+        let options = paraver::Options {
+            gzip: false,
+            memory: budget,
+        };
+        paraver::write(&plan, &captures.parts, &prepared, &base, options).unwrap();
+        let trace = base.with_extension("perfetto-trace");
+        perfetto::write(
+            &plan,
+            &captures.parts,
+            &prepared,
+            &trace,
+            Default::default(),
+            1,
+        )
+        .unwrap();
+        if budget < 4096 {
+            assert!(runs > 0, "the events did not spill");
+        } else {
+            assert_eq!(runs, 0);
+        }
+        let mut bytes = std::fs::read(base.with_extension("prv")).unwrap();
+        bytes.extend(std::fs::read(trace).unwrap());
+        bytes
+    };
+    assert!(write(1024, "small") == write(1 << 30, "large"));
+}
+
+#[test]
+fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
+    let run = synth("--preset ddp --nodes 1 --gpus-per-node 1 --layers 8 --steps 150");
+    let input = run.path().join("node0.sqlite");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let base = out.path().join("run");
+    let convert = || {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nsys-lens"));
+        command
+            .args(["convert", "-q", "--memory-budget", "64k", "-o"])
+            .arg(&base)
+            .arg(&input)
+            .env("TMPDIR", tmp.path());
+        command
+    };
+    let left = || std::fs::read_dir(tmp.path()).unwrap().count();
+    assert!(convert().status().unwrap().success());
+    assert_eq!(left(), 0, "a finished run left temporary files");
+    let mut child = convert().spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    child.wait().unwrap();
+    assert_eq!(left(), 0, "an interrupted run left temporary files");
+}
