@@ -36,9 +36,12 @@ fn missing_file() {
 
 #[test]
 fn directory_without_exports() {
-    // A directory stands for its .sqlite files (one per node); an empty one is refused.
+    // A directory stands for its .sqlite and part files (one per node); an empty one is refused.
     let dir = tempfile::tempdir().unwrap();
-    refused(dir.path(), "no .sqlite file in this directory");
+    refused(
+        dir.path(),
+        "no .sqlite or .lens-part file in this directory",
+    );
     let out = nsys_lens(&["info", fixture("pithtrain_pp2_ep2").to_str().unwrap()]);
     let (stdout, _) = texts(&out);
     assert!(out.status.success());

@@ -17,6 +17,7 @@ mod nsys_rep;
 mod osrt;
 mod paramedir;
 mod paraver;
+mod parts;
 mod perfetto;
 mod real_data;
 mod regression;

@@ -5,6 +5,7 @@ use super::analysis::{RankList, keep_ranks};
 use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
 use nsys_lens::export::capture::{Captures, Joined};
+use nsys_lens::export::encoded::{self, Formats};
 use nsys_lens::export::prepare::{Prepared, prepare_all};
 use nsys_lens::export::{Plan, paraver, perfetto};
 use nsys_lens::model::Timeline;
@@ -85,35 +86,21 @@ pub struct Args {
     )]
     end: Option<i64>,
 
+    /// On a cluster, step 2 of 3 (after `nsys-lens part`, one per node): write only the
+    /// processes of input N (from 0, in the order given; a directory's files in name order)
+    /// into OUT.encoded-N. Every step takes the same inputs and options.
+    #[arg(long, value_name = "N", conflicts_with = "merge")]
+    encode: Option<usize>,
+
+    /// On a cluster, step 3 of 3: join OUT.encoded-0 ... (one per input, from --encode) into
+    /// the traces, copying their bytes.
+    #[arg(long)]
+    merge: bool,
+
     /// Memory for the events being sorted (`512M`, `2G`, or bytes): beyond it they go to
     /// temporary files in $TMPDIR, so memory stays bounded however large the capture.
-    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = super::inputs::parse_size)]
     memory_budget: usize,
-}
-
-/// `512M`, `2G`, `64k`, `1.5GiB` or plain bytes.
-fn parse_size(text: &str) -> Result<usize, String> {
-    let t = text.trim();
-    let digits = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(digits);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size (e.g. 512M, 2G or bytes)"))?;
-    let scale: f64 = match unit
-        .trim()
-        .to_ascii_lowercase()
-        .trim_end_matches("ib")
-        .trim_end_matches('b')
-    {
-        "" => 1.0,
-        "k" => 1024.0,
-        "m" => 1024.0 * 1024.0,
-        "g" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!("`{text}`: the unit is k, M or G")),
-    };
-    Ok((number * scale) as usize)
 }
 
 /// Export formats.
@@ -127,14 +114,15 @@ enum Target {
 
 /// Writes the requested exports: reports read with their events sorted under the memory budget,
 /// the plan decided from what classification reads, one pass to prepare each report's
-/// processes, then both formats at once.
+/// processes, then both formats at once (or, on a cluster, one input's part of them, or the
+/// join of the parts).
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let spec = args.window()?;
     let rules = match &args.roles {
         Some(path) => RoleRules::from_file(path)?,
         None => RoleRules::default(),
     };
-    let captures = args.inputs.captures(Budget::new(args.memory_budget))?;
+    let (captures, inputs) = args.inputs.captures(Budget::new(args.memory_budget))?;
     let Captures { light, parts } = captures;
     let activity = Activity::new(&light);
     let ranks = nsys_lens::classify::ranks::discover(&activity)?;
@@ -144,23 +132,34 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         plan = plan.with_collective_flows();
     }
     let base = args.base();
-    let gzip = args.compressed();
-    let prv = if gzip { "prv.gz" } else { "prv" };
-    let outputs: Vec<PathBuf> = args
-        .to
-        .iter()
-        .flat_map(|target| match target {
-            Target::Perfetto => vec![with_extension(&base, perfetto_extension(gzip))],
-            Target::Paraver => [prv, "pcf", "row"]
-                .map(|ext| with_extension(&base, ext))
-                .to_vec(),
-        })
-        .collect();
-    refuse_overwriting_inputs(&outputs, &light)?;
     let progress = super::progress::Progress::start("writing".to_string(), args.inputs.quiet);
-    let threads = args.inputs.threads();
-    let prepared = prepare_all(&plan, &parts, threads)?;
-    // The two formats are written at once: they only read the plan and the events.
+    let lines = match (args.encode, args.merge) {
+        (Some(n), _) => encode(&args, &plan, &parts, &inputs, n, &base)?,
+        (None, true) => merge(&args, &plan, &parts, &inputs, &base)?,
+        (None, false) => {
+            refuse_overwriting_inputs(&args.outputs(&base), &light)?;
+            let threads = args.inputs.threads();
+            let prepared = prepare_all(&plan, &parts, threads)?;
+            each_target(&args, |target| {
+                write_target(target, &plan, &parts, &prepared, &base, &args)
+            })?
+        }
+    };
+    drop(progress);
+    if !args.inputs.quiet {
+        for line in lines {
+            eprintln!("{line}");
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+/// Runs `write` for each asked format at once (they only read the plan and the events); the
+/// lines that report them.
+fn each_target(
+    args: &Args,
+    write: impl Fn(Target) -> anyhow::Result<Vec<String>> + Sync,
+) -> anyhow::Result<Vec<String>> {
     let mut targets = args.to.clone();
     targets.sort();
     targets.dedup();
@@ -168,8 +167,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let handles: Vec<_> = targets
             .iter()
             .map(|&target| {
-                let (plan, parts, prepared, base, args) = (&plan, &parts, &prepared, &base, &args);
-                scoped.spawn(move || write_target(target, plan, parts, prepared, base, args))
+                let write = &write;
+                scoped.spawn(move || write(target))
             })
             .collect();
         handles
@@ -180,14 +179,120 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             })
             .collect()
     });
-    let lines = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    drop(progress);
-    if !args.inputs.quiet {
-        for line in lines.into_iter().flatten() {
-            eprintln!("{line}");
-        }
+    Ok(results
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .concat())
+}
+
+/// The encoded part of input `n`: `base.encoded-n`.
+fn encoded_path(base: &Path, n: usize) -> PathBuf {
+    PathBuf::from(format!("{}.encoded-{n}", base.display()))
+}
+
+/// Step 2 on a cluster: writes the processes of input `n` to `base.encoded-n`.
+fn encode(
+    args: &Args,
+    plan: &Plan,
+    parts: &[Joined],
+    inputs: &[usize],
+    n: usize,
+    base: &Path,
+) -> anyhow::Result<Vec<String>> {
+    let count = inputs.last().map_or(0, |&i| i + 1);
+    anyhow::ensure!(
+        n < count,
+        "--encode {n}: there are {count} inputs, numbered from 0"
+    );
+    let mine: Vec<&Joined> = parts
+        .iter()
+        .zip(inputs)
+        .filter(|&(_, &i)| i == n)
+        .map(|(part, _)| part)
+        .collect();
+    let formats = Formats {
+        perfetto: args.to.contains(&Target::Perfetto),
+        paraver: args.to.contains(&Target::Paraver),
+    };
+    let path = encoded_path(base, n);
+    let memory = args.memory_budget / 4;
+    let step = (n, count);
+    let options = args.fingerprint();
+    encoded::encode(plan, parts, &mine, step, formats, &options, &path, memory)?;
+    Ok(vec![format!(
+        "wrote {} (input {n} of {count}); join with --merge once every input is encoded",
+        path.display()
+    )])
+}
+
+/// Step 3 on a cluster: joins `base.encoded-0` ... into the traces.
+fn merge(
+    args: &Args,
+    plan: &Plan,
+    parts: &[Joined],
+    inputs: &[usize],
+    base: &Path,
+) -> anyhow::Result<Vec<String>> {
+    let count = inputs.last().map_or(0, |&i| i + 1);
+    let options = args.fingerprint();
+    let mut encoded = Vec::new();
+    for n in 0..count {
+        let path = encoded_path(base, n);
+        let part = encoded::read(&path)?;
+        anyhow::ensure!(
+            part.part == (n as u64, count as u64) && part.options == options,
+            "{}: encoded as input {} of {} with other options or inputs ({}); encode every \
+             input with the options of the join",
+            path.display(),
+            part.part.0,
+            part.part.1,
+            part.options
+        );
+        encoded.push(part);
     }
-    Ok(Outcome::Done)
+    let gzip = args.compressed();
+    each_target(args, |target| match target {
+        Target::Perfetto => {
+            let mut chunks: Vec<Option<perfetto::Chunk>> =
+                (0..plan.exported.len()).map(|_| None).collect();
+            for part in &encoded {
+                for (position, chunk) in part.chunks()? {
+                    chunks[position] = Some(chunk);
+                }
+            }
+            let chunks = chunks
+                .into_iter()
+                .map(|c| {
+                    c.ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "an encoded part lacks its Perfetto trace: encode with the same --to"
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let path = with_extension(base, perfetto_extension(gzip));
+            let options = perfetto::Options { gzip };
+            Ok(report(&perfetto::write_chunks(
+                plan, chunks, &path, options,
+            )?))
+        }
+        Target::Paraver => {
+            let bodies = encoded
+                .iter()
+                .map(|part| {
+                    part.body()?.ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "an encoded part lacks its Paraver body: encode with the same --to"
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let options = paraver::Options { gzip, memory: 0 };
+            Ok(report_paraver(&paraver::write_merged(
+                plan, parts, bodies, base, options,
+            )?))
+        }
+    })
 }
 
 /// Writes one format; returns the lines that report it.
@@ -220,6 +325,38 @@ fn write_target(
 }
 
 impl Args {
+    /// The files a whole conversion writes.
+    fn outputs(&self, base: &Path) -> Vec<PathBuf> {
+        let gzip = self.compressed();
+        let prv = if gzip { "prv.gz" } else { "prv" };
+        self.to
+            .iter()
+            .flat_map(|target| match target {
+                Target::Perfetto => vec![with_extension(base, perfetto_extension(gzip))],
+                Target::Paraver => [prv, "pcf", "row"]
+                    .map(|ext| with_extension(base, ext))
+                    .to_vec(),
+            })
+            .collect()
+    }
+
+    /// The options that decide what a conversion writes, which every cluster step must share.
+    fn fingerprint(&self) -> String {
+        let ranks = self.ranks.as_ref().map(|r| &r.0);
+        format!(
+            "to {:?} start {:?} end {:?} steady {} anchor {:?} ranks {ranks:?} roles {:?} \
+             collective flows {} align {:?}",
+            self.to,
+            self.start,
+            self.end,
+            self.steady,
+            self.anchor,
+            self.roles,
+            self.collective_flows,
+            self.inputs.align
+        )
+    }
+
     fn window(&self) -> anyhow::Result<WindowSpec> {
         let otherwise = if self.steady {
             WindowSpec::Steady

@@ -2,7 +2,8 @@
 
 use anyhow::Context as _;
 use nsys_lens::analysis::align::{self, Alignment};
-use nsys_lens::export::capture::Captures;
+use nsys_lens::export::capture::{Capture, Captures};
+use nsys_lens::export::part::{self, PART_EXTENSION};
 use nsys_lens::model::Timeline;
 use nsys_lens::nsys;
 use nsys_lens::spill::Budget;
@@ -12,8 +13,8 @@ use std::sync::Arc;
 /// The reports to read.
 #[derive(Debug, clap::Args)]
 pub struct Inputs {
-    /// nsys SQLite exports (one per node), .nsys-rep reports when nsys is on PATH, or
-    /// directories (their .sqlite files).
+    /// nsys SQLite exports (one per node), .nsys-rep reports when nsys is on PATH, part files
+    /// (`nsys-lens part`), or directories (their .sqlite and .lens-part files).
     #[arg(required = true, value_name = "REPORT")]
     pub reports: Vec<PathBuf>,
 
@@ -66,32 +67,61 @@ impl Inputs {
         Ok((timeline, Some(alignment)))
     }
 
-    /// The reports on the session-start clock.
+    /// The reports on the session-start clock (part files' events loaded into memory too).
     fn load_session(&self) -> anyhow::Result<Timeline> {
+        let paths = self.paths()?;
+        if !paths.iter().any(|p| part::is_part(p)) {
+            let what = format!("reading {} report(s)", self.reports.len());
+            let _progress = super::progress::Progress::reading(what, self.quiet);
+            return Timeline::load_with_threads(&paths, self.threads())
+                .context("cannot load the reports");
+        }
+        let captures = self.read_captures(Budget::new(usize::MAX / 2))?;
+        let joined = Captures::join(captures.into_iter().map(|(_, c)| c).collect())?;
+        Ok(joined.into_timeline()?)
+    }
+
+    /// Every input read for a streaming conversion, each with the position of the input it
+    /// came from: exports read (their events sorted under `budget`), part files opened.
+    pub fn read_captures(&self, budget: Arc<Budget>) -> anyhow::Result<Vec<(usize, Capture)>> {
         let what = format!("reading {} report(s)", self.reports.len());
         let _progress = super::progress::Progress::reading(what, self.quiet);
         let paths = self.paths()?;
-        Timeline::load_with_threads(&paths, self.threads()).context("cannot load the reports")
+        let (parts, exports): (Vec<_>, Vec<_>) = paths
+            .iter()
+            .enumerate()
+            .partition(|(_, p)| part::is_part(p));
+        let reports = exports
+            .iter()
+            .map(|&(i, p)| Ok((i, nsys::Report::open(p)?)))
+            .collect::<Result<Vec<_>, nsys::Error>>()?;
+        let chunking = nsys::Chunking::shared(self.threads(), reports.len(), nsys::CHUNK_ROWS);
+        let read = |(i, report): (usize, nsys::Report)| {
+            Ok((i, Capture::read(&report, chunking, budget.clone())?))
+        };
+        let mut captures = nsys_lens::model::read_all(reports, self.threads(), read)
+            .context("cannot load the reports")?;
+        for (i, path) in parts {
+            captures.extend(part::read(path)?.into_iter().map(|c| (i, c)));
+        }
+        // Input order; a part's reports in their order.
+        captures.sort_by_key(|(i, _)| *i);
+        Ok(captures)
     }
 
-    /// Reads every report for a streaming conversion (its events sorted under `budget`), puts
-    /// them on one clock, and with `--align collectives` corrects each host's clock.
-    pub fn captures(&self, budget: Arc<Budget>) -> anyhow::Result<Captures> {
-        let what = format!("reading {} report(s)", self.reports.len());
-        let _progress = super::progress::Progress::reading(what, self.quiet);
-        let reports = self
-            .paths()?
-            .iter()
-            .map(|p| nsys::Report::open(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut joined =
-            Captures::read(reports, self.threads(), budget).context("cannot load the reports")?;
+    /// Reads every input for a streaming conversion (its events sorted under `budget`), puts
+    /// them on one clock, and with `--align collectives` corrects each host's clock; with the
+    /// input each joined capture came from.
+    pub fn captures(&self, budget: Arc<Budget>) -> anyhow::Result<(Captures, Vec<usize>)> {
+        let (inputs, captures): (Vec<usize>, Vec<Capture>) =
+            self.read_captures(budget)?.into_iter().unzip();
+        let mut joined = Captures::join(captures).context("cannot load the reports")?;
         if self.align == Align::Collectives {
             let alignment = align::estimate(&joined.light);
             let corrections: Vec<i64> = alignment.hosts.iter().map(|h| h.correction_ns).collect();
             joined.shift_hosts(&corrections);
         }
-        Ok(joined)
+        Ok((joined, inputs))
     }
 
     /// The input files: directories expanded, `.nsys-rep` reports exported.
@@ -124,11 +154,14 @@ impl Inputs {
             let mut found: Vec<PathBuf> = std::fs::read_dir(path)
                 .with_context(|| format!("cannot list {}", path.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "sqlite"))
+                .filter(|p| {
+                    p.extension()
+                        .is_some_and(|e| e == "sqlite" || e == PART_EXTENSION)
+                })
                 .collect();
             anyhow::ensure!(
                 !found.is_empty(),
-                "{}: no .sqlite file in this directory",
+                "{}: no .sqlite or .{PART_EXTENSION} file in this directory",
                 path.display()
             );
             found.sort();
@@ -158,4 +191,29 @@ impl From<FormatArg> for nsys_lens::report::Format {
             FormatArg::Csv => Self::Csv,
         }
     }
+}
+
+/// `512M`, `2G`, `64k`, `1.5GiB` or plain bytes.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (e.g. 512M, 2G or bytes)"))?;
+    let scale: f64 = match unit
+        .trim()
+        .to_ascii_lowercase()
+        .trim_end_matches("ib")
+        .trim_end_matches('b')
+    {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("`{text}`: the unit is k, M or G")),
+    };
+    Ok((number * scale) as usize)
 }

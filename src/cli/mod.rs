@@ -13,6 +13,7 @@ mod inputs;
 mod kernels;
 mod metrics;
 mod overlap;
+mod part;
 mod progress;
 mod ranks;
 mod report;
@@ -71,6 +72,9 @@ enum Command {
     Report(report::Args),
     /// Write the merged timeline as a Perfetto trace (ui.perfetto.dev) and a Paraver trace.
     Convert(convert::Args),
+    /// Read one node's reports into a part file, for converting a cluster's capture where it
+    /// lies (then `convert --encode`, `convert --merge`).
+    Part(part::Args),
     /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
     Synth(synth::Args),
     /// Print the shell completion script for bash, zsh, fish, elvish or PowerShell.
@@ -186,6 +190,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Part(args) => part::run(args),
         Command::Synth(args) => synth::run(args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),

@@ -11,18 +11,22 @@
 
 use crate::classify::rules::is_nccl;
 use crate::hash::FxHashSet;
+use crate::model::records::{Fits, Limits};
 use crate::model::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, OsCall,
-    ProcessId, ReportId, StringId, SyncEvent, Timeline, Translation,
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, Moved, NvtxEvent,
+    OsCall, ProcessId, ReportId, StringId, SyncEvent, Timeline, Translation,
 };
 use crate::nsys::{Chunking, Report, Result};
-use crate::spill::{Budget, Sorted, Sorter};
+use crate::spill::{Budget, Record, Sorted, Sorter};
 use std::collections::BTreeSet;
 use std::io;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// One report read for a streaming conversion.
 pub struct Capture {
+    /// The file it was read from: the export, or the part file that holds it.
+    pub source: PathBuf,
     /// The report alone: entities, NVTX events, NCCL kernels and their launching calls.
     pub light: Timeline,
     /// Every event, sorted.
@@ -76,7 +80,7 @@ impl Names {
     /// An OS runtime call's name.
     pub const OS: u8 = 4;
 
-    fn add(&mut self, id: StringId, kind: u8) {
+    pub(crate) fn add(&mut self, id: StringId, kind: u8) {
         if id.index() >= self.strings.len() {
             self.strings.resize(id.index() + 1, 0);
         }
@@ -115,7 +119,11 @@ impl Capture {
         let own_clock = crate::model::own_clock(report.meta());
         let sink = Spill::new(budget);
         let (light, events) = crate::model::read_report_into(report, own_clock, chunking, sink)?;
-        Ok(Capture { light, events })
+        Ok(Capture {
+            source: report.path().to_path_buf(),
+            light,
+            events,
+        })
     }
 }
 
@@ -130,8 +138,12 @@ pub struct Captures {
 
 /// One capture's events with what carries them onto the merged timeline.
 pub struct Joined {
+    /// The file it was read from.
+    pub source: PathBuf,
     /// Its report in the merged timeline.
     pub report: ReportId,
+    /// The bounds of its events' own ids, which every event read back is checked against.
+    pub limits: Limits,
     /// The events, with the report's own ids and clock.
     pub events: Events,
     /// Its ids onto the merged ones.
@@ -160,6 +172,7 @@ impl Captures {
         let mut light = Timeline::default();
         let mut parts = Vec::with_capacity(captures.len());
         for (capture, mapping) in captures.into_iter().zip(&mappings) {
+            let limits = Limits::of(&capture.light);
             let translation = if light.reports.is_empty() {
                 let translation = Translation::identity(&capture.light.strings);
                 light = capture.light;
@@ -168,7 +181,9 @@ impl Captures {
                 light.append(capture.light)?
             };
             parts.push(Joined {
+                source: capture.source,
                 report: ReportId(parts.len() as u32),
+                limits,
                 events: capture.events,
                 translation,
                 shift: mapping.offset,
@@ -180,6 +195,19 @@ impl Captures {
         Ok(Captures { light, parts })
     }
 
+    /// The whole timeline: every event moved onto the merged ids and clock and sorted, as
+    /// [`Timeline::load`] gives it (for the analyses, which hold every event in memory).
+    pub fn into_timeline(self) -> Result<Timeline> {
+        let mut timeline = self.light;
+        timeline.kernels.clear();
+        timeline.api_calls.clear();
+        for part in &self.parts {
+            add_events(&mut timeline, part).map_err(|cause| part.error(cause))?;
+        }
+        timeline.sort_events();
+        Ok(timeline)
+    }
+
     /// Applies one clock correction per host (`--align collectives`) to the light timeline and
     /// to every capture's shift.
     pub fn shift_hosts(&mut self, corrections: &[i64]) {
@@ -187,6 +215,56 @@ impl Captures {
         for (part, report) in self.parts.iter_mut().zip(&self.light.reports) {
             part.shift += corrections[report.host.index()];
         }
+    }
+}
+
+/// Appends every event of a part to the timeline.
+fn add_events(timeline: &mut Timeline, part: &Joined) -> io::Result<()> {
+    let e = &part.events;
+    extend(&mut timeline.kernels, &e.kernels, part)?;
+    extend(&mut timeline.memcpys, &e.memcpys, part)?;
+    extend(&mut timeline.memsets, &e.memsets, part)?;
+    extend(&mut timeline.graph_launches, &e.graph_launches, part)?;
+    extend(&mut timeline.api_calls, &e.api_calls, part)?;
+    extend(&mut timeline.syncs, &e.syncs, part)?;
+    extend(&mut timeline.os_calls, &e.os_calls, part)?;
+    extend(&mut timeline.metrics, &e.metrics, part)?;
+    extend(&mut timeline.memory, &e.memory, part)
+}
+
+/// Appends a part's sorted events, checked and moved onto the merged timeline.
+fn extend<T: Record + Moved + Fits>(
+    into: &mut Vec<T>,
+    sorted: &Sorted<T>,
+    part: &Joined,
+) -> io::Result<()> {
+    into.reserve(sorted.len() as usize);
+    for event in sorted.iter() {
+        into.push(part.checked(event?)?);
+    }
+    Ok(())
+}
+
+impl Joined {
+    /// A failure to read this capture's events back, naming its file.
+    pub fn error(&self, cause: io::Error) -> crate::nsys::Error {
+        crate::nsys::Error::Events {
+            path: self.source.clone(),
+            cause,
+        }
+    }
+
+    /// An event of this capture, moved onto the merged timeline once checked against its
+    /// limits (a damaged part file can hold anything).
+    pub fn checked<T: Moved + Fits>(&self, event: T) -> io::Result<T> {
+        if !event.fits(&self.limits) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "an event refers to what its report does not hold, or ends before it starts \
+                 (a damaged part file?)",
+            ));
+        }
+        Ok(event.moved(&self.translation, self.shift))
     }
 }
 

@@ -13,9 +13,12 @@
 //! 4. [`perfetto`] and [`paraver`] then write in one more pass each, as the events come.
 
 pub mod capture;
+mod codec;
 pub mod collectives;
 pub mod counters;
+pub mod encoded;
 pub mod paraver;
+pub mod part;
 pub mod perfetto;
 pub mod prepare;
 pub mod stream;

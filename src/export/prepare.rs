@@ -160,10 +160,7 @@ pub fn prepare_all(
     threads: usize,
 ) -> crate::nsys::Result<Vec<Option<Prepared>>> {
     let per_part = crate::model::read_all(parts.iter().collect(), threads, |part: &Joined| {
-        prepare(plan, &[part]).map_err(|cause| crate::nsys::Error::Spill {
-            path: plan.activity.timeline.report(part.report).path.clone(),
-            cause,
-        })
+        prepare(plan, &[part]).map_err(|cause| part.error(cause))
     })?;
     let mut all: Vec<Option<Prepared>> = (0..plan.exported.len()).map(|_| None).collect();
     for part in per_part {

@@ -12,11 +12,12 @@
 //! to the window's end.
 
 use super::Plan;
-use super::capture::{Events, Joined};
+use super::capture::Joined;
 use crate::classify::streams::clip;
+use crate::model::records::Fits;
 use crate::model::{
-    ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MetricSeriesId,
-    Ns, NvtxEvent, NvtxKind, OsCall, ProcessId, Translation,
+    ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, Moved,
+    NvtxEvent, NvtxKind, OsCall, ProcessId,
 };
 use crate::spill::Record;
 use std::cmp::Reverse;
@@ -96,7 +97,7 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
         let timeline = plan.activity.timeline;
         let mut sources: Vec<Source<'p>> = Vec::new();
         for part in parts {
-            sources.extend(event_sources(&part.events, &part.translation, part.shift));
+            sources.extend(event_sources(part));
         }
         for e in &plan.exported {
             let report = timeline.process(e.process).report;
@@ -380,91 +381,31 @@ fn end_of(event: &Event) -> i64 {
 }
 
 /// One source per kind of a capture's events, moved onto the merged ids and clock.
-fn event_sources<'p>(events: &'p Events, t: &'p Translation, shift: i64) -> Vec<Source<'p>> {
-    let ns = move |n: Ns| n.moved(shift);
-    let text = move |id: crate::model::StringId| t.strings[id.index()];
-    let thread = move |id: crate::model::ThreadId| crate::model::ThreadId(id.0 + t.thread);
-    let stream = move |id: crate::model::StreamId| crate::model::StreamId(id.0 + t.stream);
+fn event_sources(part: &Joined) -> Vec<Source<'_>> {
+    let e = &part.events;
     vec![
-        source(&events.api_calls, move |a| {
-            Event::Api(ApiCall {
-                start: ns(a.start),
-                end: ns(a.end),
-                thread: thread(a.thread),
-                name: text(a.name),
-                ..a
-            })
-        }),
-        source(&events.os_calls, move |o| {
-            Event::Os(OsCall {
-                start: ns(o.start),
-                end: ns(o.end),
-                thread: thread(o.thread),
-                name: text(o.name),
-            })
-        }),
-        source(&events.kernels, move |k| {
-            Event::Kernel(Kernel {
-                start: ns(k.start),
-                end: ns(k.end),
-                stream: stream(k.stream),
-                short_name: text(k.short_name),
-                name: text(k.name),
-                ..k
-            })
-        }),
-        source(&events.memcpys, move |m| {
-            Event::Memcpy(Memcpy {
-                start: ns(m.start),
-                end: ns(m.end),
-                stream: stream(m.stream),
-                ..m
-            })
-        }),
-        source(&events.memsets, move |m| {
-            Event::Memset(Memset {
-                start: ns(m.start),
-                end: ns(m.end),
-                stream: stream(m.stream),
-                ..m
-            })
-        }),
-        source(&events.graph_launches, move |g| {
-            Event::Graph(GraphLaunch {
-                start: ns(g.start),
-                end: ns(g.end),
-                stream: stream(g.stream),
-                ..g
-            })
-        }),
-        source(&events.metrics, move |m| {
-            let sample = MetricSample {
-                time: ns(m.time),
-                series: MetricSeriesId(m.series.0 + t.series),
-                ..m
-            };
-            Event::Metric(sample, GpuId(0))
-        }),
-        source(&events.memory, move |m| {
-            Event::Memory(MemoryEvent {
-                time: ns(m.time),
-                gpu: GpuId(m.gpu.0 + t.gpu),
-                ..m
-            })
-        }),
+        source(&e.api_calls, part, Event::Api),
+        source(&e.os_calls, part, Event::Os),
+        source(&e.kernels, part, Event::Kernel),
+        source(&e.memcpys, part, Event::Memcpy),
+        source(&e.memsets, part, Event::Memset),
+        source(&e.graph_launches, part, Event::Graph),
+        // The GPU a sample is drawn for is set where it is placed.
+        source(&e.metrics, part, |m| Event::Metric(m, GpuId(0))),
+        source(&e.memory, part, Event::Memory),
     ]
 }
 
-/// A source of one kind: the sorted events, each made an [`Event`] by `make`.
-fn source<'p, T: Record + 'p>(
+/// A source of one kind: the sorted events, each checked and moved onto the merged timeline,
+/// then made an [`Event`] by `make`.
+fn source<'p, T: Record + Moved + Fits + 'p>(
     sorted: &'p crate::spill::Sorted<T>,
+    part: &'p Joined,
     make: impl Fn(T) -> Event + Send + 'p,
 ) -> Source<'p> {
     Box::new(sorted.iter().map(move |r| {
-        r.map(|r| {
-            let event = make(r);
-            (start_of(&event), event)
-        })
+        let event = make(part.checked(r?)?);
+        Ok((start_of(&event), event))
     }))
 }
 

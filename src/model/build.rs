@@ -940,3 +940,125 @@ impl Timeline {
             .sort_by_key(|n| (n.start, Reverse(n.end.map_or(i64::MAX, |e| e.0)), n.thread));
     }
 }
+
+/// An event of a report read alone, moved onto a merged timeline: its ids by a
+/// [`Translation`], its times by `shift` ns (the report's clock offset).
+pub trait Moved {
+    /// The event as the merged timeline holds it.
+    fn moved(self, t: &Translation, shift: i64) -> Self;
+}
+
+impl Translation {
+    fn thread(&self, id: ThreadId) -> ThreadId {
+        ThreadId(id.0 + self.thread)
+    }
+
+    fn stream(&self, id: StreamId) -> StreamId {
+        StreamId(id.0 + self.stream)
+    }
+
+    fn text(&self, id: StringId) -> StringId {
+        self.strings[id.index()]
+    }
+}
+
+impl Moved for Kernel {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        Kernel {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            stream: t.stream(self.stream),
+            short_name: t.text(self.short_name),
+            name: t.text(self.name),
+            ..self
+        }
+    }
+}
+
+impl Moved for Memcpy {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        Memcpy {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            stream: t.stream(self.stream),
+            ..self
+        }
+    }
+}
+
+impl Moved for Memset {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        Memset {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            stream: t.stream(self.stream),
+            ..self
+        }
+    }
+}
+
+impl Moved for GraphLaunch {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        GraphLaunch {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            stream: t.stream(self.stream),
+            ..self
+        }
+    }
+}
+
+impl Moved for ApiCall {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        ApiCall {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            thread: t.thread(self.thread),
+            name: t.text(self.name),
+            ..self
+        }
+    }
+}
+
+impl Moved for SyncEvent {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        SyncEvent {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            process: ProcessId(self.process.0 + t.process),
+            stream: self.stream.map(|s| t.stream(s)),
+            ..self
+        }
+    }
+}
+
+impl Moved for OsCall {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        OsCall {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            thread: t.thread(self.thread),
+            name: t.text(self.name),
+        }
+    }
+}
+
+impl Moved for MetricSample {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        MetricSample {
+            time: self.time.moved(d),
+            series: MetricSeriesId(self.series.0 + t.series),
+            ..self
+        }
+    }
+}
+
+impl Moved for MemoryEvent {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        MemoryEvent {
+            time: self.time.moved(d),
+            gpu: GpuId(self.gpu.0 + t.gpu),
+            ..self
+        }
+    }
+}

@@ -11,12 +11,12 @@ mod build;
 mod clock;
 mod entities;
 mod events;
-mod records;
+pub mod records;
 mod shift;
 mod strings;
 
+pub use build::{Moved, Translation, read_all};
 pub(crate) use build::{Sink, read_each, read_report_into};
-pub use build::{Translation, read_all};
 pub use clock::{ClockMapping, TimeBase, own_clock, plan as plan_clocks};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{

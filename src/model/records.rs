@@ -214,6 +214,104 @@ impl Record for MemoryEvent {
     }
 }
 
+/// How many of each entity one report has: the bounds of its events' ids. A record read back
+/// from a file is checked against them before it is used ([`Fits`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Processes.
+    pub processes: u32,
+    /// Threads.
+    pub threads: u32,
+    /// GPUs.
+    pub gpus: u32,
+    /// Streams.
+    pub streams: u32,
+    /// Metric series.
+    pub series: u32,
+    /// Strings.
+    pub strings: u32,
+}
+
+impl Limits {
+    /// The limits of a report read alone.
+    pub fn of(t: &super::Timeline) -> Limits {
+        let n = |len: usize| len as u32;
+        Limits {
+            processes: n(t.processes.len()),
+            threads: n(t.threads.len()),
+            gpus: n(t.gpus.len()),
+            streams: n(t.streams.len()),
+            series: n(t.metric_series.len()),
+            strings: n(t.strings.len()),
+        }
+    }
+}
+
+/// Whether a record's ids are inside its report's [`Limits`] and its interval is not reversed.
+pub trait Fits {
+    /// True when the record can be used.
+    fn fits(&self, l: &Limits) -> bool;
+}
+
+impl Fits for Kernel {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start
+            && self.stream.0 < l.streams
+            && self.short_name.0 < l.strings
+            && self.name.0 < l.strings
+    }
+}
+
+impl Fits for Memcpy {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start && self.stream.0 < l.streams
+    }
+}
+
+impl Fits for Memset {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start && self.stream.0 < l.streams
+    }
+}
+
+impl Fits for GraphLaunch {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start && self.stream.0 < l.streams
+    }
+}
+
+impl Fits for ApiCall {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start && self.thread.0 < l.threads && self.name.0 < l.strings
+    }
+}
+
+impl Fits for OsCall {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start && self.thread.0 < l.threads && self.name.0 < l.strings
+    }
+}
+
+impl Fits for SyncEvent {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start
+            && self.process.0 < l.processes
+            && self.stream.is_none_or(|s| s.0 < l.streams)
+    }
+}
+
+impl Fits for MetricSample {
+    fn fits(&self, l: &Limits) -> bool {
+        self.series.0 < l.series
+    }
+}
+
+impl Fits for MemoryEvent {
+    fn fits(&self, l: &Limits) -> bool {
+        self.gpu.0 < l.gpus
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,6 +51,14 @@ pub enum Error {
         /// What the operating system said.
         cause: std::io::Error,
     },
+    /// The events read back (from temporary files, or a part file) could not be used.
+    #[error("{path}: reading its events back failed: {cause}")]
+    Events {
+        /// The input.
+        path: PathBuf,
+        /// What was wrong.
+        cause: std::io::Error,
+    },
     /// An export that holds no CUDA or NVTX events at all.
     #[error(
         "{path}: the export holds no CUDA kernels, memory operations, API calls or NVTX events (was the capture empty, or run without --trace=cuda,nvtx?)"

@@ -29,7 +29,7 @@ pub use metrics::MetricRow;
 pub use nvtx::NvtxRow;
 pub use osrt::OsRow;
 pub use rep::{is_nsys_rep, resolve_input};
-pub use report::{ExportMeta, HostGpu, Report, StreamInfo};
+pub use report::{ExportMeta, HostGpu, Report, StreamInfo, table_name};
 pub use schema::Schema;
 pub use strings::StringResolver;
 pub use warnings::{Warning, Warnings};

@@ -41,6 +41,11 @@ const EVENT_TABLES: &[&str] = &[
     "CUDA_GPU_MEMORY_USAGE_EVENTS",
 ];
 
+/// The name of an event table, as the reader spells it (None when it reads no such table).
+pub fn table_name(name: &str) -> Option<&'static str> {
+    EVENT_TABLES.iter().copied().find(|&t| t == name)
+}
+
 /// One open export, read-only.
 pub struct Report {
     path: PathBuf,

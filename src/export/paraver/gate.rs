@@ -5,7 +5,7 @@
 
 use crate::spill::Fifo;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
 
 /// Where a record goes in the body: by time, task, thread, the order its thread made it, and
@@ -57,10 +57,8 @@ pub struct Gate<W: Write> {
     /// Communication records waiting, by key, with where their lines are in `comm_lines`.
     comms: BinaryHeap<Reverse<(Key, usize, usize)>>,
     comm_lines: Vec<u8>,
-    /// The records of launches, in key order, each until all its operations started (then
-    /// None); `first` is the number of the front one.
-    waiting: VecDeque<Option<Key>>,
-    first: u64,
+    /// The records of launches whose operations have not all started.
+    waiting: BTreeSet<Key>,
     scratch: Vec<u8>,
     records: u64,
 }
@@ -73,8 +71,7 @@ impl<W: Write> Gate<W> {
             held: Fifo::new(memory),
             comms: BinaryHeap::new(),
             comm_lines: Vec::new(),
-            waiting: VecDeque::new(),
-            first: 0,
+            waiting: BTreeSet::new(),
             scratch: Vec::new(),
             records: 0,
         }
@@ -94,11 +91,9 @@ impl<W: Write> Gate<W> {
         self.held.push(&self.scratch)
     }
 
-    /// The record at `key` (the latest so far) launched operations not all started: what
-    /// follows it waits. Returns the number to resolve it with.
-    pub fn wait_for(&mut self, key: Key) -> u64 {
-        self.waiting.push_back(Some(key));
-        self.first + self.waiting.len() as u64 - 1
+    /// The record at `key` launched operations not all started: what follows it waits.
+    pub fn wait_for(&mut self, key: Key) {
+        self.waiting.insert(key);
     }
 
     /// A communication record.
@@ -108,18 +103,14 @@ impl<W: Write> Gate<W> {
         self.comms.push(Reverse((key, from, self.comm_lines.len())));
     }
 
-    /// Every operation of the launch [`Gate::wait_for`] numbered `number` has started.
-    pub fn resolved(&mut self, number: u64) {
-        self.waiting[(number - self.first) as usize] = None;
-        while let Some(None) = self.waiting.front() {
-            self.waiting.pop_front();
-            self.first += 1;
-        }
+    /// Every operation of the launch at `key` has started.
+    pub fn resolved(&mut self, key: Key) {
+        self.waiting.remove(&key);
     }
 
     /// Writes every record no waiting launch comes before.
     pub fn drain(&mut self) -> io::Result<()> {
-        let limit = self.waiting.front().copied().flatten();
+        let limit = self.waiting.first().copied();
         loop {
             let comm = self.comms.peek().map(|Reverse((k, ..))| *k);
             let front = self.held.front()?;

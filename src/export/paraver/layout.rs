@@ -40,15 +40,22 @@ pub struct StreamThreads {
     pub role: Role,
 }
 
-/// One task (exported process).
-#[derive(Debug, Clone)]
-pub struct Task {
+/// One task's names: what the header and the `.row` need of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskNames {
     /// `rank N` or `node h pid p`.
     pub name: String,
     /// Node number (1-based).
     pub node: u32,
     /// Thread names, in thread order.
     pub threads: Vec<String>,
+}
+
+/// One task (exported process): its names and which thread draws what.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// Its names.
+    pub names: TaskNames,
     /// CPU threads' numbers.
     pub cpu: FxHashMap<ThreadId, u32>,
     /// Stream threads.
@@ -116,9 +123,8 @@ impl Values {
 pub struct Layout {
     /// Node names (hostnames), by node number - 1.
     pub nodes: Vec<String>,
-    /// Tasks by position in the plan (task number - 1); None for processes another part
-    /// writes.
-    pub tasks: Vec<Task>,
+    /// Tasks by position in the plan (task number - 1).
+    pub tasks: Vec<TaskNames>,
     /// Value tables.
     pub values: Values,
     /// The latest record time (rebased): the header's end time.
@@ -128,22 +134,9 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The model of a plan, from what was prepared for each exported process and the names
-    /// every part uses.
-    pub fn new(plan: &Plan, prepared: &[Option<Prepared>], parts: &[Joined]) -> Layout {
-        let timeline = plan.activity.timeline;
-        let mut hosts: Vec<HostId> = Vec::new();
-        let mut tasks = Vec::new();
-        let empty = Prepared::default();
-        for (position, e) in plan.exported.iter().enumerate() {
-            let host = timeline.process(e.process).host;
-            if !hosts.contains(&host) {
-                hosts.push(host);
-            }
-            let node = hosts.iter().position(|&h| h == host).unwrap_or(0) as u32 + 1;
-            let p = prepared[position].as_ref().unwrap_or(&empty);
-            tasks.push(task(plan, position, p, node));
-        }
+    /// The model of a plan: its tasks' names (by position), the latest exported time, and the
+    /// names every part uses.
+    pub fn new(plan: &Plan, tasks: Vec<TaskNames>, end: Option<i64>, parts: &[Joined]) -> Layout {
         let threads: usize = tasks.iter().map(|t| t.threads.len()).sum();
         let mut warnings = Vec::new();
         if threads > MAX_THREADS {
@@ -153,28 +146,39 @@ impl Layout {
                  (--ranks) for a default build"
             ));
         }
-        let end = prepared
-            .iter()
-            .flatten()
-            .filter_map(|p| p.end)
-            .max()
-            .map_or(0, |e| plan.rebase(e));
         Layout {
-            nodes: hosts
-                .iter()
-                .map(|&h| timeline.host(h).name.clone())
-                .collect(),
+            nodes: nodes(plan).0,
             tasks,
             values: values(plan, parts),
-            end,
+            end: end.map_or(0, |e| plan.rebase(e)),
             warnings,
         }
     }
 }
 
-/// One task: its threads in order (CPU, stream lanes, analysis, metrics, memory) and their
-/// names.
-fn task(plan: &Plan, position: usize, prepared: &Prepared, node: u32) -> Task {
+/// The hostnames of the exported processes, in order of first appearance (Paraver's nodes),
+/// and each exported process's node number (from 1).
+pub fn nodes(plan: &Plan) -> (Vec<String>, Vec<u32>) {
+    let timeline = plan.activity.timeline;
+    let mut hosts: Vec<HostId> = Vec::new();
+    let mut numbers = Vec::new();
+    for e in &plan.exported {
+        let host = timeline.process(e.process).host;
+        if !hosts.contains(&host) {
+            hosts.push(host);
+        }
+        numbers.push(hosts.iter().position(|&h| h == host).unwrap_or(0) as u32 + 1);
+    }
+    let names = hosts
+        .iter()
+        .map(|&h| timeline.host(h).name.clone())
+        .collect();
+    (names, numbers)
+}
+
+/// The task of the exported process at `position`: its threads in order (CPU, stream lanes,
+/// analysis, metrics, memory) and their names.
+pub fn task(plan: &Plan, position: usize, prepared: &Prepared, node: u32) -> Task {
     let activity = plan.activity;
     let timeline = activity.timeline;
     let task_no = position + 1;
@@ -224,9 +228,11 @@ fn task(plan: &Plan, position: usize, prepared: &Prepared, node: u32) -> Task {
         memory.insert(gpu, names.len() as u32);
     }
     Task {
-        name,
-        node,
-        threads: names,
+        names: TaskNames {
+            name,
+            node,
+            threads: names,
+        },
         cpu,
         streams,
         analysis,
@@ -248,7 +254,7 @@ fn task_name(timeline: &Timeline, plan: &Plan, position: usize) -> String {
 }
 
 /// The value tables of every name the parts use.
-fn values(plan: &Plan, parts: &[Joined]) -> Values {
+pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
     let timeline = plan.activity.timeline;
     let mut api_keys: FxHashSet<StringId> = FxHashSet::default();
     let mut gpu_keys: FxHashSet<GpuName> = FxHashSet::default();

@@ -12,6 +12,7 @@ mod layout;
 mod records;
 pub mod types;
 
+pub use layout::TaskNames;
 pub use records::{Counts, Used};
 
 use super::Plan;
@@ -19,8 +20,10 @@ use super::capture::Joined;
 use super::prepare::Prepared;
 use crate::report::utc_iso;
 use layout::{GpuName, Layout};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fmt::Write as _;
-use std::io::{BufWriter, Write};
+use std::io::{self, BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// How to write.
@@ -59,30 +62,135 @@ pub fn write(
     base: &Path,
     options: Options,
 ) -> anyhow::Result<Summary> {
-    let layout = Layout::new(plan, prepared, parts);
+    let nodes = layout::nodes(plan).1;
+    let tasks: Vec<TaskNames> = prepared
+        .iter()
+        .enumerate()
+        .map(|(position, p)| {
+            let p = p.as_ref().expect("every exported process is prepared");
+            layout::task(plan, position, p, nodes[position]).names
+        })
+        .collect();
+    let end = prepared.iter().flatten().filter_map(|p| p.end).max();
+    let layout = Layout::new(plan, tasks, end, parts);
+    let all: Vec<&Joined> = parts.iter().collect();
+    let values = &layout.values;
+    write_files(plan, &layout, base, options, |out| {
+        let (_, counts, used) =
+            records::write_body(plan, &all, prepared, values, out, options.memory)?;
+        Ok((counts, used))
+    })
+}
+
+/// One part's body encoded apart, and what the files need of it.
+#[derive(Debug, Clone, Default)]
+pub struct Encoded {
+    /// Its tasks' names, by position in the plan.
+    pub tasks: Vec<(usize, TaskNames)>,
+    /// Its latest exported time.
+    pub end: Option<i64>,
+    /// The role and stage values it used.
+    pub used: Used,
+    /// What it wrote.
+    pub counts: Counts,
+}
+
+/// Writes the body of the processes of `part` (some of the joined captures `parts`) to `out`:
+/// its lines as the whole body holds them, to be merged with the other parts'.
+pub fn encode_part<W: Write>(
+    plan: &Plan,
+    parts: &[Joined],
+    part: &[&Joined],
+    prepared: &[Option<Prepared>],
+    out: W,
+    memory: usize,
+) -> io::Result<(W, Encoded)> {
+    let nodes = layout::nodes(plan).1;
+    let tasks = prepared
+        .iter()
+        .enumerate()
+        .filter_map(|(position, p)| {
+            let names = layout::task(plan, position, p.as_ref()?, nodes[position]).names;
+            Some((position, names))
+        })
+        .collect();
+    let end = prepared.iter().flatten().filter_map(|p| p.end).max();
+    let values = layout::values(plan, parts);
+    let (out, counts, used) = records::write_body(plan, part, prepared, &values, out, memory)?;
+    let encoded = Encoded {
+        tasks,
+        end,
+        used,
+        counts,
+    };
+    Ok((out, encoded))
+}
+
+/// Writes the Paraver files from the bodies of every part, each encoded apart
+/// ([`encode_part`]): the bodies merged in time order.
+pub fn write_merged(
+    plan: &Plan,
+    parts: &[Joined],
+    bodies: Vec<(Encoded, Box<dyn BufRead + Send>)>,
+    base: &Path,
+    options: Options,
+) -> anyhow::Result<Summary> {
+    let mut tasks: Vec<Option<TaskNames>> = vec![None; plan.exported.len()];
+    let mut end = None::<i64>;
+    let mut counts = Counts::default();
+    let mut used = Used::default();
+    let mut readers = Vec::new();
+    for (encoded, reader) in bodies {
+        for (position, names) in encoded.tasks {
+            tasks[position] = Some(names);
+        }
+        end = end.max(encoded.end);
+        counts.add(&encoded.counts);
+        used.roles.extend(encoded.used.roles);
+        used.stages.extend(encoded.used.stages);
+        readers.push(reader);
+    }
+    let tasks = tasks
+        .into_iter()
+        .enumerate()
+        .map(|(position, t)| {
+            t.ok_or_else(|| anyhow::anyhow!("no encoded part holds exported process {position}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let layout = Layout::new(plan, tasks, end, parts);
+    write_files(plan, &layout, base, options, |out| {
+        merge_bodies(readers, out)?;
+        Ok((counts, used.clone()))
+    })
+}
+
+/// Writes the `.prv` (its header, then `body`), the `.pcf` and the `.row`.
+fn write_files(
+    plan: &Plan,
+    layout: &Layout,
+    base: &Path,
+    options: Options,
+    body: impl FnOnce(&mut dyn Write) -> io::Result<(Counts, Used)>,
+) -> anyhow::Result<Summary> {
     let prv = path_with(base, if options.gzip { "prv.gz" } else { "prv" });
     let temp = crate::output::temporary_beside(&prv)?;
-    let buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
-    let head = header(plan, &layout) + &provenance(plan);
-    let all: Vec<&Joined> = parts.iter().collect();
+    let mut buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
+    let head = header(plan, layout) + &provenance(plan);
     let (counts, used) = if options.gzip {
         let mut gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
         gz.write_all(head.as_bytes())?;
-        let (gz, counts, used) =
-            records::write_body(plan, &all, prepared, &layout, gz, options.memory)?;
+        let written = body(&mut gz)?;
         gz.finish()?.flush()?;
-        (counts, used)
+        written
     } else {
-        let mut out = buffered;
-        out.write_all(head.as_bytes())?;
-        let (mut out, counts, used) =
-            records::write_body(plan, &all, prepared, &layout, out, options.memory)?;
-        out.flush()?;
-        (counts, used)
+        buffered.write_all(head.as_bytes())?;
+        let written = body(&mut buffered)?;
+        buffered.flush()?;
+        written
     };
     let bytes = temp.as_file().metadata()?.len();
-    write_text(&path_with(base, "pcf"), &pcf(&layout, &used))?;
-    write_text(&path_with(base, "row"), &row(&layout))?;
+    write_text(&path_with(base, "pcf"), &pcf(layout, &used))?;
+    write_text(&path_with(base, "row"), &row(layout))?;
     crate::output::persist(temp, &prv)?;
     Ok(Summary {
         prv,
@@ -90,8 +198,59 @@ pub fn write(
         counts,
         tasks: layout.tasks.len(),
         threads: layout.tasks.iter().map(|t| t.threads.len()).sum(),
-        warnings: layout.warnings,
+        warnings: layout.warnings.clone(),
     })
+}
+
+/// Merges bodies of disjoint tasks into one, in time order: records by (time, task, thread),
+/// each body's in its own order. Returns the records written.
+pub fn merge_bodies(
+    mut readers: Vec<Box<dyn BufRead + Send>>,
+    out: &mut dyn Write,
+) -> io::Result<u64> {
+    let mut lines: Vec<Vec<u8>> = vec![Vec::new(); readers.len()];
+    let mut heap = BinaryHeap::new();
+    for (i, (reader, line)) in readers.iter_mut().zip(&mut lines).enumerate() {
+        if let Some(key) = next_line(reader, line)? {
+            heap.push(Reverse((key, i)));
+        }
+    }
+    let mut records = 0;
+    while let Some(Reverse((_, i))) = heap.pop() {
+        out.write_all(&lines[i])?;
+        records += 1;
+        if let Some(key) = next_line(&mut readers[i], &mut lines[i])? {
+            heap.push(Reverse((key, i)));
+        }
+    }
+    Ok(records)
+}
+
+/// Reads a body's next line into `line`; its key, or None at the end.
+fn next_line(reader: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result<Option<(u64, u64, u64)>> {
+    line.clear();
+    if reader.read_until(b'\n', line)? == 0 {
+        return Ok(None);
+    }
+    record_key(line).map(Some)
+}
+
+/// The (time, task, thread) of a body line (`2:cpu:appl:task:thread:time:...` or
+/// `3:cpu:appl:task:thread:time:...`).
+fn record_key(line: &[u8]) -> io::Result<(u64, u64, u64)> {
+    let mut fields = line.split(|&b| b == b':').skip(3);
+    let mut number = || -> io::Result<u64> {
+        let field = fields.next().unwrap_or_default();
+        let text = std::str::from_utf8(field).ok().map(str::trim_end);
+        text.and_then(|t| t.parse().ok()).ok_or_else(|| {
+            let shown = String::from_utf8_lossy(line).trim_end().to_string();
+            io::Error::other(format!(
+                "an encoded body line is not a Paraver record: {shown}"
+            ))
+        })
+    };
+    let (task, thread, time) = (number()?, number()?, number()?);
+    Ok((time, task, thread))
 }
 
 /// `base.ext`.

@@ -10,7 +10,7 @@
 //! a call whose operations have not all started, and writes them once they have.
 
 use super::gate::{Gate, Key};
-use super::layout::{GpuName, Layout, Task};
+use super::layout::{GpuName, Task, Values};
 use super::types;
 use crate::classify::rules::is_nccl;
 use crate::export::Plan;
@@ -53,6 +53,22 @@ pub struct Counts {
     pub records: u64,
 }
 
+impl Counts {
+    /// Adds another part's counts.
+    pub fn add(&mut self, o: &Counts) {
+        self.kernels += o.kernels;
+        self.memops += o.memops;
+        self.graphs += o.graphs;
+        self.api += o.api;
+        self.nvtx += o.nvtx;
+        self.os_calls += o.os_calls;
+        self.metric_samples += o.metric_samples;
+        self.comms += o.comms;
+        self.comms_skipped += o.comms_skipped;
+        self.records += o.records;
+    }
+}
+
 /// The role and stage values the body used, which the `.pcf` labels.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Used {
@@ -62,28 +78,33 @@ pub struct Used {
     pub stages: BTreeSet<u32>,
 }
 
-/// Writes the body of the plan's processes in `parts` to `out`.
+/// Writes the body of the plan's processes in `parts` to `out`, with the value tables
+/// `values`.
 pub fn write_body<W: Write>(
     plan: &Plan,
     parts: &[&Joined],
     prepared: &[Option<Prepared>],
-    layout: &Layout,
+    values: &Values,
     out: W,
     memory: usize,
 ) -> io::Result<(W, Counts, Used)> {
     let timeline = plan.activity.timeline;
+    let nodes = super::layout::nodes(plan).1;
     let mut tasks: Vec<Option<TaskWriter>> = Vec::new();
     for (position, p) in prepared.iter().enumerate() {
         let report = timeline.process(plan.exported[position].process).report;
         let mine = parts.iter().any(|part| part.report == report);
         tasks.push(match p {
-            Some(p) if mine => Some(TaskWriter::new(plan, position, p, &layout.tasks[position])),
+            Some(p) if mine => {
+                let task = super::layout::task(plan, position, p, nodes[position]);
+                Some(TaskWriter::new(plan, position, p, task))
+            }
             _ => None,
         });
     }
     let mut body = Body {
         plan,
-        layout,
+        values,
         gate: Gate::new(out, memory),
         counts: Counts::default(),
         used: Used::default(),
@@ -108,7 +129,7 @@ pub fn write_body<W: Write>(
 /// The records being made: the group of one time, and where they go.
 struct Body<'p, 'a, 't, W: Write> {
     plan: &'p Plan<'a, 't>,
-    layout: &'p Layout,
+    values: &'p Values,
     gate: Gate<W>,
     counts: Counts,
     used: Used,
@@ -230,11 +251,9 @@ struct Memory {
     due_at_start: bool,
 }
 
-/// A launch whose operations have not all started: its record's key, its number in the gate,
-/// and how many are to come.
+/// A launch whose operations have not all started: its record's key and how many are to come.
 struct Pending {
     key: Key,
-    number: u64,
     left: u32,
     made: u32,
 }
@@ -257,6 +276,8 @@ struct TaskWriter<'p> {
     dirty: bool,
     /// When each thread with an interval open closes one: (end, thread).
     closes: BinaryHeap<Reverse<(i64, Closer)>>,
+    /// Which thread draws what.
+    task_info: Task,
 }
 
 /// A thread with intervals to close.
@@ -267,7 +288,7 @@ enum Closer {
 }
 
 impl<'p> TaskWriter<'p> {
-    fn new(plan: &Plan, position: usize, prepared: &'p Prepared, task: &Task) -> TaskWriter<'p> {
+    fn new(plan: &Plan, position: usize, prepared: &'p Prepared, task: Task) -> TaskWriter<'p> {
         let e = &plan.exported[position];
         let cpu = task
             .cpu
@@ -325,6 +346,7 @@ impl<'p> TaskWriter<'p> {
             early: FxHashMap::default(),
             dirty: false,
             closes: BinaryHeap::new(),
+            task_info: task,
         }
     }
 }
@@ -343,7 +365,7 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
     }
 
     fn item(&mut self, body: &mut Body<'_, '_, '_, W>, item: &Item) -> io::Result<()> {
-        let values = &body.layout.values;
+        let values = &body.values;
         match item.event {
             Event::Api(a) => {
                 body.counts.api += 1;
@@ -395,8 +417,7 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
             }
             Event::Metric(sample, gpu) => {
                 if let Some((_, samples)) = self.metrics.get_mut(&gpu) {
-                    let task = &body.layout.tasks[self.task as usize - 1];
-                    let order = task.metrics[&gpu]
+                    let order = self.task_info.metrics[&gpu]
                         .1
                         .iter()
                         .position(|&s| s == sample.series)
@@ -525,13 +546,8 @@ impl TaskWriter<'_> {
         body.counts.comms_skipped += u64::from(early);
         let left = ops.saturating_sub(early);
         if left > 0 {
-            let number = body.gate.wait_for(key);
-            let pending = Pending {
-                key,
-                number,
-                left,
-                made: 0,
-            };
+            body.gate.wait_for(key);
+            let pending = Pending { key, left, made: 0 };
             self.pending.insert(correlation, pending);
         }
     }
@@ -542,7 +558,7 @@ impl TaskWriter<'_> {
         body: &mut Body<'_, '_, '_, W>,
         item: &Item,
     ) -> io::Result<()> {
-        let values = &body.layout.values;
+        let values = &body.values;
         let (stream, correlation) = match item.event {
             Event::Kernel(k) => (k.stream, k.correlation),
             Event::Memcpy(m) => (m.stream, m.correlation),
@@ -554,7 +570,7 @@ impl TaskWriter<'_> {
             return Ok(());
         };
         if s.role == 0 {
-            let role = body.layout.tasks[self.task as usize - 1].streams[&stream].role;
+            let role = self.task_info.streams[&stream].role;
             s.role = values.role(role.name(body.plan.rules));
             body.used.roles.insert(s.role as u32);
         }
@@ -586,7 +602,7 @@ impl TaskWriter<'_> {
                     format_comm(key, (self.task, thread, time), size, tag, &mut body.comm);
                     body.gate.comm(key, &body.comm);
                     if p.left == 0 {
-                        let resolved = p.number;
+                        let resolved = p.key;
                         self.pending.remove(&correlation);
                         body.gate.resolved(resolved);
                     }
@@ -653,7 +669,7 @@ fn begin_pairs<W: Write>(
 ) -> (Pairs, EndKind, u32, u64) {
     let plan = body.plan;
     let timeline = plan.activity.timeline;
-    let values = &body.layout.values;
+    let values = &body.values;
     let gpu_id = |name: GpuName| u64::from(values.gpu.get(&name).copied().unwrap_or(0));
     let role = (types::STREAM_ROLE, role);
     let mut pairs = Pairs::new();

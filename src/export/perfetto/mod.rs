@@ -106,7 +106,9 @@ pub struct Summary {
 
 /// Writes the trace of `plan` to `path` (under a temporary name, renamed when complete). `parts`
 /// are the joined captures, `prepared` what [`super::prepare`] found for every exported process,
-/// `threads` how many parts are encoded at once.
+/// `threads` how many parts are encoded at once. With one exported process its chunk is encoded
+/// straight into the file; otherwise each part is encoded into one temporary file per process,
+/// and the files are appended in the plan's order.
 pub fn write(
     plan: &Plan,
     parts: &[Joined],
@@ -115,41 +117,13 @@ pub fn write(
     options: Options,
     threads: usize,
 ) -> anyhow::Result<Summary> {
-    let temp = crate::output::temporary_beside(path)?;
-    let buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
-    let (trace_bytes, counts) = if options.gzip {
-        let gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
-        let (gz, bytes, counts) = write_to(plan, parts, prepared, gz, threads)?;
-        gz.finish()?.flush()?;
-        (bytes, counts)
-    } else {
-        let (mut out, bytes, counts) = write_to(plan, parts, prepared, buffered, threads)?;
-        out.flush()?;
-        (bytes, counts)
-    };
-    let bytes = temp.as_file().metadata()?.len();
-    crate::output::persist(temp, path)?;
-    Ok(Summary {
-        path: path.to_path_buf(),
-        bytes,
-        trace_bytes,
-        counts,
-    })
-}
-
-/// The head, then every exported process's chunk in order. With one exported process its chunk
-/// is encoded straight into `out`; otherwise each part is encoded (up to `threads` at once)
-/// into one temporary file per process, and the files are appended in the plan's order.
-fn write_to<W: Write>(
-    plan: &Plan,
-    parts: &[Joined],
-    prepared: &[Option<Prepared>],
-    out: W,
-    threads: usize,
-) -> anyhow::Result<(W, u64, Counts)> {
-    let mut stream = PacketStream::new(out);
-    let mut counts = head(plan, &mut stream)?;
-    if plan.exported.len() == 1 {
+    write_file(path, options, |out| {
+        let mut stream = PacketStream::new(out);
+        let mut counts = head(plan, &mut stream)?;
+        if plan.exported.len() != 1 {
+            let chunks = encode_parts(plan, parts, prepared, threads)?;
+            return append(stream, counts, chunks.into_iter().flatten());
+        }
         let all: Vec<&Joined> = parts.iter().collect();
         let mut out = Some(stream);
         let encoded = encode(plan, &all, prepared, |_| {
@@ -161,27 +135,82 @@ fn write_to<W: Write>(
             .next()
             .expect("the exported process is prepared");
         counts.add(&one);
-        let bytes = stream.bytes;
-        return Ok((stream.into_inner()?, bytes, counts));
-    }
-    let chunks = encode_parts(plan, parts, prepared, threads)?;
+        Ok((stream.bytes, counts))
+    })
+}
+
+/// Writes the trace of `plan` from its processes' chunks encoded elsewhere (every exported
+/// process's, in the plan's order).
+pub fn write_chunks(
+    plan: &Plan,
+    chunks: Vec<Chunk>,
+    path: &Path,
+    options: Options,
+) -> anyhow::Result<Summary> {
+    write_file(path, options, |out| {
+        let mut stream = PacketStream::new(out);
+        let counts = head(plan, &mut stream)?;
+        append(stream, counts, chunks)
+    })
+}
+
+/// Writes `path` (gzipped with `options.gzip`) under a temporary name with `body`, which
+/// returns the bytes it wrote and what they hold.
+fn write_file(
+    path: &Path,
+    options: Options,
+    body: impl FnOnce(&mut dyn Write) -> anyhow::Result<(u64, Counts)>,
+) -> anyhow::Result<Summary> {
+    let temp = crate::output::temporary_beside(path)?;
+    let mut buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
+    let (trace_bytes, counts) = if options.gzip {
+        let mut gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
+        let written = body(&mut gz)?;
+        gz.finish()?.flush()?;
+        written
+    } else {
+        let written = body(&mut buffered)?;
+        buffered.flush()?;
+        written
+    };
+    let bytes = temp.as_file().metadata()?.len();
+    crate::output::persist(temp, path)?;
+    Ok(Summary {
+        path: path.to_path_buf(),
+        bytes,
+        trace_bytes,
+        counts,
+    })
+}
+
+/// Appends chunks after the head; the bytes written in all, and the counts.
+fn append(
+    stream: PacketStream<&mut dyn Write>,
+    mut counts: Counts,
+    chunks: impl IntoIterator<Item = Chunk>,
+) -> anyhow::Result<(u64, Counts)> {
     let mut bytes = stream.bytes;
-    let mut out = stream.into_inner()?;
-    for (file, chunk_bytes, chunk_counts) in chunks.into_iter().flatten() {
-        counts.add(&chunk_counts);
-        bytes += chunk_bytes;
-        let mut file = file;
-        io::Seek::seek(&mut file, io::SeekFrom::Start(0))?;
-        io::copy(&mut file, &mut out)?;
+    let out = stream.into_inner()?;
+    for mut chunk in chunks {
+        counts.add(&chunk.counts);
+        bytes += chunk.bytes;
+        io::copy(&mut chunk.reader, out)?;
     }
-    Ok((out, bytes, counts))
+    Ok((bytes, counts))
+}
+
+/// One process's chunk, encoded apart: its bytes, their number and what they hold.
+pub struct Chunk {
+    /// The bytes.
+    pub reader: Box<dyn io::Read + Send>,
+    /// How many.
+    pub bytes: u64,
+    /// What they hold.
+    pub counts: Counts,
 }
 
 /// One process's chunk: its stream and what it holds.
 type Encoded<W> = (PacketStream<W>, Counts);
-
-/// One process's chunk in a temporary file, its size and what it holds.
-type Chunk = (std::fs::File, u64, Counts);
 
 /// Encodes every part into temporary chunks, up to `threads` parts at once; the chunks come back
 /// by position in the plan.
@@ -195,10 +224,7 @@ fn encode_parts(
         parts.iter().collect(),
         threads,
         |part: &Joined| -> crate::nsys::Result<Vec<(usize, Chunk)>> {
-            encode_to_files(plan, part, prepared).map_err(|cause| crate::nsys::Error::Spill {
-                path: plan.activity.timeline.report(part.report).path.clone(),
-                cause,
-            })
+            encode_part(plan, part, prepared).map_err(|cause| part.error(cause))
         },
     );
     let mut chunks: Vec<Option<Chunk>> = (0..plan.exported.len()).map(|_| None).collect();
@@ -210,8 +236,9 @@ fn encode_parts(
     Ok(chunks)
 }
 
-/// Encodes one part's processes, each into a temporary file of its own.
-fn encode_to_files(
+/// Encodes one part's processes, each into a temporary file of its own; their chunks by
+/// position in the plan.
+pub fn encode_part(
     plan: &Plan,
     part: &Joined,
     prepared: &[Option<Prepared>],
@@ -226,11 +253,20 @@ fn encode_to_files(
             continue;
         };
         let bytes = stream.bytes;
-        let file = stream
+        let mut file = stream
             .into_inner()?
             .into_inner()
             .map_err(|e| e.into_error())?;
-        chunks.push((position, (file, bytes, counts)));
+        io::Seek::seek(&mut file, io::SeekFrom::Start(0))?;
+        let reader = Box::new(io::BufReader::new(file));
+        chunks.push((
+            position,
+            Chunk {
+                reader,
+                bytes,
+                counts,
+            },
+        ));
     }
     Ok(chunks)
 }
