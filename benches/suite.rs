@@ -3,8 +3,9 @@
 //! A plain harness (no criterion or divan): each measurement is one run of the release binary
 //! on a synthetic export, and what matters is wall time, peak RSS and output size of whole
 //! commands, which a statistics framework over in-process closures would not measure. Exports
-//! are generated once into `target/bench-data/` by `nsys-lens synth` at five sizes (10 k, 100 k
-//! and 1 M kernels on one node, 1 M GPU-metric samples, and 4 nodes x 250 k). The floor is the `sqlite3` shell summing
+//! are generated once into `target/bench-data/` by `nsys-lens synth` at six sizes (10 k, 100 k,
+//! 1 M and 4 M kernels on one node, 1 M GPU-metric samples, and 4 nodes x 250 k, on which the
+//! cluster path runs too: `part`, `--encode`, `--merge`). The floor is the `sqlite3` shell summing
 //! every column the reader reads, table by table (C speed, nothing done per row): every figure
 //! is printed as a multiple of it (`x floor`). Without `sqlite3` on PATH the floor is a bare
 //! rusqlite scan of the same rows, and the output says so. `NSYS_LENS_BENCH_SIZES=10k,100k`
@@ -63,6 +64,19 @@ const SIZES: &[Size] = &[
         ],
     },
     Size {
+        name: "4M",
+        args: &[
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "1",
+            "--layers",
+            "32",
+            "--steps",
+            "8280",
+        ],
+    },
+    Size {
         name: "metrics1M",
         args: &[
             "--nodes",
@@ -94,6 +108,8 @@ const SIZES: &[Size] = &[
 /// One measured run.
 struct Run {
     wall: f64,
+    /// User and system CPU time.
+    cpu: f64,
     peak_rss: u64,
     output_bytes: u64,
 }
@@ -104,8 +120,16 @@ fn main() {
         .map(|v| v.split(',').map(str::to_string).collect());
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     println!(
-        "{:<8} {:<18} {:>9} {:>10} {:>11} {:>12} {:>9} {:>9}",
-        "size", "command", "wall s", "peak MB", "output MB", "events/s", "B/event", "x floor"
+        "{:<8} {:<18} {:>9} {:>10} {:>11} {:>12} {:>9} {:>9} {:>9}",
+        "size",
+        "command",
+        "wall s",
+        "peak MB",
+        "output MB",
+        "events/s",
+        "B/event",
+        "x floor",
+        "cpu/wall"
     );
     for size in SIZES {
         if wanted
@@ -157,7 +181,75 @@ fn main() {
         let mut both = measure(&["convert", "-q", "-o", base], &files);
         both.output_bytes = dir_size(out.path());
         print_row(size.name, "convert both", &both, events, floor);
+        if files.len() > 1 {
+            parts(size.name, &files, events, floor);
+        }
     }
+}
+
+/// The cluster path on a run of several nodes: `part` per node, `convert --encode` per node
+/// (summed: on a cluster they run at once), `convert --merge`, and the merge against copying the
+/// encoded parts' bytes into one file (`merge x copy`).
+fn parts(size: &str, files: &[PathBuf], events: u64, floor: f64) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let parts = work.path().join("parts");
+    let out = work.path().join("out/run");
+    let out = out.to_str().expect("utf-8");
+    let sum = |runs: &[Run]| Run {
+        wall: runs.iter().map(|r| r.wall).sum(),
+        cpu: runs.iter().map(|r| r.cpu).sum(),
+        peak_rss: runs.iter().map(|r| r.peak_rss).max().unwrap_or(0),
+        output_bytes: 0,
+    };
+    let runs: Vec<Run> = files
+        .iter()
+        .enumerate()
+        .map(|(i, file)| {
+            let part = parts.join(format!("node{i:03}.lens-part"));
+            let part = part.to_str().expect("utf-8");
+            measure(&["part", "-q", "-o", part], std::slice::from_ref(file))
+        })
+        .collect();
+    print_row(size, "part (each node)", &sum(&runs), events, floor);
+    let inputs = [parts.clone()];
+    let runs: Vec<Run> = (0..files.len())
+        .map(|i| {
+            let n = i.to_string();
+            measure(&["convert", "-q", "--encode", &n, "-o", out], &inputs)
+        })
+        .collect();
+    print_row(size, "encode (each node)", &sum(&runs), events, floor);
+    let encoded: Vec<PathBuf> = (0..files.len())
+        .map(|i| PathBuf::from(format!("{out}.encoded-{i}")))
+        .collect();
+    let started = Instant::now();
+    let mut copy = std::fs::File::create(work.path().join("copy")).expect("creates");
+    for file in &encoded {
+        let mut from = std::fs::File::open(file).expect("opens");
+        std::io::copy(&mut from, &mut copy).expect("copies");
+    }
+    copy.sync_data().expect("syncs");
+    let copied = started.elapsed().as_secs_f64();
+    drop(copy);
+    let _ = std::fs::remove_file(work.path().join("copy"));
+    let mut merge = measure(&["convert", "-q", "--merge", "-o", out], &inputs);
+    merge.output_bytes = ["perfetto-trace", "prv", "pcf", "row"]
+        .iter()
+        .filter_map(|ext| std::fs::metadata(format!("{out}.{ext}")).ok())
+        .map(|m| m.len())
+        .sum();
+    print_row(size, "merge", &merge, events, floor);
+    println!(
+        "{size:<8} merge x copy: {:.2} (copying the {} encoded parts' {:.0} MB: {copied:.2} s)",
+        merge.wall / copied,
+        encoded.len(),
+        encoded
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum::<u64>() as f64
+            / 1e6
+    );
 }
 
 /// The export of a size, generated once.
@@ -254,6 +346,7 @@ fn bare_scan(files: &[PathBuf]) -> Run {
     std::hint::black_box(checksum);
     Run {
         wall: started.elapsed().as_secs_f64(),
+        cpu: 0.0,
         peak_rss: 0,
         output_bytes: 0,
     }
@@ -265,6 +358,7 @@ fn sqlite3_floor(files: &[PathBuf]) -> Option<Run> {
     Command::new("sqlite3").arg("--version").output().ok()?;
     let mut total = Run {
         wall: 0.0,
+        cpu: 0.0,
         peak_rss: 0,
         output_bytes: 0,
     };
@@ -294,6 +388,7 @@ fn sqlite3_floor(files: &[PathBuf]) -> Option<Run> {
         shell.arg("-readonly").arg(file).arg(&sql);
         let run = timed(shell);
         total.wall += run.wall;
+        total.cpu += run.cpu;
         total.peak_rss = total.peak_rss.max(run.peak_rss);
     }
     Some(total)
@@ -308,9 +403,10 @@ fn measure(args: &[&str], files: &[PathBuf]) -> Run {
     run.into()
 }
 
-/// One child run: wall time, peak RSS (from wait4) and whether it exited with 0.
+/// One child run: wall time, CPU time and peak RSS (from wait4), and whether it exited with 0.
 struct Timed {
     wall: f64,
+    cpu: f64,
     peak_rss: u64,
     succeeded: bool,
 }
@@ -319,6 +415,7 @@ impl From<Timed> for Run {
     fn from(t: Timed) -> Run {
         Run {
             wall: t.wall,
+            cpu: t.cpu,
             peak_rss: t.peak_rss,
             output_bytes: 0,
         }
@@ -342,8 +439,10 @@ fn timed(mut command: Command) -> Timed {
     // SAFETY: waiting for our own child pid with valid pointers.
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(waited, pid, "wait4");
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Timed {
         wall: started.elapsed().as_secs_f64(),
+        cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
         peak_rss: usage.ru_maxrss as u64 * 1024,
         succeeded: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
     }
@@ -362,12 +461,13 @@ fn dir_size(dir: &Path) -> u64 {
 fn print_row(size: &str, command: &str, run: &Run, events: u64, floor: f64) {
     let mb = |b: u64| b as f64 / 1e6;
     println!(
-        "{size:<8} {command:<18} {:>9.2} {:>10.0} {:>11.1} {:>12.0} {:>9.1} {:>9.2}",
+        "{size:<8} {command:<18} {:>9.2} {:>10.0} {:>11.1} {:>12.0} {:>9.1} {:>9.2} {:>9.2}",
         run.wall,
         mb(run.peak_rss),
         mb(run.output_bytes),
         events as f64 / run.wall,
         run.output_bytes as f64 / events as f64,
         run.wall / floor,
+        run.cpu / run.wall,
     );
 }

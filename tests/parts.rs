@@ -235,3 +235,64 @@ fn broken_parts_and_mismatched_steps_are_clear_errors() {
     );
     ok(&["convert", "-q", p, "--merge", "-o", b]);
 }
+
+#[test]
+fn the_documented_slurm_script_converts_as_one_conversion() {
+    // The first ```bash block under "With Slurm" in docs/scale.md, run as Slurm would.
+    let page = std::fs::read_to_string(root().join("docs/scale.md")).unwrap();
+    let script: String = page
+        .split("### With Slurm")
+        .nth(1)
+        .unwrap()
+        .split("```bash\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap()
+        .to_string();
+    let run = tempfile::tempdir().unwrap();
+    let fixtures = crate::util::sqlite_files(&root().join("fixtures/pithtrain_pp2_ep2"));
+    let mut exports = Vec::new();
+    for (i, export) in fixtures.iter().enumerate() {
+        let node = run.path().join(format!("node{i:03}"));
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::copy(export, node.join("report.sqlite")).unwrap();
+        exports.push(node.join("report.sqlite"));
+    }
+    let script_path = run.path().join("convert-run.sh");
+    std::fs::write(&script_path, script).unwrap();
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_nsys-lens"));
+    let path = format!(
+        "{}:{}",
+        binary.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let step = |step: &str, task: Option<usize>| {
+        let mut command = std::process::Command::new("bash");
+        command
+            .arg(&script_path)
+            .arg(step)
+            .env("RUN", run.path())
+            .env("PATH", &path);
+        if let Some(task) = task {
+            command.env("SLURM_ARRAY_TASK_ID", task.to_string());
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{step}: {}", texts(&out).1);
+    };
+    for step_name in ["part", "encode"] {
+        for task in 0..exports.len() {
+            step(step_name, Some(task));
+        }
+    }
+    step("merge", None);
+    let direct = run.path().join("direct");
+    let mut args = vec!["convert".to_string(), "-q".into(), "-o".into()];
+    args.push(direct.join("run").to_str().unwrap().to_string());
+    args.extend(exports.iter().map(|p| p.to_str().unwrap().to_string()));
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let merged = files(&run.path().join("traces"));
+    assert_eq!(merged.len(), 4);
+    assert_eq!(merged, files(&direct));
+}

@@ -238,19 +238,27 @@ fn next_line(reader: &mut dyn BufRead, line: &mut Vec<u8>) -> io::Result<Option<
 /// The (time, task, thread) of a body line (`2:cpu:appl:task:thread:time:...` or
 /// `3:cpu:appl:task:thread:time:...`).
 fn record_key(line: &[u8]) -> io::Result<(u64, u64, u64)> {
-    let mut fields = line.split(|&b| b == b':').skip(3);
-    let mut number = || -> io::Result<u64> {
-        let field = fields.next().unwrap_or_default();
-        let text = std::str::from_utf8(field).ok().map(str::trim_end);
-        text.and_then(|t| t.parse().ok()).ok_or_else(|| {
+    let mut fields = line.splitn(7, |&b| b == b':').skip(3).map(digits);
+    match (fields.next(), fields.next(), fields.next()) {
+        (Some(Some(task)), Some(Some(thread)), Some(Some(time))) => Ok((time, task, thread)),
+        _ => {
             let shown = String::from_utf8_lossy(line).trim_end().to_string();
-            io::Error::other(format!(
+            Err(io::Error::other(format!(
                 "an encoded body line is not a Paraver record: {shown}"
-            ))
-        })
-    };
-    let (task, thread, time) = (number()?, number()?, number()?);
-    Ok((time, task, thread))
+            )))
+        }
+    }
+}
+
+/// A field of decimal digits as a number.
+fn digits(field: &[u8]) -> Option<u64> {
+    if field.is_empty() {
+        return None;
+    }
+    field.iter().try_fold(0u64, |n, &d| {
+        d.is_ascii_digit()
+            .then(|| n.wrapping_mul(10).wrapping_add(u64::from(d - b'0')))
+    })
 }
 
 /// `base.ext`.
