@@ -132,7 +132,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         plan = plan.with_collective_flows();
     }
     let base = args.base();
-    let progress = super::progress::Progress::start("writing".to_string(), args.inputs.quiet);
+    // Every pass streams every event it writes: one to prepare, one per format (NVTX ranges
+    // included; a join passes none).
+    let mine = |input: usize| args.encode.is_none_or(|n| n == input);
+    let events: u64 = parts
+        .iter()
+        .zip(&inputs)
+        .filter(|&(_, &input)| mine(input))
+        .map(|(part, _)| part.events.size().0 + light.report(part.report).counts.nvtx)
+        .sum();
+    let passes = if args.merge {
+        0
+    } else {
+        1 + args.to.len() as u64
+    };
+    nsys_lens::export::stream::expect(events, passes);
+    let progress = super::progress::Progress::writing("writing".to_string(), args.inputs.quiet);
     let lines = match (args.encode, args.merge) {
         (Some(n), _) => encode(&args, &plan, &parts, &inputs, n, &base)?,
         (None, true) => merge(&args, &plan, &parts, &inputs, &base)?,

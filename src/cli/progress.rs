@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 /// Shown after this long.
 const DELAY: Duration = Duration::from_secs(1);
 
-/// (done, total) so far, for a percentage.
-type Counter = fn() -> (u64, u64);
+/// (done, total) so far, for a percentage, and what is counted (`rows`, `events`).
+type Counter = (fn() -> (u64, u64), &'static str);
 
 /// A running progress line; dropping it clears the line.
 pub struct Progress {
@@ -22,16 +22,20 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Starts `what` (e.g. `writing`), showing the time spent; silent when `quiet` or not on a
-    /// terminal.
-    pub fn start(what: String, quiet: bool) -> Progress {
-        Progress::spawn(what, quiet, None)
-    }
-
     /// Starts reading reports (`what`): the rows read so far against the rows they hold.
     pub fn reading(what: String, quiet: bool) -> Progress {
         nsys_lens::nsys::progress::reset();
-        Progress::spawn(what, quiet, Some(nsys_lens::nsys::progress::rows))
+        Progress::spawn(what, quiet, Some((nsys_lens::nsys::progress::rows, "rows")))
+    }
+
+    /// Starts writing (`what`): the events the conversion's passes have streamed so far against
+    /// those they will stream (set by [`nsys_lens::export::stream::expect`]).
+    pub fn writing(what: String, quiet: bool) -> Progress {
+        let counter = (
+            nsys_lens::export::stream::progress as fn() -> (u64, u64),
+            "events",
+        );
+        Progress::spawn(what, quiet, Some(counter))
     }
 
     fn spawn(what: String, quiet: bool, counter: Option<Counter>) -> Progress {
@@ -53,7 +57,7 @@ fn tick(what: &str, done: &AtomicBool, counter: Option<Counter>) {
             let elapsed = started.elapsed().as_secs_f64();
             eprint!(
                 "\r\x1b[2Knsys-lens: {what}… {}",
-                status(elapsed, counter.map(|c| c()))
+                status(elapsed, counter.map(|(count, unit)| (count(), unit)))
             );
             let _ = std::io::stderr().flush();
             shown = true;
@@ -66,14 +70,14 @@ fn tick(what: &str, done: &AtomicBool, counter: Option<Counter>) {
 }
 
 /// `45% (1.2 M of 2.6 M rows), 3 s left`, or the time spent when nothing is counted.
-fn status(elapsed: f64, counted: Option<(u64, u64)>) -> String {
+fn status(elapsed: f64, counted: Option<((u64, u64), &str)>) -> String {
     match counted {
-        Some((done, total)) if total > 0 && done > 0 => {
+        Some(((done, total), unit)) if total > 0 && done > 0 => {
             let share = (done as f64 / total as f64).min(0.99);
             let left = elapsed * (1.0 - share) / share;
             let m = |n: u64| n as f64 / 1e6;
             format!(
-                "{:.0}% ({:.1} M of {:.1} M rows), {left:.0} s left",
+                "{:.0}% ({:.1} M of {:.1} M {unit}), {left:.0} s left",
                 100.0 * share,
                 m(done),
                 m(total)
@@ -99,12 +103,12 @@ mod tests {
     #[test]
     fn the_line_shows_a_share_and_the_time_left_when_rows_are_counted() {
         assert_eq!(
-            status(2.0, Some((1_000_000, 4_000_000))),
+            status(2.0, Some(((1_000_000, 4_000_000), "rows"))),
             "25% (1.0 M of 4.0 M rows), 6 s left"
         );
         // More rows than expected (small tables beside the event tables): never past 99%.
-        assert!(status(3.0, Some((5, 4))).starts_with("99%"));
+        assert!(status(3.0, Some(((5, 4), "events"))).starts_with("99%"));
         assert_eq!(status(1.25, None), "1.2 s");
-        assert_eq!(status(1.25, Some((0, 10))), "1.2 s");
+        assert_eq!(status(1.25, Some(((0, 10), "rows"))), "1.2 s");
     }
 }

@@ -23,6 +23,28 @@ use crate::spill::Record;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Events streamed so far by every pass, and how many the passes will stream.
+static STREAMED: AtomicU64 = AtomicU64::new(0);
+static TO_STREAM: AtomicU64 = AtomicU64::new(0);
+
+/// Events are counted in batches of this many (one atomic add per batch).
+const BATCH: u64 = 4096;
+
+/// (events streamed, events to stream) since the last [`expect`], for a progress line.
+pub fn progress() -> (u64, u64) {
+    (
+        STREAMED.load(Ordering::Relaxed),
+        TO_STREAM.load(Ordering::Relaxed),
+    )
+}
+
+/// Starts counting afresh: `passes` passes over `events` events are to come.
+pub fn expect(events: u64, passes: u64) {
+    STREAMED.store(0, Ordering::Relaxed);
+    TO_STREAM.store(events * passes, Ordering::Relaxed);
+}
 
 /// Something drawn, with global ids and merged-clock times (unclipped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,6 +110,8 @@ pub struct Stream<'p, 'a, 't> {
     /// Each metric series' exported (process, GPU) pairs, by series id.
     series: Vec<Vec<(usize, GpuId)>>,
     error: Option<io::Error>,
+    /// Events merged since the last count.
+    counted: u64,
 }
 
 impl<'p, 'a, 't> Stream<'p, 'a, 't> {
@@ -125,6 +149,7 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
             ready: VecDeque::new(),
             series,
             error: None,
+            counted: 0,
         };
         stream.heads = vec![None; stream.sources.len()];
         for i in 0..stream.sources.len() {
@@ -204,6 +229,11 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
             let event = self.heads[i]
                 .take()
                 .expect("a source in the heap has a head");
+            self.counted += 1;
+            if self.counted == BATCH {
+                STREAMED.fetch_add(BATCH, Ordering::Relaxed);
+                self.counted = 0;
+            }
             self.pull(i);
             self.place(start, event);
         }
