@@ -278,7 +278,7 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
                 (NvtxKind::Mark, _) => (start, start),
                 (_, end) => (start, end.map_or(window.1, |e| e.0)),
             },
-            _ => (start, end_of(&event)),
+            _ => (start, event.span().1),
         };
         let Some((s, e)) = clip(span, window) else {
             return;
@@ -395,21 +395,6 @@ fn process_of(timeline: &crate::model::Timeline, event: &Event) -> ProcessId {
     }
 }
 
-/// The end of a span event.
-fn end_of(event: &Event) -> i64 {
-    match event {
-        Event::Api(a) => a.end.0,
-        Event::Os(o) => o.end.0,
-        Event::Kernel(k) => k.end.0,
-        Event::Memcpy(m) => m.end.0,
-        Event::Memset(m) => m.end.0,
-        Event::Graph(g) => g.end.0,
-        Event::Nvtx(n) => n.end.map_or(n.start.0, |e| e.0),
-        Event::Metric(m, _) => m.time.0,
-        Event::Memory(m) => m.time.0,
-    }
-}
-
 /// One source per kind of a capture's events, moved onto the merged ids and clock.
 fn event_sources(part: &Joined) -> Vec<Source<'_>> {
     let e = &part.events;
@@ -435,22 +420,26 @@ fn source<'p, T: Record + Moved + Fits + 'p>(
 ) -> Source<'p> {
     Box::new(sorted.iter().map(move |r| {
         let event = make(part.checked(r?)?);
-        Ok((start_of(&event), event))
+        Ok((event.span().0, event))
     }))
 }
 
-/// The (merged-clock) start of an event.
-fn start_of(event: &Event) -> i64 {
-    match event {
-        Event::Api(a) => a.start.0,
-        Event::Os(o) => o.start.0,
-        Event::Nvtx(n) => n.start.0,
-        Event::Kernel(k) => k.start.0,
-        Event::Memcpy(m) => m.start.0,
-        Event::Memset(m) => m.start.0,
-        Event::Graph(g) => g.start.0,
-        Event::Metric(m, _) => m.time.0,
-        Event::Memory(m) => m.time.0,
+impl Event {
+    /// Its start and end on the merged clock (an instant's end is its time; an open NVTX
+    /// range's its start).
+    pub fn span(&self) -> (i64, i64) {
+        let (start, end) = match self {
+            Event::Api(a) => (a.start, a.end),
+            Event::Os(o) => (o.start, o.end),
+            Event::Nvtx(n) => (n.start, n.end.unwrap_or(n.start)),
+            Event::Kernel(k) => (k.start, k.end),
+            Event::Memcpy(m) => (m.start, m.end),
+            Event::Memset(m) => (m.start, m.end),
+            Event::Graph(g) => (g.start, g.end),
+            Event::Metric(m, _) => (m.time, m.time),
+            Event::Memory(m) => (m.time, m.time),
+        };
+        (start.0, end.0)
     }
 }
 

@@ -16,7 +16,7 @@ use crate::classify::rules::is_nccl;
 use crate::export::Plan;
 use crate::export::capture::Joined;
 use crate::export::counters::Counters;
-use crate::export::prepare::Prepared;
+use crate::export::prepare::{FirstFit, Prepared};
 use crate::export::stream::{Event, Item, Stream, Writer, copy_names};
 use crate::hash::FxHashMap;
 use crate::model::{GpuId, NvtxKind, StreamId, ThreadId};
@@ -159,6 +159,11 @@ impl<W: Write> Body<'_, '_, '_, W> {
         let time = self.plan.rebase(t);
         let from = self.lines.len();
         format_event(task, thread, time, pairs, &mut self.lines);
+        self.made(task, thread, time, from)
+    }
+
+    /// Files the record just formatted from `from` on; returns its key.
+    fn made(&mut self, task: u32, thread: u32, time: u64, from: usize) -> Key {
         self.seq += 1;
         let key = Key {
             time,
@@ -188,15 +193,7 @@ impl<W: Write> Body<'_, '_, '_, W> {
             line
         });
         self.lines.extend_from_slice(pairs);
-        self.seq += 1;
-        let key = Key {
-            time,
-            task,
-            thread,
-            seq: self.seq,
-            sub: 0,
-        };
-        self.records.push((key, from, self.lines.len()));
+        self.made(task, thread, time, from);
     }
 
     /// Writes this time's records (at `_t`), task by task, thread by thread.
@@ -218,11 +215,12 @@ struct CpuThread {
     sequence: u64,
 }
 
-/// A stream's state: its lanes' business and pending closes (end, lane, types to close).
+/// A stream's state: its lanes (first fit, as [`prepare`](crate::export::prepare) counted them)
+/// and pending closes (end, lane, types to close).
 struct GpuStream {
     first_thread: u32,
     role: u64,
-    busy: Vec<bool>,
+    lanes: FirstFit,
     ends: BinaryHeap<Reverse<(i64, u32, EndKind)>>,
 }
 
@@ -309,7 +307,7 @@ impl<'p> TaskWriter<'p> {
                 let state = GpuStream {
                     first_thread: s.first_thread,
                     role: 0,
-                    busy: Vec::new(),
+                    lanes: FirstFit::default(),
                     ends: BinaryHeap::new(),
                 };
                 (stream, state)
@@ -575,17 +573,10 @@ impl TaskWriter<'_> {
             body.used.roles.insert(s.role as u32);
         }
         close_gpu(body, self.task, s, item.start);
-        let lane = match s.busy.iter().position(|b| !b) {
-            Some(lane) => lane,
-            None => {
-                s.busy.push(false);
-                s.busy.len() - 1
-            }
-        };
-        s.busy[lane] = true;
-        let thread = s.first_thread + lane as u32;
+        let lane = s.lanes.place(item.start, item.end);
+        let thread = s.first_thread + lane;
         let (pairs, kind, tag, size) = begin_pairs(body, self.prepared, item, s.role);
-        s.ends.push(Reverse((item.end, lane as u32, kind)));
+        s.ends.push(Reverse((item.end, lane, kind)));
         self.closes.push(Reverse((item.end, Closer::Gpu(stream))));
         body.event(self.task, thread, item.start, pairs.as_slice());
         if correlation != 0 && self.prepared.launches.has_call(correlation) {
@@ -624,13 +615,12 @@ fn close_cpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, c: &mut CpuThr
     }
 }
 
-/// Writes a stream's closes due by `t`, freeing their lanes.
+/// Writes a stream's closes due by `t`.
 fn close_gpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, s: &mut GpuStream, t: i64) {
     while let Some(&Reverse((end, lane, kind))) = s.ends.peek()
         && end <= t
     {
         s.ends.pop();
-        s.busy[lane as usize] = false;
         body.close(task, s.first_thread + lane, end, Close::Gpu(kind));
     }
 }
