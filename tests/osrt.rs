@@ -3,10 +3,9 @@
 //! captured here by the real `nsys`, the calls per function and their total time equal NVIDIA's
 //! own `nsys stats -r osrtsum`.
 
-use crate::util::{real, texts};
+use crate::util::real;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 /// nsys2prv 0.6: OS runtime calls and pthread calls.
 const OSRT: u32 = 66_400_000;
@@ -118,52 +117,19 @@ fn os_call_values_follow_nsys2prv() {
     assert_eq!(values[&3], "pthread_join");
 }
 
-/// `nsys`, or None (noted; a failure under `NSYS_LENS_CI`, where `.ci/run` installs it).
-fn nsys() -> Option<()> {
-    let found = Command::new("nsys").arg("--version").output().is_ok();
-    if !found {
-        assert!(
-            std::env::var_os("NSYS_LENS_CI").is_none(),
-            "CI must install nsight-systems (see .ci/run)"
-        );
-        crate::util::skipped("the nsys oracle: nsys is not installed");
-    }
-    found.then_some(())
-}
-
-/// Runs a command in `dir`, which must succeed.
-fn run(dir: &Path, program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{program} {args:?}: {stdout}{stderr}");
-    stdout
-}
-
 /// `nsys stats -r osrtsum` as calls and total ns per function.
 fn osrtsum(dir: &Path, sqlite: &str) -> Sums {
-    run(
-        dir,
-        "nsys",
-        &["stats", "-r", "osrtsum", "-f", "csv", "-o", "sum", sqlite],
-    );
-    let csv = std::fs::read_to_string(dir.join("sum_osrtsum.csv")).unwrap();
-    let mut lines = csv.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (header, rows) = crate::real_nsys::stats(dir, "osrtsum", sqlite);
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
     let (total, calls, name) = (
         column("Total Time (ns)"),
         column("Num Calls"),
         column("Name"),
     );
-    lines
-        .map(|l| {
-            let cells: Vec<&str> = l.split(',').collect();
+    rows.iter()
+        .map(|cells| {
             let number = |i: usize| cells[i].parse::<u64>().unwrap();
-            (cells[name].to_string(), (number(calls), number(total)))
+            (cells[name].clone(), (number(calls), number(total)))
         })
         .collect()
 }
@@ -182,42 +148,17 @@ pub fn capture(dir: &Path, name: &str) {
                        time.sleep(0.005)\n\
                    t.join()\n";
     std::fs::write(dir.join("prog.py"), program).unwrap();
-    let osrt = [
-        "profile",
-        "--trace=osrt",
-        "--sample=none",
-        "--cpuctxsw=none",
-        "-f",
-        "true",
-    ];
-    let mut args: Vec<&str> = osrt.to_vec();
-    args.extend(["-o", name, "python3", "prog.py"]);
-    run(dir, "nsys", &args);
-    // nsys 2022.4 leaves a .qdstrm when it cannot find its importer: import it by hand.
-    if !dir.join(format!("{name}.nsys-rep")).exists() {
-        let importer = "/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter";
-        run(dir, importer, &["-i", &format!("{name}.qdstrm")]);
-    }
+    crate::real_nsys::profile(dir, name, &["--trace=osrt"], &["python3", "prog.py"]);
 }
 
 #[test]
 fn os_call_sums_equal_nsys_stats_on_a_program_captured_by_nsys() {
-    if nsys().is_none() {
+    if crate::real_nsys::available(&[]).is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     capture(dir.path(), "run");
-    run(
-        dir.path(),
-        "nsys",
-        &[
-            "export",
-            "--type=sqlite",
-            "-o",
-            "run.sqlite",
-            "run.nsys-rep",
-        ],
-    );
+    crate::real_nsys::export(dir.path(), "run");
     let want = osrtsum(dir.path(), "run.sqlite");
     assert!(want.contains_key("clock_nanosleep"), "{want:?}");
     let sqlite = dir.path().join("run.sqlite");

@@ -180,7 +180,10 @@ fn every_preset_computes_in_paramedir_and_equals_the_cli_and_sql() {
         let csv = compute(&paramedir, &input);
         let missing: Vec<PathBuf> = presets()
             .into_iter()
-            .filter(|p| !p.file_stem().unwrap().to_str().unwrap().starts_with("gpu_"))
+            .filter(|p| {
+                let stem = p.file_stem().unwrap().to_str().unwrap();
+                !stem.starts_with("gpu_") && !stem.starts_with("mpi_")
+            })
             .filter(|p| !csv.contains_key(p.file_stem().unwrap().to_str().unwrap()))
             .collect();
         assert!(missing.is_empty(), "{fixture}: no output from {missing:?}");
@@ -329,6 +332,53 @@ fn gpu_metric_presets_show_each_sample_of_each_gpu() {
         }
     }
     assert!(checked > 0, "no Metrics thread in {objects:?}");
+}
+
+#[test]
+fn mpi_presets_give_each_rank_its_time_in_mpi_and_each_function_its_time() {
+    let Some(paramedir) = paramedir() else {
+        return;
+    };
+    let dir = crate::util::synth("--preset ddp --nodes 1 --gpus-per-node 2 --steps 2 --mpi");
+    let report = dir.path().join("node0.sqlite");
+    let csv = compute(&paramedir, &report);
+    // Per rank, the union of its MPI calls, and per function the time in it; from SQL.
+    let conn = rusqlite::Connection::open(&report).unwrap();
+    let calls: Vec<(i64, String, i64, i64)> = conn
+        .prepare(
+            "SELECT r.rank, s.value, e.start, e.end FROM (SELECT globalTid, textId, start, end \
+             FROM MPI_P2P_EVENTS UNION SELECT globalTid, textId, start, end FROM \
+             MPI_COLLECTIVES_EVENTS UNION SELECT globalTid, textId, start, end FROM \
+             MPI_START_WAIT_EVENTS UNION SELECT globalTid, textId, start, end FROM \
+             MPI_OTHER_EVENTS) e JOIN StringIds s ON s.id = e.textId \
+             JOIN MPI_RANKS r ON r.globalTid >> 24 = e.globalTid >> 24",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut in_mpi = BTreeMap::new();
+    for rank in [0, 1] {
+        let spans = calls.iter().filter(|c| c.0 == rank).map(|c| (c.2, c.3));
+        in_mpi.insert(format!("rank {rank}"), union_length(spans.collect()));
+    }
+    assert_eq!(per_rank(&csv["mpi_time"]), in_mpi);
+    let mut lines = csv["mpi_calls"].lines();
+    let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    let mut per_function: BTreeMap<String, i64> = BTreeMap::new();
+    for line in lines.filter(|l| l.starts_with("THREAD")) {
+        for (column, cell) in header.iter().zip(line.split('\t')).skip(1) {
+            let ns: f64 = cell.trim().parse().unwrap_or(0.0);
+            *per_function.entry(column.trim().to_string()).or_default() += ns as i64;
+        }
+    }
+    let mut want: BTreeMap<String, i64> = BTreeMap::new();
+    for (_, name, start, end) in &calls {
+        *want.entry(name.clone()).or_default() += end - start;
+    }
+    per_function.retain(|name, _| !name.is_empty());
+    assert_eq!(per_function, want);
 }
 
 /// nsys2prv 0.5.8's presets (its sdist's `cfgs/`, which `.ci/run` downloads from PyPI and names

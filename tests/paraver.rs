@@ -57,8 +57,9 @@ pub struct Trace {
     pub pcf: HashMap<u32, (String, HashMap<u64, String>)>,
     /// Event records in file order.
     pub events: Vec<Event>,
-    /// (send time, task, thread, receive time, task, thread, size, tag).
-    pub comms: Vec<[u64; 8]>,
+    /// (send time, task, thread, logical receive time, task, thread, size, tag, physical
+    /// receive time).
+    pub comms: Vec<[u64; 9]>,
 }
 
 /// What the trace subtracted from merged-clock times (its `# nsys-lens: times are ...` line).
@@ -121,10 +122,11 @@ pub fn parse(prv: &Path) -> Trace {
             }
             3 => {
                 assert_eq!(f.len(), 15, "{line}");
-                assert_eq!((f[5], f[11]), (f[6], f[12]), "logical = physical");
+                assert_eq!(f[5], f[6], "a send's logical time is its physical: {line}");
+                assert!(f[12] >= f[11], "received before posted: {line}");
                 trace
                     .comms
-                    .push([f[5], f[3], f[4], f[11], f[9], f[10], f[13], f[14]]);
+                    .push([f[5], f[3], f[4], f[11], f[9], f[10], f[13], f[14], f[12]]);
             }
             _ => panic!("unexpected record {line}"),
         }
@@ -278,7 +280,7 @@ pub fn check(trace: &Trace) -> (BTreeMap<(usize, String), u64>, Vec<i64>) {
         "NVTX push/pop unbalanced"
     );
     for c in &trace.comms {
-        let [send, task, thread, recv, rtask, rthread, _size, tag] = *c;
+        let [send, task, thread, recv, rtask, rthread, _size, tag, _] = *c;
         assert!(send <= recv && recv <= trace.end, "{c:?}");
         assert_eq!(task, rtask, "communication leaves its task: {c:?}");
         assert!(name(task as usize, thread as usize).starts_with("THREAD"));
@@ -450,9 +452,10 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
     let reports = pithtrain_nodes();
     let (_dir, prv) = convert(&reports, &[]);
     let trace = parse(&prv);
-    // The GPU-metric presets name metrics only captures with GPU metrics have.
-    let with_metrics =
-        crate::util::synth("--preset ddp --nodes 1 --gpus-per-node 1 --gpu-metrics --cuda-graphs");
+    // The GPU-metric and MPI presets name types only captures with them have.
+    let with_metrics = crate::util::synth(
+        "--preset ddp --nodes 1 --gpus-per-node 1 --gpu-metrics --cuda-graphs --mpi",
+    );
     let (_metrics_dir, metrics_prv) = convert(&[with_metrics.path().join("node0.sqlite")], &[]);
     let metrics_trace = parse(&metrics_prv);
     let labels: Vec<&String> = [&trace, &metrics_trace]
@@ -504,7 +507,7 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
             }
         }
     }
-    assert_eq!(presets, 12);
+    assert_eq!(presets, 14);
 }
 
 /// Issue 15: each NCCL kernel's role and evidence are events on its begin record, with the same

@@ -429,6 +429,7 @@ fn every_help_example_runs() {
         if example.contains(".nsys-rep") {
             crate::osrt::capture(here, "run");
         }
+        let _nsys = example.contains(".nsys-rep").then(crate::real_nsys::lock);
         let run = Command::new("sh")
             .arg("-c")
             .arg(example)

@@ -10,6 +10,7 @@ pub mod enclosing;
 pub mod families;
 pub mod label;
 pub mod layout;
+pub mod mpi;
 pub mod nccl_calls;
 pub mod ranks;
 pub mod rules;

@@ -1,9 +1,10 @@
 //! Which process is which rank, and where it sits in the parallelism mesh.
 //!
 //! A rank number comes from the rank label (the first NVTX event of the process, any thread,
-//! whose text is exactly a [`RankLabel`]); processes without one are numbered after the labelled
-//! ones in (host, pid) order, hosts in input order, and marked [`RankSource::Order`]. Only
-//! processes with a label or with GPU work are ranks.
+//! whose text is exactly a [`RankLabel`]), else from MPI (`MPI_RANKS`, or nsys's `MPI Rank N`
+//! thread name); other processes are numbered after those in (host, pid) order, hosts in input
+//! order, and marked [`RankSource::Order`]. Only processes with a label, an MPI rank or GPU
+//! work are ranks.
 
 use super::activity::Activity;
 use super::label::RankLabel;
@@ -16,15 +17,18 @@ use std::collections::BTreeMap;
 pub enum RankSource {
     /// The process's rank label.
     Label,
-    /// The (host, pid) order: the process has no label.
+    /// The process's MPI rank (it has no label).
+    Mpi,
+    /// The (host, pid) order: the process has no label and no MPI rank.
     Order,
 }
 
 impl RankSource {
-    /// `label` or `order`.
+    /// `label`, `mpi` or `order`.
     pub fn as_str(self) -> &'static str {
         match self {
             RankSource::Label => "label",
+            RankSource::Mpi => "mpi",
             RankSource::Order => "order",
         }
     }
@@ -68,18 +72,23 @@ pub fn discover(activity: &Activity) -> Result<Vec<Rank>, DuplicateRank> {
             .nvtx(process)
             .find_map(|e| RankLabel::parse(timeline.text(e.text)));
         let device = main_device(activity, process);
-        match label {
-            Some(label) => {
+        let numbered = match (label, timeline.process(process).mpi_rank) {
+            (Some(label), _) => Some((label.rank, RankSource::Label)),
+            (None, Some(rank)) => Some((rank, RankSource::Mpi)),
+            (None, None) => None,
+        };
+        match numbered {
+            Some((number, source)) => {
                 let rank = Rank {
-                    rank: label.rank,
+                    rank: number,
                     process,
                     device,
-                    label: Some(label),
-                    source: RankSource::Label,
+                    label,
+                    source,
                 };
-                if let Some(first) = labelled.insert(label.rank, rank) {
+                if let Some(first) = labelled.insert(number, rank) {
                     return Err(DuplicateRank {
-                        rank: label.rank,
+                        rank: number,
                         first: describe(timeline, first.process),
                         second: describe(timeline, process),
                     });

@@ -162,7 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     };
     drop(progress);
     if !args.inputs.quiet {
-        for line in lines {
+        for line in lines.into_iter().chain(unmatched_messages(&plan)) {
             eprintln!("{line}");
         }
     }
@@ -451,12 +451,29 @@ fn with_extension(base: &Path, ext: &str) -> PathBuf {
     }
 }
 
+/// The warning for MPI sends and receives that make no message, when there are any.
+fn unmatched_messages(plan: &Plan) -> Option<String> {
+    let m = &plan.messages;
+    (m.left_over.total() > 0).then(|| {
+        format!(
+            "nsys-lens: warning: {} MPI send(s) and receive(s) not drawn as messages: {} without \
+             a partner in the capture, {} receiving from any source or with any tag, {} of \
+             processes without an MPI rank",
+            m.left_over.total(),
+            m.left_over.unmatched,
+            m.left_over.wildcard,
+            m.left_over.unranked
+        )
+    })
+}
+
 /// `, N CUDA graph launches, M OS runtime calls, ...` for a summary line: the parts the capture
 /// has.
-fn optional_counts(graphs: u64, os_calls: u64, metric_samples: u64) -> String {
+fn optional_counts(graphs: u64, os_calls: u64, mpi_calls: u64, metric_samples: u64) -> String {
     [
         (graphs, "CUDA graph launches"),
         (os_calls, "OS runtime calls"),
+        (mpi_calls, "MPI calls"),
         (metric_samples, "GPU metric samples"),
     ]
     .iter()
@@ -478,7 +495,7 @@ fn report(summary: &perfetto::Summary) -> Vec<String> {
         c.memset,
         c.api,
         c.nvtx,
-        optional_counts(c.graphs, c.os_calls, c.metric_samples),
+        optional_counts(c.graphs, c.os_calls, c.mpi_calls, c.metric_samples),
         c.flows,
         c.tracks
     )];
@@ -499,7 +516,7 @@ fn report_paraver(summary: &paraver::Summary) -> Vec<String> {
     let c = summary.counts;
     let mut lines = vec![format!(
         "wrote {} ({} bytes; .pcf and .row beside it): {} tasks, {} threads, {} kernels, {} \
-         memcpy/memset, {} CUDA API calls, {} NVTX events{}, {} communications",
+         memcpy/memset, {} CUDA API calls, {} NVTX events{}, {} communications{}",
         summary.prv.display(),
         summary.bytes,
         summary.tasks,
@@ -508,8 +525,12 @@ fn report_paraver(summary: &paraver::Summary) -> Vec<String> {
         c.memops,
         c.api,
         c.nvtx,
-        optional_counts(c.graphs, c.os_calls, c.metric_samples),
-        c.comms
+        optional_counts(c.graphs, c.os_calls, c.mpi_calls, c.metric_samples),
+        c.comms,
+        match c.mpi_comms {
+            0 => String::new(),
+            n => format!(" and {n} MPI messages"),
+        }
     )];
     for warning in &summary.warnings {
         lines.push(format!("nsys-lens: warning: {warning}"));

@@ -1,7 +1,7 @@
 //! `nsys-lens synth -o DIR --preset NAME`
 
 use super::Outcome;
-use nsys_lens::synth::{self, Options, Preset};
+use nsys_lens::synth::{self, MpiTrace, Options, Preset};
 use std::path::PathBuf;
 
 /// Options of `synth`.
@@ -107,6 +107,14 @@ pub struct Args {
     #[arg(long)]
     cuda_graph_nodes: bool,
 
+    /// Make the ranks MPI processes (`--trace=mpi`): `MPI_Init`, after each step a ring
+    /// exchange (`MPI_Isend` to the next rank, `MPI_Irecv` from the previous, `MPI_Waitall`)
+    /// and a loss `MPI_Allreduce`, `MPI_Finalize`. `tables` records them in nsys's MPI tables
+    /// with `MPI_RANKS` (nsys 2023 on); `nvtx` as NVTX ranges of the `MPI` domain, names only
+    /// (nsys 2022.x).
+    #[arg(long, value_enum, value_name = "HOW", num_args = 0..=1, default_missing_value = "tables")]
+    mpi: Option<MpiArg>,
+
     /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
     /// ranges (every preset).
     #[arg(long)]
@@ -133,6 +141,15 @@ pub struct Args {
     /// Seed: the same options and seed give the same rows.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+}
+
+/// `--mpi` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum MpiArg {
+    /// nsys's MPI tables (nsys 2023 on).
+    Tables,
+    /// NVTX ranges of the `MPI` domain (nsys 2022.x).
+    Nvtx,
 }
 
 /// `--preset` values.
@@ -205,6 +222,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         memory_usage: args.memory_usage,
         cuda_graphs: args.cuda_graphs,
         cuda_graph_nodes: args.cuda_graph_nodes,
+        mpi: args.mpi.map(|m| match m {
+            MpiArg::Tables => MpiTrace::Tables,
+            MpiArg::Nvtx => MpiTrace::Nvtx,
+        }),
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
         seed: args.seed,

@@ -13,8 +13,8 @@ use crate::classify::rules::is_nccl;
 use crate::hash::FxHashSet;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, Moved, NvtxEvent,
-    OsCall, ProcessId, ReportId, StringId, SyncEvent, Timeline, Translation,
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, Moved, MpiCall,
+    MpiTable, NvtxEvent, OsCall, ProcessId, ReportId, StringId, SyncEvent, Timeline, Translation,
 };
 use crate::nsys::{Chunking, Report, Result};
 use crate::spill::{Budget, Record, Sorted, Sorter};
@@ -50,6 +50,8 @@ pub struct Events {
     pub syncs: Sorted<SyncEvent>,
     /// OS runtime calls.
     pub os_calls: Sorted<OsCall>,
+    /// MPI calls.
+    pub mpi_calls: Sorted<MpiCall>,
     /// GPU metric samples.
     pub metrics: Sorted<MetricSample>,
     /// Device-memory events.
@@ -62,7 +64,7 @@ pub struct Events {
 /// drawn up before any event is written.
 #[derive(Debug, Default, Clone)]
 pub struct Names {
-    /// Per string id: [`Names::API`], [`Names::KERNEL`], [`Names::OS`] bits.
+    /// Per string id: [`Names::API`], [`Names::KERNEL`], [`Names::OS`], [`Names::MPI`] bits.
     strings: Vec<u8>,
     /// Memory copy kinds (`ENUM_CUDA_MEMCPY_OPER`).
     pub copy_kinds: BTreeSet<u8>,
@@ -79,6 +81,11 @@ impl Names {
     pub const KERNEL: u8 = 2;
     /// An OS runtime call's name.
     pub const OS: u8 = 4;
+    /// An MPI call's name.
+    pub const MPI: u8 = 8;
+
+    /// Every kind of name, in bit order.
+    pub const KINDS: [u8; 4] = [Names::API, Names::KERNEL, Names::OS, Names::MPI];
 
     pub(crate) fn add(&mut self, id: StringId, kind: u8) {
         if id.index() >= self.strings.len() {
@@ -106,6 +113,7 @@ impl Events {
             (self.api_calls.len(), self.api_calls.runs()),
             (self.syncs.len(), self.syncs.runs()),
             (self.os_calls.len(), self.os_calls.runs()),
+            (self.mpi_calls.len(), self.mpi_calls.runs()),
             (self.metrics.len(), self.metrics.runs()),
             (self.memory.len(), self.memory.runs()),
         ];
@@ -201,6 +209,7 @@ impl Captures {
         let mut timeline = self.light;
         timeline.kernels.clear();
         timeline.api_calls.clear();
+        timeline.mpi_calls.clear();
         for part in &self.parts {
             add_events(&mut timeline, part).map_err(|cause| part.error(cause))?;
         }
@@ -228,6 +237,7 @@ fn add_events(timeline: &mut Timeline, part: &Joined) -> io::Result<()> {
     extend(&mut timeline.api_calls, &e.api_calls, part)?;
     extend(&mut timeline.syncs, &e.syncs, part)?;
     extend(&mut timeline.os_calls, &e.os_calls, part)?;
+    extend(&mut timeline.mpi_calls, &e.mpi_calls, part)?;
     extend(&mut timeline.metrics, &e.metrics, part)?;
     extend(&mut timeline.memory, &e.memory, part)
 }
@@ -269,7 +279,8 @@ impl Joined {
 }
 
 /// The sink of a streaming read: every event into a sorter, and into the light timeline what
-/// classification reads (NCCL kernels, the calls that launched them, NVTX events).
+/// classification reads (NCCL kernels, the calls that launched them, NVTX events, the MPI
+/// calls that messages are matched from).
 struct Spill {
     kernels: Sorter<Kernel>,
     memcpys: Sorter<Memcpy>,
@@ -278,9 +289,12 @@ struct Spill {
     api_calls: Sorter<ApiCall>,
     syncs: Sorter<SyncEvent>,
     os_calls: Sorter<OsCall>,
+    mpi_calls: Sorter<MpiCall>,
     metrics: Sorter<MetricSample>,
     memory: Sorter<MemoryEvent>,
     nccl: Vec<Kernel>,
+    /// Sends, receives and waits: what MPI messages are matched from.
+    messaging: Vec<MpiCall>,
     /// (process, correlation id) of every NCCL kernel (kernels are read before API calls).
     nccl_launches: FxHashSet<(ProcessId, u32)>,
     launches: Vec<ApiCall>,
@@ -300,9 +314,11 @@ impl Spill {
             api_calls: Sorter::new(budget.clone()),
             syncs: Sorter::new(budget.clone()),
             os_calls: Sorter::new(budget.clone()),
+            mpi_calls: Sorter::new(budget.clone()),
             metrics: Sorter::new(budget.clone()),
             memory: Sorter::new(budget),
             nccl: Vec::new(),
+            messaging: Vec::new(),
             nccl_launches: FxHashSet::default(),
             launches: Vec::new(),
             nvtx: Vec::new(),
@@ -380,6 +396,18 @@ impl crate::model::Sink for Spill {
         self.nvtx.push(n);
     }
 
+    fn mpi_call(&mut self, m: MpiCall) {
+        self.names.add(m.name, Names::MPI);
+        if matches!(
+            m.table,
+            MpiTable::PointToPoint | MpiTable::StartWait | MpiTable::Request
+        ) {
+            self.messaging.push(m);
+        }
+        let pushed = self.mpi_calls.push(m);
+        self.check(pushed);
+    }
+
     fn metric(&mut self, m: MetricSample) {
         let pushed = self.metrics.push(m);
         self.check(pushed);
@@ -397,6 +425,7 @@ impl crate::model::Sink for Spill {
         timeline.kernels = self.nccl;
         timeline.api_calls = self.launches;
         timeline.nvtx = self.nvtx;
+        timeline.mpi_calls = self.messaging;
         Ok(Events {
             kernels: self.kernels.finish(),
             memcpys: self.memcpys.finish(),
@@ -405,6 +434,7 @@ impl crate::model::Sink for Spill {
             api_calls: self.api_calls.finish(),
             syncs: self.syncs.finish(),
             os_calls: self.os_calls.finish(),
+            mpi_calls: self.mpi_calls.finish(),
             metrics: self.metrics.finish(),
             memory: self.memory.finish(),
             names: self.names,

@@ -19,7 +19,7 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The first and last bytes of an encoded part file (format 1).
-pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x01";
+pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x02";
 
 /// Which formats a conversion writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,9 +235,11 @@ fn put_paraver(p: &mut Put, e: &paraver::Encoded, at: u64, len: u64) {
         c.api,
         c.nvtx,
         c.os_calls,
+        c.mpi_calls,
         c.metric_samples,
         c.comms,
         c.comms_skipped,
+        c.mpi_comms,
         c.records,
     ] {
         p.u64(n);
@@ -270,7 +272,7 @@ fn get_paraver(g: &mut Get) -> Got<(paraver::Encoded, u64, u64)> {
             set.insert(g.u32()?);
         }
     }
-    let mut c = [0u64; 10];
+    let mut c = [0u64; 12];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -286,10 +288,12 @@ fn get_paraver(g: &mut Get) -> Got<(paraver::Encoded, u64, u64)> {
             api: c[3],
             nvtx: c[4],
             os_calls: c[5],
-            metric_samples: c[6],
-            comms: c[7],
-            comms_skipped: c[8],
-            records: c[9],
+            mpi_calls: c[6],
+            metric_samples: c[7],
+            comms: c[8],
+            comms_skipped: c[9],
+            mpi_comms: c[10],
+            records: c[11],
         },
     };
     Ok((encoded, g.u64()?, g.u64()?))
@@ -304,6 +308,7 @@ fn put_perfetto_counts(p: &mut Put, c: &perfetto::Counts) {
         c.api,
         c.nvtx,
         c.os_calls,
+        c.mpi_calls,
         c.metric_samples,
         c.flows,
         c.tracks,
@@ -313,7 +318,7 @@ fn put_perfetto_counts(p: &mut Put, c: &perfetto::Counts) {
 }
 
 fn get_perfetto_counts(g: &mut Get) -> Got<perfetto::Counts> {
-    let mut c = [0u64; 10];
+    let mut c = [0u64; 11];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -325,8 +330,9 @@ fn get_perfetto_counts(g: &mut Get) -> Got<perfetto::Counts> {
         api: c[4],
         nvtx: c[5],
         os_calls: c[6],
-        metric_samples: c[7],
-        flows: c[8],
-        tracks: c[9],
+        mpi_calls: c[7],
+        metric_samples: c[8],
+        flows: c[9],
+        tracks: c[10],
     })
 }

@@ -7,7 +7,8 @@
 //!    events, sorted under a memory budget;
 //! 2. [`Plan`], from the light timelines only: which processes are exported (ranks first, in rank
 //!    order), over which window each, the rebase that puts the earliest exported time at 0
-//!    (Perfetto drops negative times; DESIGN.md, Clock), and the collectives drawn;
+//!    (Perfetto drops negative times; DESIGN.md, Clock), the collectives and MPI messages drawn,
+//!    and each process's CPU threads (those whose calls and ranges meet its window);
 //! 3. [`prepare`]: one pass over the events ([`stream`]) finds what each process draws: its
 //!    threads, its streams with their roles and lanes, which launches have both ends exported;
 //! 4. [`perfetto`] and [`paraver`] then write in one more pass each, as the events come.
@@ -17,6 +18,7 @@ mod codec;
 pub mod collectives;
 pub mod counters;
 pub mod encoded;
+pub mod mpi;
 pub mod paraver;
 pub mod part;
 pub mod perfetto;
@@ -25,7 +27,7 @@ pub mod stream;
 
 use crate::classify::streams::clip;
 use crate::classify::{Activity, Rank, RoleRules, WindowSpec};
-use crate::model::ProcessId;
+use crate::model::{ProcessId, ThreadId, Timeline};
 
 /// One exported process.
 #[derive(Debug, Clone)]
@@ -50,6 +52,12 @@ pub struct Plan<'a, 't> {
     pub offset: i64,
     /// The collectives matched across the exported processes, as drawn.
     pub collectives: collectives::Drawn,
+    /// The MPI messages between exported calls.
+    pub messages: mpi::Drawn,
+    /// Each exported process's CPU threads whose span meets its window, by (tid, thread): the
+    /// threads a Paraver task lists, known before any event is read (a communication record
+    /// names its receiver's thread).
+    pub cpu_threads: Vec<Vec<(u32, ThreadId)>>,
     /// The index into `exported` of each process, by process id.
     index: Vec<Option<u32>>,
 }
@@ -102,6 +110,8 @@ impl<'a, 't> Plan<'a, 't> {
         }
         Plan {
             collectives: collectives::Drawn::new(timeline, &exported, false),
+            messages: mpi::Drawn::new(timeline, &exported, &index),
+            cpu_threads: cpu_threads(timeline, &exported, &index),
             activity,
             rules,
             exported,
@@ -126,6 +136,31 @@ impl<'a, 't> Plan<'a, 't> {
     pub fn position(&self, process: ProcessId) -> Option<usize> {
         self.index[process.index()].map(|i| i as usize)
     }
+}
+
+/// Each exported process's threads whose span meets its window, by (tid, thread).
+fn cpu_threads(
+    timeline: &Timeline,
+    exported: &[Exported],
+    index: &[Option<u32>],
+) -> Vec<Vec<(u32, ThreadId)>> {
+    let mut threads = vec![Vec::new(); exported.len()];
+    for (i, t) in timeline.threads.iter().enumerate() {
+        let Some(position) = index[t.process.index()] else {
+            continue;
+        };
+        let position = position as usize;
+        let meets = t
+            .span
+            .is_some_and(|(s, e)| clip((s.0, e.0), exported[position].window).is_some());
+        if meets {
+            threads[position].push((t.tid, ThreadId(i as u32)));
+        }
+    }
+    for list in &mut threads {
+        list.sort_unstable();
+    }
+    threads
 }
 
 /// First start and last end of everything a process draws: its own span and its GPUs' metric

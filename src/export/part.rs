@@ -13,9 +13,9 @@ use super::capture::{Capture, Events, Names};
 use super::codec::{Get, Got, Put};
 use crate::model::records::{Fits, Limits};
 use crate::model::{
-    ApiCall, ClockMapping, GpuId, Host, HostId, Kernel, MetricSeries, Ns, NvtxEvent, NvtxKind,
-    Process, ProcessId, ReportId, ReportInfo, RowCounts, Stream, StringId, StringTable, Thread,
-    ThreadId, TimeBase, Timeline,
+    ApiCall, ClockMapping, GpuId, Host, HostId, Kernel, MetricSeries, MpiCall, Ns, NvtxEvent,
+    NvtxKind, Process, ProcessId, ReportId, ReportInfo, RowCounts, Stream, StringId, StringTable,
+    Thread, ThreadId, TimeBase, Timeline,
 };
 use crate::nsys::{ExportMeta, HostGpu, Warning, Warnings};
 use crate::spill::{Record, Sorted};
@@ -27,8 +27,8 @@ use std::sync::Arc;
 /// The extension `nsys-lens part` gives a part file (without its dot).
 pub const PART_EXTENSION: &str = "lens-part";
 
-/// The first bytes of every part file (format 1).
-pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x01";
+/// The first bytes of every part file (format 2: MPI calls and ranks, thread spans).
+pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x02";
 
 /// A part file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +91,7 @@ pub fn write(captures: &[Capture], path: &Path) -> anyhow::Result<()> {
         e.api_calls.write_to(&mut out)?;
         e.syncs.write_to(&mut out)?;
         e.os_calls.write_to(&mut out)?;
+        e.mpi_calls.write_to(&mut out)?;
         e.metrics.write_to(&mut out)?;
         e.memory.write_to(&mut out)?;
     }
@@ -99,8 +100,11 @@ pub fn write(captures: &[Capture], path: &Path) -> anyhow::Result<()> {
     crate::output::persist(temp, path)
 }
 
+/// How many kinds of event a capture has a run of.
+const RUNS: usize = 10;
+
 /// The records of each kind, in file order.
-fn run_lengths(e: &Events) -> [u64; 9] {
+fn run_lengths(e: &Events) -> [u64; RUNS] {
     [
         e.kernels.len(),
         e.memcpys.len(),
@@ -109,6 +113,7 @@ fn run_lengths(e: &Events) -> [u64; 9] {
         e.api_calls.len(),
         e.syncs.len(),
         e.os_calls.len(),
+        e.mpi_calls.len(),
         e.metrics.len(),
         e.memory.len(),
     ]
@@ -154,7 +159,7 @@ pub fn read(path: &Path) -> Result<Vec<Capture>, Error> {
     for _ in 0..count {
         let timeline = get_timeline(&mut get).map_err(corrupt)?;
         let names = get_names(&mut get).map_err(corrupt)?;
-        let mut lengths = [0u64; 9];
+        let mut lengths = [0u64; RUNS];
         for len in &mut lengths {
             *len = get.u64().map_err(corrupt)?;
         }
@@ -175,8 +180,9 @@ pub fn read(path: &Path) -> Result<Vec<Capture>, Error> {
             api_calls: sorted(run(lengths[4], ApiCall::SIZE)?),
             syncs: sorted(run(lengths[5], crate::model::SyncEvent::SIZE)?),
             os_calls: sorted(run(lengths[6], crate::model::OsCall::SIZE)?),
-            metrics: sorted(run(lengths[7], crate::model::MetricSample::SIZE)?),
-            memory: sorted(run(lengths[8], crate::model::MemoryEvent::SIZE)?),
+            mpi_calls: sorted(run(lengths[7], MpiCall::SIZE)?),
+            metrics: sorted(run(lengths[8], crate::model::MetricSample::SIZE)?),
+            memory: sorted(run(lengths[9], crate::model::MemoryEvent::SIZE)?),
             names,
         };
         captures.push(Capture {
@@ -232,12 +238,14 @@ fn put_timeline(p: &mut Put, t: &Timeline) {
         p.u32(x.pid);
         p.u32(x.name.0);
         p.span(x.span);
+        p.opt_i64(x.mpi_rank.map(i64::from));
     }
     p.u64(t.threads.len() as u64);
     for x in &t.threads {
         p.u32(x.process.0);
         p.u32(x.tid);
         p.u32(x.name.0);
+        p.span(x.span);
     }
     p.u64(t.gpus.len() as u64);
     for g in &t.gpus {
@@ -267,6 +275,8 @@ fn put_timeline(p: &mut Put, t: &Timeline) {
     t.kernels.iter().for_each(|k| p.record(k));
     p.u64(t.api_calls.len() as u64);
     t.api_calls.iter().for_each(|a| p.record(a));
+    p.u64(t.mpi_calls.len() as u64);
+    t.mpi_calls.iter().for_each(|m| p.record(m));
     p.u64(t.nvtx.len() as u64);
     for n in &t.nvtx {
         p.i64(n.start.0);
@@ -310,6 +320,7 @@ fn put_report(p: &mut Put, r: &ReportInfo) {
         c.osrt,
         c.gpu_metrics,
         c.memory,
+        c.mpi,
     ] {
         p.u64(n);
     }
@@ -327,6 +338,7 @@ fn put_report(p: &mut Put, r: &ReportInfo) {
             Warning::NonUtf8Text => (6, "", 0),
             Warning::MissingGlobalPid(table) => (7, *table, 0),
             Warning::UnusedGpuMetrics => (8, "", 0),
+            Warning::UnendedMpiCall => (9, "", 0),
         };
         p.u8(tag);
         p.str(text);
@@ -336,7 +348,7 @@ fn put_report(p: &mut Put, r: &ReportInfo) {
 }
 
 fn put_names(p: &mut Put, n: &Names) {
-    for kind in [Names::API, Names::KERNEL, Names::OS] {
+    for kind in Names::KINDS {
         let used: Vec<StringId> = n.used(kind).collect();
         p.u64(used.len() as u64);
         used.iter().for_each(|id| p.u32(id.0));
@@ -350,7 +362,7 @@ fn put_names(p: &mut Put, n: &Names) {
 
 fn get_names(g: &mut Get) -> Got<Names> {
     let mut names = Names::default();
-    for kind in [Names::API, Names::KERNEL, Names::OS] {
+    for kind in Names::KINDS {
         for _ in 0..g.count(4)? {
             names.add(StringId(g.u32()?), kind);
         }
@@ -411,26 +423,37 @@ fn get_timeline(g: &mut Get) -> Got<Timeline> {
     for r in &t.reports {
         id(r.host.0, t.hosts.len(), "host")?;
     }
-    for _ in 0..g.count(16)? {
+    for _ in 0..g.count(42)? {
         let report = ReportId(id(g.u32()?, t.reports.len(), "report")?);
         let host = HostId(id(g.u32()?, t.hosts.len(), "host")?);
         let pid = g.u32()?;
         let name = text(g.u32()?)?;
         let span = g.span()?;
+        let mpi_rank = match g.opt_i64()? {
+            Some(r) => Some(u32::try_from(r).map_err(|_| format!("MPI rank {r}"))?),
+            None => None,
+        };
         t.processes.push(Process {
             report,
             host,
             pid,
             name,
             span,
+            mpi_rank,
         });
     }
     let processes = t.processes.len();
-    for _ in 0..g.count(12)? {
+    for _ in 0..g.count(29)? {
         let process = ProcessId(id(g.u32()?, processes, "process")?);
         let tid = g.u32()?;
         let name = text(g.u32()?)?;
-        t.threads.push(Thread { process, tid, name });
+        let span = g.span()?;
+        t.threads.push(Thread {
+            process,
+            tid,
+            name,
+            span,
+        });
     }
     for _ in 0..g.count(16)? {
         let process = ProcessId(id(g.u32()?, processes, "process")?);
@@ -484,6 +507,11 @@ fn get_timeline(g: &mut Get) -> Got<Timeline> {
         let a: ApiCall = g.record()?;
         fits(&a, &limits)?;
         t.api_calls.push(a);
+    }
+    for _ in 0..g.count(MpiCall::SIZE)? {
+        let m: MpiCall = g.record()?;
+        fits(&m, &limits)?;
+        t.mpi_calls.push(m);
     }
     let threads = t.threads.len();
     for _ in 0..g.count(30)? {
@@ -546,7 +574,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
         offset: g.i64()?,
         correction: g.i64()?,
     };
-    let mut c = [0u64; 10];
+    let mut c = [0u64; 11];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -561,6 +589,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
         osrt: c[7],
         gpu_metrics: c[8],
         memory: c[9],
+        mpi: c[10],
     };
     let span = g.span()?;
     let mut warnings = Warnings::default();
@@ -582,6 +611,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
                 None => continue,
             },
             8 => Warning::UnusedGpuMetrics,
+            9 => Warning::UnendedMpiCall,
             _ => continue,
         };
         warnings.add_n(warning, n);

@@ -220,6 +220,7 @@ impl Gathering {
                 self.launches.call(a.correlation);
             }
             Event::Os(o) => thread(o.thread, true),
+            Event::Mpi(m) => thread(m.thread, true),
             Event::Nvtx(n) if n.kind == NvtxKind::StartEnd => {
                 thread(n.thread, false);
                 self.domains.insert(n.domain);

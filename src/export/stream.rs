@@ -4,6 +4,8 @@
 //! the events of that time in one fixed order (enclosing events first, then by kind and every
 //! field), so that each process's events come out the same however the captures are grouped.
 //!
+//! The repeated rows of an MPI wait on several requests are not streamed.
+//!
 //! The captures' sorted events are merged lazily (nothing is held but one event per source and
 //! the few events that straddle a window's start, held until it). NVTX events come from the
 //! light timeline. Synchronizations are not drawn and not streamed. GPU metric samples come once
@@ -16,8 +18,8 @@ use super::capture::Joined;
 use crate::classify::streams::clip;
 use crate::model::records::Fits;
 use crate::model::{
-    ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, Moved,
-    NvtxEvent, NvtxKind, OsCall, ProcessId,
+    ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, Moved, MpiCall,
+    MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId,
 };
 use crate::spill::Record;
 use std::cmp::Reverse;
@@ -53,6 +55,8 @@ pub enum Event {
     Api(ApiCall),
     /// An OS runtime call.
     Os(OsCall),
+    /// An MPI call.
+    Mpi(MpiCall),
     /// An NVTX range or mark.
     Nvtx(NvtxEvent),
     /// A kernel.
@@ -385,6 +389,7 @@ fn process_of(timeline: &crate::model::Timeline, event: &Event) -> ProcessId {
     match event {
         Event::Api(a) => timeline.thread(a.thread).process,
         Event::Os(o) => timeline.thread(o.thread).process,
+        Event::Mpi(m) => timeline.thread(m.thread).process,
         Event::Nvtx(n) => timeline.thread(n.thread).process,
         Event::Kernel(k) => timeline.stream(k.stream).process,
         Event::Memcpy(m) => timeline.stream(m.stream).process,
@@ -401,6 +406,7 @@ fn event_sources(part: &Joined) -> Vec<Source<'_>> {
     vec![
         source(&e.api_calls, part, Event::Api),
         source(&e.os_calls, part, Event::Os),
+        mpi_source(part),
         source(&e.kernels, part, Event::Kernel),
         source(&e.memcpys, part, Event::Memcpy),
         source(&e.memsets, part, Event::Memset),
@@ -424,6 +430,19 @@ fn source<'p, T: Record + Moved + Fits + 'p>(
     }))
 }
 
+/// The MPI calls of a capture that are drawn: every one but the repeated rows of a wait on
+/// several requests.
+fn mpi_source(part: &Joined) -> Source<'_> {
+    let calls = part.events.mpi_calls.iter().filter(|m| {
+        m.as_ref()
+            .map_or(true, |m: &MpiCall| m.table != MpiTable::Request)
+    });
+    Box::new(calls.map(move |r| {
+        let event = Event::Mpi(part.checked(r?)?);
+        Ok((event.span().0, event))
+    }))
+}
+
 impl Event {
     /// Its start and end on the merged clock (an instant's end is its time; an open NVTX
     /// range's its start).
@@ -431,6 +450,7 @@ impl Event {
         let (start, end) = match self {
             Event::Api(a) => (a.start, a.end),
             Event::Os(o) => (o.start, o.end),
+            Event::Mpi(m) => (m.start, m.end),
             Event::Nvtx(n) => (n.start, n.end.unwrap_or(n.start)),
             Event::Kernel(k) => (k.start, k.end),
             Event::Memcpy(m) => (m.start, m.end),

@@ -5,8 +5,8 @@ use super::clock::{self, ClockMapping};
 use super::entities::MetricSeries;
 use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
 use super::events::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, NvtxKind,
-    OsCall, SyncEvent,
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MpiCall, MpiTable,
+    NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
 };
 use super::{
     GpuId, HostId, MetricSeriesId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable,
@@ -22,6 +22,12 @@ use std::path::Path;
 
 /// Stream id that synchronization rows use for "no stream" (event and context syncs).
 const NO_STREAM: u32 = u32::MAX;
+
+/// The rank in a thread name `MPI Rank N`: how nsys 2022.x names a process's main thread when it
+/// traces MPI without `MPI_RANKS`.
+fn mpi_rank_name(name: &str) -> Option<u32> {
+    name.strip_prefix("MPI Rank ")?.parse().ok()
+}
 
 impl Timeline {
     /// Opens the given SQLite exports and merges them into one timeline (DESIGN.md, Clock and
@@ -210,6 +216,12 @@ impl Timeline {
             text: s(n.text),
             ..n
         }));
+        self.mpi_calls
+            .extend(part.mpi_calls.into_iter().map(|m| MpiCall {
+                thread: thread(m.thread),
+                name: s(m.name),
+                ..m
+            }));
         check_unique_processes(self, report)?;
         Ok(translation)
     }
@@ -342,6 +354,8 @@ pub(crate) trait Sink: Default {
     fn os_call(&mut self, o: OsCall);
     /// An NVTX event.
     fn nvtx(&mut self, n: NvtxEvent);
+    /// An MPI call.
+    fn mpi_call(&mut self, m: MpiCall);
     /// A GPU metric sample.
     fn metric(&mut self, m: MetricSample);
     /// A device-memory event.
@@ -389,6 +403,10 @@ impl Sink for Vecs {
         self.0.nvtx.push(n);
     }
 
+    fn mpi_call(&mut self, m: MpiCall) {
+        self.0.mpi_calls.push(m);
+    }
+
     fn metric(&mut self, m: MetricSample) {
         self.0.metrics.push(m);
     }
@@ -407,6 +425,7 @@ impl Sink for Vecs {
         timeline.api_calls = events.api_calls;
         timeline.os_calls = events.os_calls;
         timeline.nvtx = events.nvtx;
+        timeline.mpi_calls = events.mpi_calls;
         timeline.metrics = events.metrics;
         timeline.memory = events.memory;
         Ok(())
@@ -420,6 +439,8 @@ struct Builder<S> {
     sink: S,
     /// Each process's span (see [`Process::span`]), by process id.
     spans: Vec<Span>,
+    /// Each thread's span (see [`Thread::span`]), by thread id.
+    thread_spans: Vec<Span>,
     hosts: FxHashMap<String, HostId>,
     processes: FxHashMap<(ReportId, u32), ProcessId>,
     threads: FxHashMap<(ProcessId, u32), ThreadId>,
@@ -488,6 +509,9 @@ impl<S: Sink> Builder<S> {
         drop(resolver);
         for (process, span) in self.timeline.processes.iter_mut().zip(&self.spans) {
             process.span = span.0;
+        }
+        for (thread, span) in self.timeline.threads.iter_mut().zip(&self.thread_spans) {
+            thread.span = span.0;
         }
         warnings.add_n(Warning::UnusedGpuMetrics, self.unused_metric_series(id));
         warnings.add_n(
@@ -597,8 +621,7 @@ impl<S: Sink> Builder<S> {
         let cuda_api = report.read_api_calls(chunking, strings, clock, |a| {
             span.add(a.start, a.end);
             let thread = self.thread(id, a.thread);
-            let process = self.timeline.threads[thread.index()].process;
-            self.spans[process.index()].add(a.start, a.end);
+            let process = self.drew(thread, a.start, a.end);
             let call = ApiCall {
                 start: a.start,
                 end: a.end,
@@ -609,17 +632,34 @@ impl<S: Sink> Builder<S> {
             };
             self.sink.api_call(call, process);
         })?;
+        let mut mpi = 0;
         let nvtx = report.read_nvtx(chunking, strings, warnings, clock, |n| {
             span.add(n.start, n.end.unwrap_or(n.start));
             let thread = self.thread(id, n.thread);
             let end_thread = n.end_thread.map(|t| self.thread(id, t));
             if n.kind != NvtxKind::Metadata {
-                let process = self.timeline.threads[thread.index()].process;
                 let end = n.end.unwrap_or(match n.kind {
                     NvtxKind::Mark => n.start,
                     _ => Ns(i64::MAX),
                 });
-                self.spans[process.index()].add(n.start, end);
+                self.drew(thread, n.start, end);
+            }
+            if n.mpi && n.kind == NvtxKind::PushPop {
+                mpi += 1;
+                self.sink.mpi_call(MpiCall {
+                    start: n.start,
+                    end: n.end.unwrap_or(Ns(i64::MAX)),
+                    thread,
+                    name: n.text,
+                    table: MpiTable::Nvtx,
+                    peer: NO_RANK,
+                    tag: 0,
+                    comm: 0,
+                    size: 0,
+                    recv_size: 0,
+                    request: 0,
+                });
+                return;
             }
             self.sink.nvtx(NvtxEvent {
                 start: n.start,
@@ -647,13 +687,32 @@ impl<S: Sink> Builder<S> {
         let osrt = report.read_os_calls(chunking, strings, clock, |o| {
             span.add(o.start, o.end);
             let thread = self.thread(id, o.thread);
-            let process = self.timeline.threads[thread.index()].process;
-            self.spans[process.index()].add(o.start, o.end);
+            self.drew(thread, o.start, o.end);
             self.sink.os_call(OsCall {
                 start: o.start,
                 end: o.end,
                 thread,
                 name: o.name,
+            });
+        })?;
+        mpi += report.read_mpi_calls(chunking, strings, warnings, clock, |m| {
+            span.add(m.start, m.end);
+            let thread = self.thread(id, m.thread);
+            if m.table != MpiTable::Request {
+                self.drew(thread, m.start, m.end);
+            }
+            self.sink.mpi_call(MpiCall {
+                start: m.start,
+                end: m.end,
+                thread,
+                name: m.name,
+                table: m.table,
+                peer: m.peer,
+                tag: m.tag,
+                comm: m.comm,
+                size: m.size,
+                recv_size: m.recv_size,
+                request: m.request,
             });
         })?;
         Ok(RowCounts {
@@ -667,7 +726,16 @@ impl<S: Sink> Builder<S> {
             osrt,
             gpu_metrics,
             memory,
+            mpi,
         })
+    }
+
+    /// A thread drew `[start, end]`: its span and its process's grow; returns the process.
+    fn drew(&mut self, thread: ThreadId, start: Ns, end: Ns) -> ProcessId {
+        self.thread_spans[thread.index()].add(start, end);
+        let process = self.timeline.threads[thread.index()].process;
+        self.spans[process.index()].add(start, end);
+        process
     }
 
     /// The stream of a copy, set or graph launch, with its span added to its process's.
@@ -758,6 +826,7 @@ impl<S: Sink> Builder<S> {
                 pid,
                 name: StringId::EMPTY,
                 span: None,
+                mpi_rank: None,
             });
             spans.push(Span::default());
             ProcessId(processes.len() as u32 - 1)
@@ -767,12 +836,15 @@ impl<S: Sink> Builder<S> {
     fn thread(&mut self, report: ReportId, id: GlobalId) -> ThreadId {
         let process = self.process(report, id.pid);
         let threads = &mut self.timeline.threads;
+        let spans = &mut self.thread_spans;
         *self.threads.entry((process, id.tid)).or_insert_with(|| {
             threads.push(Thread {
                 process,
                 tid: id.tid,
                 name: StringId::EMPTY,
+                span: None,
             });
+            spans.push(Span::default());
             ThreadId(threads.len() as u32 - 1)
         })
     }
@@ -844,13 +916,15 @@ impl<S: Sink> Builder<S> {
             streams,
             ..
         } = &mut self.timeline;
+        let mpi_ranks = report.mpi_ranks()?;
         for process in processes.iter_mut().filter(|p| p.report == id) {
             if let Some(name) = process_names.get(&process.pid) {
                 process.name = strings.intern(name);
             }
+            process.mpi_rank = mpi_ranks.get(&process.pid).copied();
         }
         for thread in threads.iter_mut() {
-            let process = &processes[thread.process.index()];
+            let process = &mut processes[thread.process.index()];
             if process.report != id {
                 continue;
             }
@@ -860,6 +934,9 @@ impl<S: Sink> Builder<S> {
             };
             if let Some(&name) = thread_names.get(&global) {
                 thread.name = name;
+                if process.mpi_rank.is_none() {
+                    process.mpi_rank = mpi_rank_name(strings.text(name));
+                }
             }
         }
         for gpu in gpus.iter_mut() {
@@ -932,6 +1009,8 @@ impl Timeline {
             .sort_unstable_by_key(|a| (a.start, a.end, a.thread, a.correlation));
         t.os_calls
             .sort_unstable_by_key(|o| (o.start, Reverse(o.end), o.thread, o.name));
+        t.mpi_calls
+            .sort_unstable_by_key(|m| (m.start, Reverse(m.end), *m));
         t.metrics
             .sort_unstable_by_key(|m| (m.series, m.time, m.value));
         t.memory.sort_by_key(|m| m.time);
@@ -1027,6 +1106,18 @@ impl Moved for SyncEvent {
             end: self.end.moved(d),
             process: ProcessId(self.process.0 + t.process),
             stream: self.stream.map(|s| t.stream(s)),
+            ..self
+        }
+    }
+}
+
+impl Moved for MpiCall {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        MpiCall {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            thread: t.thread(self.thread),
+            name: t.text(self.name),
             ..self
         }
     }

@@ -46,6 +46,10 @@ pub struct RowCounts {
     pub gpu_metrics: u64,
     /// `CUDA_GPU_MEMORY_USAGE_EVENTS` rows of device memory.
     pub memory: u64,
+    /// MPI calls: rows of `MPI_P2P_EVENTS`, `MPI_COLLECTIVES_EVENTS`, `MPI_START_WAIT_EVENTS` and
+    /// `MPI_OTHER_EVENTS`, or nsys 2022.x's ranges in the NVTX domain `MPI` (also counted in
+    /// `nvtx`).
+    pub mpi: u64,
 }
 
 impl RowCounts {
@@ -79,6 +83,8 @@ pub struct Process {
     /// calls, NVTX ranges and marks, device-memory events); an open NVTX range or device memory
     /// still allocated lasts to the end of time. None when it drew nothing.
     pub span: Option<(Ns, Ns)>,
+    /// Its MPI rank (`MPI_RANKS`, or nsys's thread name `MPI Rank N` with `--trace=mpi`).
+    pub mpi_rank: Option<u32>,
 }
 
 /// One CPU thread.
@@ -90,6 +96,9 @@ pub struct Thread {
     pub tid: u32,
     /// Name from NVTX (`nvtxNameOsThread`) or `ThreadNames` (empty when unknown).
     pub name: StringId,
+    /// First start and last end of its calls (CUDA, OS runtime, MPI) and NVTX ranges and marks
+    /// (an open range lasts to the end of time); None when it made none.
+    pub span: Option<(Ns, Ns)>,
 }
 
 /// A GPU as one process sees it.

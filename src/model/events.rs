@@ -96,6 +96,75 @@ pub struct OsCall {
     pub name: StringId,
 }
 
+/// Which nsys table an MPI call came from (nsys-sqlite.md §8.19), or nsys 2022.x's NVTX ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MpiTable {
+    /// `MPI_P2P_EVENTS`: a send or receive, with its peer, tag and size.
+    PointToPoint,
+    /// `MPI_COLLECTIVES_EVENTS`: with its root and sizes.
+    Collective,
+    /// `MPI_START_WAIT_EVENTS`: `MPI_Wait*`, `MPI_Test*` and `MPI_Start*`, with one request.
+    StartWait,
+    /// Another row of the same `MPI_START_WAIT_EVENTS` call (nsys writes one row per request of
+    /// an `MPI_Waitall`): it only carries its request, and is not drawn.
+    Request,
+    /// `MPI_OTHER_EVENTS`.
+    Other,
+    /// A range in the NVTX domain `MPI` (how nsys 2022.x records MPI calls): a name only.
+    Nvtx,
+}
+
+impl MpiTable {
+    /// Every table, in declaration order (a table's index is its place here).
+    pub const ALL: [MpiTable; 6] = [
+        MpiTable::PointToPoint,
+        MpiTable::Collective,
+        MpiTable::StartWait,
+        MpiTable::Request,
+        MpiTable::Other,
+        MpiTable::Nvtx,
+    ];
+
+    /// The table of an index (`table as u8`); an unknown index reads as [`MpiTable::Other`].
+    pub fn from_index(index: u8) -> MpiTable {
+        MpiTable::ALL
+            .get(usize::from(index))
+            .copied()
+            .unwrap_or(MpiTable::Other)
+    }
+}
+
+/// No rank (a call without a peer or root).
+pub const NO_RANK: i32 = i32::MIN;
+
+/// One MPI call (`--trace=mpi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MpiCall {
+    /// Start.
+    pub start: Ns,
+    /// End.
+    pub end: Ns,
+    /// Calling thread.
+    pub thread: ThreadId,
+    /// Function name (`MPI_Send`).
+    pub name: StringId,
+    /// The table it came from.
+    pub table: MpiTable,
+    /// The remote rank of a send or receive, the root of a rooted collective; [`NO_RANK`] when
+    /// none.
+    pub peer: i32,
+    /// The message tag of a send or receive (0 otherwise).
+    pub tag: i32,
+    /// The communicator (`commUid` where the export has it, else `commHandle`; 0 when none).
+    pub comm: u64,
+    /// Bytes sent (a collective's send size).
+    pub size: u64,
+    /// A collective's bytes received.
+    pub recv_size: u64,
+    /// The request handle of a non-blocking call or a wait (0 when none).
+    pub request: u64,
+}
+
 /// One sample of one GPU metric (`GPU_METRICS`, `--gpu-metrics-devices`): the value holds from
 /// its time until the series' next sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -206,6 +275,7 @@ mod tests {
         assert!(std::mem::size_of::<Kernel>() <= 72);
         assert!(std::mem::size_of::<ApiCall>() <= 32);
         assert!(std::mem::size_of::<OsCall>() <= 24);
+        assert!(std::mem::size_of::<MpiCall>() <= 72);
         assert!(std::mem::size_of::<MetricSample>() <= 24);
         assert!(std::mem::size_of::<MemoryEvent>() <= 24);
         assert!(std::mem::size_of::<GraphLaunch>() <= 32);

@@ -1,6 +1,6 @@
 //! The merged multi-rank timeline: every report on one clock, with hosts > processes > GPUs >
 //! CUDA streams, CPU threads, and the events (kernels, memory operations, API calls,
-//! synchronization, NVTX ranges and marks).
+//! synchronization, NVTX ranges and marks, OS runtime and MPI calls, GPU metrics).
 //!
 //! Second step of the data flow: [`crate::nsys`] reads rows, [`Timeline::load`] keys and stores
 //! them here, and `classify`, `analysis` and the exporters read this model only. Entities are
@@ -20,8 +20,8 @@ pub(crate) use build::{Sink, read_each, read_report_into};
 pub use clock::{ClockMapping, TimeBase, own_clock, plan as plan_clocks};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, NvtxEvent, NvtxKind,
-    OsCall, SyncEvent,
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MpiCall, MpiTable,
+    NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
 };
 pub use strings::{StringId, StringTable};
 
@@ -107,6 +107,8 @@ pub struct Timeline {
     pub os_calls: Vec<OsCall>,
     /// NVTX ranges and marks, sorted by start, enclosing ranges first on equal starts.
     pub nvtx: Vec<NvtxEvent>,
+    /// MPI calls, sorted by start, enclosing calls first on equal starts.
+    pub mpi_calls: Vec<MpiCall>,
     /// GPU metric series, indexed by [`MetricSeriesId`]: reports in input order, each report's
     /// series in order of first appearance.
     pub metric_series: Vec<MetricSeries>,

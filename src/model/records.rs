@@ -3,7 +3,8 @@
 //! declaration order, little-endian, ids as their index; a record reads back equal.
 
 use super::events::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, OsCall, SyncEvent,
+    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MpiCall, MpiTable,
+    OsCall, SyncEvent,
 };
 use super::{GpuId, MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
 use crate::spill::Record;
@@ -155,6 +156,35 @@ impl Record for OsCall {
     }
 }
 
+impl Record for MpiCall {
+    const SIZE: usize = 69;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0);
+        p.u32(self.thread.0).u32(self.name.0).u8(self.table as u8);
+        p.u32(self.peer as u32).u32(self.tag as u32).u64(self.comm);
+        p.u64(self.size).u64(self.recv_size).u64(self.request);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        MpiCall {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            thread: ThreadId(g.u32()),
+            name: StringId(g.u32()),
+            table: MpiTable::from_index(g.u8()),
+            peer: g.u32() as i32,
+            tag: g.u32() as i32,
+            comm: g.u64(),
+            size: g.u64(),
+            recv_size: g.u64(),
+            request: g.u64(),
+        }
+    }
+}
+
 impl Record for SyncEvent {
     const SIZE: usize = 29;
 
@@ -292,6 +322,12 @@ impl Fits for OsCall {
     }
 }
 
+impl Fits for MpiCall {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start && self.thread.0 < l.threads && self.name.0 < l.strings
+    }
+}
+
 impl Fits for SyncEvent {
     fn fits(&self, l: &Limits) -> bool {
         self.end >= self.start
@@ -377,6 +413,21 @@ mod tests {
             thread: ThreadId(1),
             name: StringId(2),
         });
+        for table in MpiTable::ALL {
+            round_trip(MpiCall {
+                start,
+                end,
+                thread: ThreadId(1),
+                name: StringId(2),
+                table,
+                peer: -3,
+                tag: i32::MIN,
+                comm: u64::MAX,
+                size: 5,
+                recv_size: 6,
+                request: 7,
+            });
+        }
         for stream in [None, Some(StreamId(7))] {
             round_trip(SyncEvent {
                 start,

@@ -65,6 +65,14 @@ impl Timeline {
         for o in &mut self.os_calls {
             by([&mut o.start, &mut o.end], thread_shift[o.thread.index()]);
         }
+        for m in &mut self.mpi_calls {
+            by([&mut m.start, &mut m.end], thread_shift[m.thread.index()]);
+        }
+        for t in &mut self.threads {
+            if let Some((start, end)) = &mut t.span {
+                by([start, end], process_shift[t.process.index()]);
+            }
+        }
         for s in &mut self.syncs {
             by([&mut s.start, &mut s.end], process_shift[s.process.index()]);
         }

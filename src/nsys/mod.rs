@@ -11,6 +11,7 @@ mod events;
 mod ids;
 mod memory;
 mod metrics;
+mod mpi;
 mod nvtx;
 mod osrt;
 pub mod progress;
@@ -26,6 +27,7 @@ pub use events::{ApiRow, Clock, GpuOpRow, GraphRow, KernelRow, MemcpyRow, Memset
 pub use ids::GlobalId;
 pub use memory::MemoryRow;
 pub use metrics::MetricRow;
+pub use mpi::MpiRow;
 pub use nvtx::NvtxRow;
 pub use osrt::OsRow;
 pub use rep::{is_nsys_rep, resolve_input};

@@ -14,6 +14,9 @@ use crate::model::{Ns, NvtxKind, StringId, StringTable};
 
 const NVTX: &str = "NVTX_EVENTS";
 
+/// The NVTX domain in which nsys 2022.x records MPI calls (`--trace=mpi`).
+const MPI_DOMAIN: &str = "MPI";
+
 /// `ENUM_NSYS_EVENT_TYPE` ids used by NVTX (identical 2022.4 to 2026.2; hard-coded because
 /// pre-2022 exports have no ENUM tables).
 mod event_type {
@@ -45,6 +48,8 @@ pub struct NvtxRow {
     pub domain: StringId,
     /// The range's text.
     pub text: StringId,
+    /// Whether it is in the domain `MPI`: an MPI call as nsys 2022.x records them.
+    pub mpi: bool,
 }
 
 /// The columns of the main pass, in reading order.
@@ -165,6 +170,11 @@ impl Report {
         mut sink: impl FnMut(NvtxRow),
     ) -> Result<u64> {
         let mut domains = self.nvtx_domains(strings)?;
+        let mpi: Vec<StringId> = domains
+            .values()
+            .copied()
+            .filter(|&d| strings.text(d) == MPI_DOMAIN)
+            .collect();
         let mut finish = |raw: RawRow<StringId>, strings: &mut StringResolver| {
             let domain = if raw.domain_id == 0 {
                 StringId::EMPTY
@@ -181,6 +191,7 @@ impl Report {
                 end_thread: raw.end_thread,
                 domain,
                 text: raw.text,
+                mpi: mpi.contains(&domain),
             });
         };
         let Some(ranges) = chunking.ranges(self, NVTX)? else {

@@ -26,6 +26,8 @@ pub enum Warning {
     MissingGlobalPid(&'static str),
     /// GPU metric series of a GPU no process of the report used: read, but on no rank.
     UnusedGpuMetrics,
+    /// An MPI call without an end: drawn as an instant.
+    UnendedMpiCall,
 }
 
 impl Warning {
@@ -62,6 +64,9 @@ impl Warning {
                 f,
                 "{count} GPU metric series of GPUs no traced process used: not shown on any rank"
             ),
+            Warning::UnendedMpiCall => {
+                write!(f, "{count} MPI call(s) have no end: drawn as instants")
+            }
             Warning::MissingGlobalPid(table) => write!(
                 f,
                 "{count} {table} row(s) have no globalPid: attributed to the report's main process"

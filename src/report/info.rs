@@ -181,6 +181,8 @@ pub struct ProcessSummary {
     pub name: String,
     /// Threads with CUDA API calls or NVTX events.
     pub threads: usize,
+    /// Its MPI rank, when it traced MPI.
+    pub mpi_rank: Option<u32>,
     /// Its CUDA streams.
     pub streams: Vec<StreamSummary>,
 }
@@ -282,6 +284,7 @@ fn summarize(timeline: &Timeline, report: usize, per_stream: &[[u64; 3]]) -> Rep
                 .iter()
                 .filter(|t| t.process.index() == pi)
                 .count(),
+            mpi_rank: p.mpi_rank,
             streams: streams_of(timeline, pi, per_stream),
         });
     let mut processes: Vec<_> = processes.collect();
@@ -382,6 +385,7 @@ impl ReportSummary {
             (r.graphs, "graph launches"),
             (r.gpu_metrics, "gpu metric samples"),
             (r.memory, "device memory events"),
+            (r.mpi, "mpi calls"),
         ] {
             if n > 0 {
                 rows.push_str(&format!(", {what} {n}"));
@@ -394,7 +398,14 @@ impl ReportSummary {
         }
         for p in &self.processes {
             let name = if p.name.is_empty() { "?" } else { &p.name };
-            let _ = writeln!(out, "  process {} ({name}), {} thread(s)", p.pid, p.threads);
+            let rank = p.mpi_rank.map(|r| format!(", MPI rank {r}"));
+            let _ = writeln!(
+                out,
+                "  process {} ({name}), {} thread(s){}",
+                p.pid,
+                p.threads,
+                rank.unwrap_or_default()
+            );
             for s in &p.streams {
                 let gpu = if s.gpu.is_empty() {
                     String::new()

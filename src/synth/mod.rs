@@ -81,6 +81,9 @@ pub struct Options {
     pub cuda_graphs: bool,
     /// Compute kernels run as CUDA graph nodes traced node by node (`--cuda-graph-trace=node`).
     pub cuda_graph_nodes: bool,
+    /// The ranks make MPI calls (initialisation, a ring exchange and a loss all-reduce after
+    /// each step), recorded as this says.
+    pub mpi: Option<MpiTrace>,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
@@ -117,11 +120,23 @@ impl Options {
             memory_usage: false,
             cuda_graphs: false,
             cuda_graph_nodes: false,
+            mpi: None,
             framework_nvtx: true,
             straggler: None,
             seed: 1,
         }
     }
+}
+
+/// How `--trace=mpi` records MPI calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MpiTrace {
+    /// In `MPI_P2P_EVENTS`, `MPI_COLLECTIVES_EVENTS`, `MPI_START_WAIT_EVENTS`,
+    /// `MPI_OTHER_EVENTS`, with `MPI_RANKS` (nsys 2023 and later).
+    Tables,
+    /// As push/pop ranges of the NVTX domain `MPI`, with names only, and the thread name
+    /// `MPI Rank N` (nsys 2022.x).
+    Nvtx,
 }
 
 /// UTC epoch ns of the first node's session start (2026-05-20T09:00:00Z, plus the seed's ms).
@@ -154,7 +169,10 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         );
     }
     let node_count = world / options.gpus_per_node;
-    let workload = presets::build(options)?;
+    let mut workload = presets::build(options)?;
+    if options.mpi.is_some() {
+        workload.add_mpi();
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let command = format!(
         "torchrun --nproc-per-node={} train.py",
@@ -177,8 +195,11 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         })
         .collect::<Result<Vec<_>>>()?;
     let places = place_ranks(world, options.gpus_per_node);
-    for place in &places {
+    for (rank, place) in places.iter().enumerate() {
         register(&mut nodes[place.node], place, options.session_gap)?;
+        if options.mpi == Some(MpiTrace::Tables) {
+            nodes[place.node].mpi_rank(place.pid, rank)?;
+        }
     }
     let start = (node_count as i64 - 1) * options.session_gap + CAPTURE_LEAD_NS;
     let style = sim::Style {
@@ -188,6 +209,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         osrt: options.osrt,
         cuda_graphs: options.cuda_graphs,
         cuda_graph_nodes: options.cuda_graph_nodes,
+        mpi: options.mpi,
     };
     let schedules = sim::run(
         &workload.programs,

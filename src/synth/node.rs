@@ -42,6 +42,12 @@ macro_rules! gpu_op_columns {
 
 /// NVTX event types written (`ENUM_NSYS_EVENT_TYPE`).
 pub const NVTX_PUSH_POP: i64 = 59;
+/// NvtxThread: a thread's name.
+const NVTX_THREAD_NAME: i64 = 39;
+/// The NVTX domain id nsys 2022.x records MPI calls in, in every process (after NCCL's).
+const MPI_DOMAIN: i64 = 2;
+/// `MPI_COMM_WORLD`'s handle (MPICH's value) and its communicator uid.
+const COMM_WORLD: (i64, i64) = (0x4400_0000, 1);
 /// NvtxDomainCreate.
 pub const NVTX_DOMAIN_CREATE: i64 = 75;
 /// The NCCL NVTX domain id in every process.
@@ -83,7 +89,12 @@ pub struct NodeExport {
     command: String,
     /// Whether an OS runtime call was written (and so the tracing-started marker).
     os_runtime_started: bool,
+    /// Processes whose NVTX domain `MPI` was created.
+    mpi_domains: FxHashSet<u32>,
 }
+
+/// The fields of an MPI point-to-point call: (remote rank, tag, bytes, request handle).
+pub type P2pFields = (i64, i64, i64, i64);
 
 impl NodeExport {
     /// Starts writing `path`.
@@ -98,6 +109,7 @@ impl NodeExport {
             last_time: 0,
             command,
             os_runtime_started: false,
+            mpi_domains: FxHashSet::default(),
         })
     }
 
@@ -452,6 +464,127 @@ impl NodeExport {
                 )
             }
         }
+    }
+
+    /// `MPI_RANKS`: the process's MPI rank, on its main thread.
+    pub fn mpi_rank(&mut self, pid: u32, rank: usize) -> Result<()> {
+        let rank = rank as i64;
+        self.writer.insert(
+            "MPI_RANKS",
+            "globalTid, rank",
+            &[&GlobalId::encode(pid, pid), &rank],
+        )
+    }
+
+    /// A send or receive on `MPI_COMM_WORLD` (`MPI_P2P_EVENTS`).
+    pub fn mpi_p2p(
+        &mut self,
+        span: (i64, i64),
+        who: (u32, u32),
+        name: &str,
+        (peer, tag, size, request): P2pFields,
+    ) -> Result<()> {
+        let (start, end, gtid, text) = self.mpi_head(span, who, name);
+        let (handle, uid) = COMM_WORLD;
+        self.writer.insert(
+            "MPI_P2P_EVENTS",
+            "start, end, globalTid, textId, commHandle, commUid, tag, remoteRank, size, \
+             requestHandle",
+            &[
+                &start, &end, &gtid, &text, &handle, &uid, &tag, &peer, &size, &request,
+            ],
+        )
+    }
+
+    /// A rootless collective on `MPI_COMM_WORLD` sending and receiving `bytes`
+    /// (`MPI_COLLECTIVES_EVENTS`).
+    pub fn mpi_collective(
+        &mut self,
+        span: (i64, i64),
+        who: (u32, u32),
+        name: &str,
+        bytes: i64,
+    ) -> Result<()> {
+        let (start, end, gtid, text) = self.mpi_head(span, who, name);
+        let (handle, uid) = COMM_WORLD;
+        self.writer.insert(
+            "MPI_COLLECTIVES_EVENTS",
+            "start, end, globalTid, textId, commHandle, commUid, size, recvSize",
+            &[&start, &end, &gtid, &text, &handle, &uid, &bytes, &bytes],
+        )
+    }
+
+    /// A wait on `requests` (`MPI_START_WAIT_EVENTS`: one row per request, as nsys writes).
+    pub fn mpi_wait(
+        &mut self,
+        span: (i64, i64),
+        who: (u32, u32),
+        name: &str,
+        requests: &[i64],
+    ) -> Result<()> {
+        let (start, end, gtid, text) = self.mpi_head(span, who, name);
+        for request in requests {
+            self.writer.insert(
+                "MPI_START_WAIT_EVENTS",
+                "start, end, globalTid, textId, requestHandle",
+                &[&start, &end, &gtid, &text, request],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Any other MPI call (`MPI_OTHER_EVENTS`).
+    pub fn mpi_other(&mut self, span: (i64, i64), who: (u32, u32), name: &str) -> Result<()> {
+        let (start, end, gtid, text) = self.mpi_head(span, who, name);
+        self.writer.insert(
+            "MPI_OTHER_EVENTS",
+            "start, end, globalTid, textId",
+            &[&start, &end, &gtid, &text],
+        )
+    }
+
+    /// (start, end, globalTid, textId) of an MPI row.
+    fn mpi_head(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        name: &str,
+    ) -> (i64, i64, i64, i64) {
+        let (start, end) = (self.local(start), self.local(end));
+        (
+            start,
+            end,
+            GlobalId::encode(pid, tid),
+            self.writer.string(name),
+        )
+    }
+
+    /// An MPI call as nsys 2022.x records it: a push/pop range in the NVTX domain `MPI`
+    /// (created, with the thread's name `MPI Rank N`, before the process's first call).
+    pub fn mpi_nvtx(
+        &mut self,
+        span: (i64, i64),
+        (pid, tid): (u32, u32),
+        name: &str,
+        rank: usize,
+    ) -> Result<()> {
+        if self.mpi_domains.insert(pid) {
+            let local = self.local(span.0);
+            let gtid = GlobalId::encode(pid, pid);
+            let domain = self.writer.string("MPI");
+            self.writer.insert(
+                "NVTX_EVENTS",
+                "start, eventType, globalTid, textId, domainId",
+                &[&local, &NVTX_DOMAIN_CREATE, &gtid, &domain, &MPI_DOMAIN],
+            )?;
+            let thread = format!("MPI Rank {rank}");
+            self.writer.insert(
+                "NVTX_EVENTS",
+                "start, eventType, text, globalTid, domainId",
+                &[&local, &NVTX_THREAD_NAME, &thread, &gtid, &0],
+            )?;
+        }
+        self.nvtx_range(span, (pid, tid), NvtxText::Registered(name), MPI_DOMAIN)
     }
 
     /// Writes the metadata tables and completes the file.

@@ -123,6 +123,17 @@ pub enum Op {
     },
     /// `cudaStreamSynchronize`: the CPU waits for the stream.
     Sync(u32),
+    /// An MPI call of this rank alone (`MPI_Init`, `MPI_Finalize`), lasting about `ns`.
+    MpiLocal(&'static str, i64),
+    /// The step's MPI exchange among the members of `group`: each sends `bytes` to the next
+    /// member and receives from the previous (`MPI_Isend`, `MPI_Irecv`, `MPI_Waitall` on both),
+    /// then all reduce the loss (`MPI_Allreduce` of 8 bytes).
+    MpiExchange {
+        /// The world.
+        group: GroupId,
+        /// Bytes each member sends.
+        bytes: i64,
+    },
 }
 
 /// The operations of one rank, built with jittered durations from the rank's own generator.

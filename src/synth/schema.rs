@@ -133,6 +133,26 @@ pub const TABLES: &[(&str, &str)] = &[
          nameId INTEGER NN, returnValue INTEGER NN, nestingLevel INTEGER, \
          callchainId INTEGER NN, argumentsId INTEGER NN",
     ),
+    ("MPI_RANKS", "globalTid INTEGER NN, rank INTEGER NN"),
+    (
+        "MPI_P2P_EVENTS",
+        "start INTEGER NN, end INTEGER, globalTid INTEGER, textId INTEGER, commHandle INTEGER, \
+         commUid INTEGER, tag INTEGER, remoteRank INTEGER, size INTEGER, requestHandle INTEGER",
+    ),
+    (
+        "MPI_COLLECTIVES_EVENTS",
+        "start INTEGER NN, end INTEGER, globalTid INTEGER, textId INTEGER, commHandle INTEGER, \
+         commUid INTEGER, rootRank INTEGER, size INTEGER, recvSize INTEGER, \
+         requestHandle INTEGER",
+    ),
+    (
+        "MPI_START_WAIT_EVENTS",
+        "start INTEGER NN, end INTEGER, globalTid INTEGER, textId INTEGER, requestHandle INTEGER",
+    ),
+    (
+        "MPI_OTHER_EVENTS",
+        "start INTEGER NN, end INTEGER, globalTid INTEGER, textId INTEGER",
+    ),
     (
         "NVTX_EVENTS",
         "start INTEGER NN, end INTEGER, eventType INTEGER NN, rangeId INTEGER, category INTEGER, \

@@ -6,8 +6,9 @@
 //! ready and end together, when the last member was ready plus the transfer time, so a receive
 //! never ends before its send started and a collective ends almost together everywhere.
 
+use super::MpiTrace;
 use super::kernels::{KernelKind, NCCL_SENDRECV};
-use super::node::{DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText};
+use super::node::{DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText, P2pFields};
 use super::program::{Call, GroupId, Groups, Launcher, Op, Program};
 use super::rng::Rng;
 use crate::hash::FxHashMap;
@@ -45,6 +46,8 @@ pub struct Style {
     /// Compute kernels are launched as one-node CUDA graphs, traced node by node
     /// (`--cuda-graph-trace=node`: kernels carry their graph node id).
     pub cuda_graph_nodes: bool,
+    /// How MPI calls are recorded (`--trace=mpi`), when the programs make them.
+    pub mpi: Option<MpiTrace>,
 }
 
 /// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
@@ -152,6 +155,8 @@ struct RankState {
     open: Vec<(i64, u32, String)>,
     rng: Rng,
     schedule: Schedule,
+    /// MPI request handles made so far.
+    requests: i64,
 }
 
 impl RankState {
@@ -205,6 +210,7 @@ pub fn run(
                 open: Vec::new(),
                 rng,
                 schedule: Schedule::default(),
+                requests: 0,
             }
         })
         .collect();
@@ -224,7 +230,12 @@ pub fn run(
             let Some(group) = blocked[r] else { continue };
             let members = groups.members(group);
             if members.iter().all(|&m| blocked[m] == Some(group)) {
-                resolve_comm(&mut ranks, members, programs, nodes)?;
+                match programs[r].ops[ranks[r].pc] {
+                    Op::MpiExchange { bytes, .. } => {
+                        resolve_mpi(&mut ranks, members, programs, nodes, bytes)?
+                    }
+                    _ => resolve_comm(&mut ranks, members, programs, nodes)?,
+                }
                 for &m in members {
                     blocked[m] = None;
                 }
@@ -258,7 +269,7 @@ fn run_local(
 ) -> Result<Option<GroupId>> {
     while let Some(op) = program.ops.get(rank.pc) {
         match op {
-            Op::Comm { group, .. } => return Ok(Some(*group)),
+            Op::Comm { group, .. } | Op::MpiExchange { group, .. } => return Ok(Some(*group)),
             Op::Recv {
                 channel,
                 stream,
@@ -494,7 +505,12 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             )?;
             rank.cpu = until + 1_000;
         }
-        Op::Comm { .. } | Op::Send { .. } | Op::Recv { .. } => {
+        Op::MpiLocal(name, ns) => {
+            let span = (rank.cpu, rank.cpu + ns);
+            write_mpi(rank, node, span, MpiRow::Other(name))?;
+            rank.cpu += ns + 1_000;
+        }
+        Op::Comm { .. } | Op::Send { .. } | Op::Recv { .. } | Op::MpiExchange { .. } => {
             unreachable!("communication is run by the scheduler")
         }
     }
@@ -583,6 +599,101 @@ fn resolve_comm(
             role,
         });
         rank.schedule.collectives.push(placed.clone());
+    }
+    Ok(())
+}
+
+/// An MPI call to record, by the table `--trace=mpi` files it in.
+enum MpiRow<'a> {
+    P2p(&'static str, P2pFields),
+    Wait(&'static str, &'a [i64]),
+    Collective(&'static str, i64),
+    Other(&'static str),
+}
+
+/// Records an MPI call of `rank` as its style says: in nsys's MPI tables, as an NVTX range of
+/// the `MPI` domain (nsys 2022.x), or not at all.
+fn write_mpi(rank: &RankState, node: &mut NodeExport, span: (i64, i64), row: MpiRow) -> Result<()> {
+    let who = (rank.place.pid, rank.tid());
+    let name = match row {
+        MpiRow::P2p(name, _)
+        | MpiRow::Wait(name, _)
+        | MpiRow::Collective(name, _)
+        | MpiRow::Other(name) => name,
+    };
+    match (rank.style.mpi, row) {
+        (None, _) => Ok(()),
+        (Some(MpiTrace::Nvtx), _) => node.mpi_nvtx(span, who, name, rank.index),
+        (Some(MpiTrace::Tables), MpiRow::P2p(_, fields)) => node.mpi_p2p(span, who, name, fields),
+        (Some(MpiTrace::Tables), MpiRow::Wait(_, requests)) => {
+            node.mpi_wait(span, who, name, requests)
+        }
+        (Some(MpiTrace::Tables), MpiRow::Collective(_, bytes)) => {
+            node.mpi_collective(span, who, name, bytes)
+        }
+        (Some(MpiTrace::Tables), MpiRow::Other(_)) => node.mpi_other(span, who, name),
+    }
+}
+
+/// The MPI message tag of the step exchange.
+const MPI_TAG: i64 = 7;
+
+/// Runs the MPI exchange every member of a group is waiting at: each posts its send to the next
+/// member and its receive from the previous at its own time; the waits return once the last
+/// member posted and `bytes` crossed (at 25 GB/s); then the loss all-reduce, which ends together
+/// once the last member entered it.
+fn resolve_mpi(
+    ranks: &mut [RankState],
+    members: &[usize],
+    programs: &[Program],
+    nodes: &mut [NodeExport],
+    bytes: i64,
+) -> Result<()> {
+    let n = members.len();
+    let mut requests = Vec::with_capacity(n);
+    let mut last_posted = i64::MIN;
+    for (i, &m) in members.iter().enumerate() {
+        let rank = &mut ranks[m];
+        debug_assert!(matches!(programs[m].ops[rank.pc], Op::MpiExchange { .. }));
+        rank.pc += 1;
+        let (next, prev) = (members[(i + 1) % n], members[(i + n - 1) % n]);
+        let base = 0x7f3a_0000_0000 + (m as i64) * 0x1_0000 + rank.requests * 0x40;
+        rank.requests += 2;
+        let (send, recv) = (base, base + 0x40);
+        let node = &mut nodes[rank.place.node];
+        let at = rank.cpu;
+        let send_fields = (next as i64, MPI_TAG, bytes, send);
+        write_mpi(
+            rank,
+            node,
+            (at, at + 1_800),
+            MpiRow::P2p("MPI_Isend", send_fields),
+        )?;
+        let recv_fields = (prev as i64, MPI_TAG, bytes, recv);
+        let span = (at + 2_000, at + 3_500);
+        write_mpi(rank, node, span, MpiRow::P2p("MPI_Irecv", recv_fields))?;
+        rank.cpu = at + 4_000;
+        last_posted = last_posted.max(rank.cpu);
+        requests.push([send, recv]);
+    }
+    let arrived = last_posted + bytes / 25;
+    let mut last_entered = i64::MIN;
+    for (&m, requests) in members.iter().zip(&requests) {
+        let rank = &mut ranks[m];
+        let end = rank.cpu.max(arrived) + rank.rng.around(2_000, 0.5);
+        let node = &mut nodes[rank.place.node];
+        let span = (rank.cpu, end);
+        write_mpi(rank, node, span, MpiRow::Wait("MPI_Waitall", requests))?;
+        rank.cpu = end + 800;
+        last_entered = last_entered.max(rank.cpu);
+    }
+    let reduced = last_entered + 15_000;
+    for &m in members {
+        let rank = &mut ranks[m];
+        let node = &mut nodes[rank.place.node];
+        let span = (rank.cpu, reduced);
+        write_mpi(rank, node, span, MpiRow::Collective("MPI_Allreduce", 8))?;
+        rank.cpu = reduced + 500;
     }
     Ok(())
 }

@@ -93,6 +93,11 @@ pub struct Values {
     pub os_labels: Vec<(u32, String)>,
     /// Labels of the [`types::PTHREAD`] values, by value.
     pub pthread_labels: Vec<(u32, String)>,
+    /// MPI function name -> value (of every MPI type).
+    pub mpi: FxHashMap<StringId, u32>,
+    /// Labels of the MPI values, by value: Extrae's table, then the names it lacks; empty when
+    /// no MPI call is drawn.
+    pub mpi_labels: Vec<(u32, String)>,
     /// Role names by id.
     pub roles: Vec<String>,
     /// Stages by id.
@@ -184,7 +189,7 @@ pub fn task(plan: &Plan, position: usize, prepared: &Prepared, node: u32) -> Tas
     let task_no = position + 1;
     let mut names = Vec::new();
     let mut cpu = FxHashMap::default();
-    for &(tid, thread, _) in &prepared.threads {
+    for &(tid, thread) in &plan.cpu_threads[position] {
         let number = names.len() as u32 + 1;
         let name = timeline.text(timeline.thread(thread).name);
         names.push(
@@ -259,11 +264,13 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
     let mut api_keys: FxHashSet<StringId> = FxHashSet::default();
     let mut gpu_keys: FxHashSet<GpuName> = FxHashSet::default();
     let mut os_keys: FxHashSet<StringId> = FxHashSet::default();
+    let mut mpi_keys: FxHashSet<StringId> = FxHashSet::default();
     for part in parts {
         let names = &part.events.names;
         let text = |id: StringId| part.translation.strings[id.index()];
         api_keys.extend(names.used(Names::API).map(text));
         os_keys.extend(names.used(Names::OS).map(text));
+        mpi_keys.extend(names.used(Names::MPI).map(text));
         gpu_keys.extend(names.used(Names::KERNEL).map(|k| GpuName::Kernel(text(k))));
         for &kind in &names.copy_kinds {
             gpu_keys.insert(GpuName::Fixed(copy_names(kind).0));
@@ -328,6 +335,10 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
         &mut values,
         by_label(os_keys, |&k| timeline.text(k).to_string()),
     );
+    mpi_values(
+        &mut values,
+        by_label(mpi_keys, |&k| timeline.text(k).to_string()),
+    );
     for e in &plan.exported {
         for (_, series) in plan.activity.metric_series(e.process) {
             let series = timeline.metric_series(series);
@@ -376,6 +387,28 @@ fn os_values(values: &mut Values, by_name: BTreeMap<String, Vec<StringId>>) {
         values.os.extend(keys.into_iter().map(|k| (k, (ty, value))));
     }
     values.pthread_labels.sort();
+}
+
+/// The MPI function values, as nsys2prv numbers them: Extrae's value for a name it knows (by
+/// exact name), names it does not know after its last value in name order.
+fn mpi_values(values: &mut Values, by_name: BTreeMap<String, Vec<StringId>>) {
+    if by_name.is_empty() {
+        return;
+    }
+    let table = &super::mpi_values::MPI_VALUES;
+    values.mpi_labels = table.iter().map(|&(v, l)| (v, l.to_string())).collect();
+    let mut next = table.iter().map(|&(v, _)| v).max().unwrap_or(0);
+    for (name, keys) in by_name {
+        let value = match table.iter().find(|(_, label)| *label == name) {
+            Some(&(value, _)) => value,
+            None => {
+                next += 1;
+                values.mpi_labels.push((next, name));
+                next
+            }
+        };
+        values.mpi.extend(keys.into_iter().map(|k| (k, value)));
+    }
 }
 
 /// Distinct keys grouped by their label, labels sorted (keys sharing a label share a value id).

@@ -9,6 +9,7 @@
 
 mod gate;
 mod layout;
+pub mod mpi_values;
 mod records;
 pub mod types;
 
@@ -405,6 +406,22 @@ fn pcf(layout: &Layout, used: &Used) -> String {
             let values: Vec<(u32, &str)> = values.iter().map(|(id, l)| (*id, l.as_str())).collect();
             block(&mut out, ty, label, &values);
         }
+    }
+    if !v.mpi_labels.is_empty() {
+        let values: Vec<(u32, &str)> = v
+            .mpi_labels
+            .iter()
+            .map(|(id, l)| (*id, l.as_str()))
+            .collect();
+        for (_, ty, label) in types::MPI_TYPES {
+            block(&mut out, ty, label, &values);
+        }
+        let _ = writeln!(
+            out,
+            "EVENT_TYPE\n1    {}    Send Size in MPI Global OP\n1    {}    Recv Size in MPI Global OP\n",
+            types::MPI_SEND_SIZE,
+            types::MPI_RECV_SIZE
+        );
     }
     let roles: Vec<(u32, &str)> = (1..)
         .zip(v.roles.iter().map(String::as_str))

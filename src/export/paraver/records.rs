@@ -12,6 +12,7 @@
 use super::gate::{Gate, Key};
 use super::layout::{GpuName, Task, Values};
 use super::types;
+use crate::classify::mpi::MpiClass;
 use crate::classify::rules::is_nccl;
 use crate::export::Plan;
 use crate::export::capture::Joined;
@@ -19,7 +20,7 @@ use crate::export::counters::Counters;
 use crate::export::prepare::{FirstFit, Prepared};
 use crate::export::stream::{Event, Item, Stream, Writer, copy_names};
 use crate::hash::FxHashMap;
-use crate::model::{GpuId, NvtxKind, StreamId, ThreadId};
+use crate::model::{GpuId, MpiCall, MpiTable, NvtxKind, StreamId, ThreadId};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
@@ -43,12 +44,16 @@ pub struct Counts {
     pub nvtx: u64,
     /// OS runtime call begins (66400000 and 61000000).
     pub os_calls: u64,
+    /// MPI call begins (50000001 to 50000005).
+    pub mpi_calls: u64,
     /// GPU metric samples (9400 + metric id).
     pub metric_samples: u64,
     /// Communication records (launch -> GPU operation).
     pub comms: u64,
     /// Launches not drawn as communication because the GPU operation starts before the call.
     pub comms_skipped: u64,
+    /// Communication records of MPI messages (send to receive).
+    pub mpi_comms: u64,
     /// Lines in the body.
     pub records: u64,
 }
@@ -62,9 +67,11 @@ impl Counts {
         self.api += o.api;
         self.nvtx += o.nvtx;
         self.os_calls += o.os_calls;
+        self.mpi_calls += o.mpi_calls;
         self.metric_samples += o.metric_samples;
         self.comms += o.comms;
         self.comms_skipped += o.comms_skipped;
+        self.mpi_comms += o.mpi_comms;
         self.records += o.records;
     }
 }
@@ -147,8 +154,8 @@ struct Body<'p, 'a, 't, W: Write> {
 /// A kind of closing record.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Close {
-    /// A CPU interval of this type (an API call also closes its correlation).
-    Cpu { ty: u32, api: bool },
+    /// A CPU interval of this type, and what else its begin set.
+    Cpu { ty: u32, also: Also },
     /// A GPU operation.
     Gpu(EndKind),
 }
@@ -184,10 +191,20 @@ impl<W: Write> Body<'_, '_, '_, W> {
         let pairs = self.closes.entry(close).or_insert_with(|| {
             let mut line = Vec::new();
             match close {
-                Close::Cpu { ty, api: true } => {
-                    format_pairs(&[(ty, 0), (types::CORRELATION, 0)], &mut line)
-                }
-                Close::Cpu { ty, api: false } => format_pairs(&[(ty, 0)], &mut line),
+                Close::Cpu { ty, also } => match also {
+                    Also::Nothing => format_pairs(&[(ty, 0)], &mut line),
+                    Also::Correlation => {
+                        format_pairs(&[(ty, 0), (types::CORRELATION, 0)], &mut line)
+                    }
+                    Also::MpiSizes => format_pairs(
+                        &[
+                            (ty, 0),
+                            (types::MPI_SEND_SIZE, 0),
+                            (types::MPI_RECV_SIZE, 0),
+                        ],
+                        &mut line,
+                    ),
+                },
                 Close::Gpu(kind) => format_pairs(end_pairs(kind).as_slice(), &mut line),
             }
             line
@@ -208,10 +225,21 @@ impl<W: Write> Body<'_, '_, '_, W> {
     }
 }
 
-/// A CPU thread's state: its number and pending closes (end, order, type, whether an API call).
+/// What a CPU interval's begin set besides its type, which its end sets back to 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Also {
+    /// Nothing.
+    Nothing,
+    /// An API call's correlation id.
+    Correlation,
+    /// An MPI collective's send and receive sizes.
+    MpiSizes,
+}
+
+/// A CPU thread's state: its number and pending closes (end, order, type, what else).
 struct CpuThread {
     number: u32,
-    ends: BinaryHeap<Reverse<(i64, u64, u32, bool)>>,
+    ends: BinaryHeap<Reverse<(i64, u64, u32, Also)>>,
     sequence: u64,
 }
 
@@ -372,7 +400,7 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
                     (types::CUDA_API, id),
                     (types::CORRELATION, a.correlation.into()),
                 ];
-                let key = self.cpu_begin(body, a.thread, item, &pairs, true);
+                let key = self.cpu_begin(body, a.thread, item, &pairs, Also::Correlation);
                 if let Some(key) = key {
                     self.launch(body, key, a.correlation);
                 }
@@ -380,8 +408,9 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
             Event::Os(o) => {
                 body.counts.os_calls += 1;
                 let (ty, value) = values.os.get(&o.name).copied().unwrap_or((types::OSRT, 0));
-                self.cpu_begin(body, o.thread, item, &[(ty, value.into())], false);
+                self.cpu_begin(body, o.thread, item, &[(ty, value.into())], Also::Nothing);
             }
+            Event::Mpi(m) => self.mpi(body, &m, item),
             Event::Nvtx(n) => {
                 body.counts.nvtx += 1;
                 let id = u64::from(values.nvtx.get(&(n.domain, n.text)).copied().unwrap_or(0));
@@ -394,7 +423,7 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
                     }
                     NvtxKind::StartEnd => {
                         let pairs = [(types::NVTX_STARTEND, id)];
-                        self.cpu_begin(body, n.thread, item, &pairs, false);
+                        self.cpu_begin(body, n.thread, item, &pairs, Also::Nothing);
                     }
                     NvtxKind::PushPop | NvtxKind::Metadata => {
                         let ty = values
@@ -402,7 +431,7 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
                             .get(&n.domain)
                             .copied()
                             .unwrap_or(types::NVTX_PUSHPOP_BASE);
-                        self.cpu_begin(body, n.thread, item, &[(ty, id)], false);
+                        self.cpu_begin(body, n.thread, item, &[(ty, id)], Also::Nothing);
                     }
                 }
             }
@@ -522,15 +551,69 @@ impl TaskWriter<'_> {
         thread: ThreadId,
         item: &Item,
         pairs: &[(u32, u64)],
-        api: bool,
+        also: Also,
     ) -> Option<Key> {
         let c = self.cpu.get_mut(&thread)?;
         close_cpu(body, self.task, c, item.start);
         c.sequence += 1;
         c.ends
-            .push(Reverse((item.end, c.sequence, pairs[0].0, api)));
+            .push(Reverse((item.end, c.sequence, pairs[0].0, also)));
         self.closes.push(Reverse((item.end, Closer::Cpu(thread))));
         Some(body.event(self.task, c.number, item.start, pairs))
+    }
+
+    /// An MPI call under its class's type, valued by function (a collective with its sizes);
+    /// a send's record is followed by one communication record per message it sent.
+    fn mpi<W: Write>(&mut self, body: &mut Body<'_, '_, '_, W>, m: &MpiCall, item: &Item) {
+        let plan = body.plan;
+        let timeline = plan.activity.timeline;
+        let class = MpiClass::of(m.table, timeline.text(m.name));
+        let value = u64::from(body.values.mpi.get(&m.name).copied().unwrap_or(0));
+        let ty = types::mpi_type(class);
+        let sized = [
+            (ty, value),
+            (types::MPI_SEND_SIZE, m.size),
+            (types::MPI_RECV_SIZE, m.recv_size),
+        ];
+        let (pairs, also) = match m.table {
+            MpiTable::Collective => (&sized[..], Also::MpiSizes),
+            _ => (&sized[..1], Also::Nothing),
+        };
+        body.counts.mpi_calls += 1;
+        let Some(key) = self.cpu_begin(body, m.thread, item, pairs, also) else {
+            return;
+        };
+        let call = (m.thread, m.start.0);
+        for (sub, &n) in (1..).zip(plan.messages.of(call)) {
+            let message = &plan.messages.list[n as usize];
+            if message.send != call {
+                continue;
+            }
+            let (_, to) = plan.messages.ends[n as usize];
+            let Some(thread) = plan.cpu_threads[to]
+                .iter()
+                .position(|&(_, t)| t == message.recv.0)
+            else {
+                continue;
+            };
+            let window = plan.exported[to].window;
+            let received = (
+                plan.rebase(message.recv_span.0),
+                plan.rebase(message.done.min(window.1)),
+            );
+            let to = (to as u32 + 1, thread as u32 + 1);
+            let tag = message.tag.max(0) as u32;
+            format_comm(
+                Key { sub, ..key },
+                to,
+                received,
+                message.size,
+                tag,
+                &mut body.comm,
+            );
+            body.gate.comm(Key { sub, ..key }, &body.comm);
+            body.counts.mpi_comms += 1;
+        }
     }
 
     /// An API call's launch: its operations' communication records follow its record, once
@@ -590,7 +673,8 @@ impl TaskWriter<'_> {
                         sub: p.made,
                         ..p.key
                     };
-                    format_comm(key, (self.task, thread, time), size, tag, &mut body.comm);
+                    let to = (self.task, thread);
+                    format_comm(key, to, (time, time), size, tag, &mut body.comm);
                     body.gate.comm(key, &body.comm);
                     if p.left == 0 {
                         let resolved = p.key;
@@ -607,11 +691,11 @@ impl TaskWriter<'_> {
 
 /// Writes a CPU thread's closes due by `t`.
 fn close_cpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, c: &mut CpuThread, t: i64) {
-    while let Some(&Reverse((end, _, ty, api))) = c.ends.peek()
+    while let Some(&Reverse((end, _, ty, also))) = c.ends.peek()
         && end <= t
     {
         c.ends.pop();
-        body.close(task, c.number, end, Close::Cpu { ty, api });
+        body.close(task, c.number, end, Close::Cpu { ty, also });
     }
 }
 
@@ -835,11 +919,13 @@ fn format_pairs(pairs: &[(u32, u64)], line: &mut Vec<u8>) {
     line.push(b'\n');
 }
 
-/// Formats a communication record from the call at `key` to the operation at (task, thread,
-/// time) into `line`: `3:0:1:task:thread:t:t:0:1:task:thread:t:t:size:tag`.
+/// Formats a communication record sent by the record at `key` (logical and physical send at its
+/// time) and received by (task, thread) at (logical, physical) times into `line`:
+/// `3:0:1:task:thread:ls:ps:0:1:task:thread:lr:pr:size:tag`.
 fn format_comm(
     key: Key,
-    (task, thread, time): (u32, u32, u64),
+    (task, thread): (u32, u32),
+    (logical, physical): (u64, u64),
     size: u64,
     tag: u32,
     line: &mut Vec<u8>,
@@ -860,8 +946,8 @@ fn format_comm(
     for v in [
         u64::from(task),
         u64::from(thread),
-        time,
-        time,
+        logical,
+        physical,
         size,
         u64::from(tag),
     ] {

@@ -3,6 +3,8 @@
 //! on these traces unchanged; the types nsys-lens adds live in the 63100000 range, unused by
 //! nsys2prv and Extrae.
 
+use crate::classify::mpi::MpiClass;
+
 /// `CUDA library call`: the API call's name id on its CPU thread.
 pub const CUDA_API: u32 = 63_000_000;
 /// `CUDA memcpy kernel`: memory copies and sets on their stream thread.
@@ -97,6 +99,27 @@ pub const PTHREAD_VALUES: [(&str, u32); 13] = [
     ("pthread_cond_wait", 12),
     ("pthread_barrier_wait", 13),
 ];
+
+/// Extrae (and nsys2prv): MPI calls by class, valued by function ([`super::mpi_values`]).
+pub const MPI_TYPES: [(MpiClass, u32, &str); 5] = [
+    (MpiClass::PointToPoint, 50_000_001, "MPI Point-to-point"),
+    (MpiClass::Collective, 50_000_002, "MPI Collective Comm"),
+    (MpiClass::Other, 50_000_003, "MPI Other"),
+    (MpiClass::OneSided, 50_000_004, "MPI One-sided"),
+    (MpiClass::Io, 50_000_005, "MPI I/O"),
+];
+/// Extrae: bytes a collective sends (on its begin record).
+pub const MPI_SEND_SIZE: u32 = 50_100_001;
+/// Extrae: bytes a collective receives.
+pub const MPI_RECV_SIZE: u32 = 50_100_002;
+
+/// The event type of an MPI call's class.
+pub fn mpi_type(class: MpiClass) -> u32 {
+    MPI_TYPES
+        .iter()
+        .find(|(c, ..)| *c == class)
+        .map_or(MPI_TYPES[2].1, |(_, ty, _)| *ty)
+}
 
 /// Labels of the types without a value table (nsys2prv's exact wording for its own).
 pub const PLAIN: &[(u32, &str)] = &[

@@ -57,9 +57,12 @@ pub struct Counts {
     pub nvtx: u64,
     /// OS runtime call slices.
     pub os_calls: u64,
+    /// MPI call slices.
+    pub mpi_calls: u64,
     /// GPU metric samples (counter values).
     pub metric_samples: u64,
-    /// Flow arrows (API call to GPU operation, and between collectives' kernels).
+    /// Flow arrows (API call to GPU operation, between collectives' kernels, MPI send to
+    /// receive).
     pub flows: u64,
     /// Track descriptors.
     pub tracks: u64,
@@ -75,6 +78,7 @@ impl Counts {
             + self.api
             + self.nvtx
             + self.os_calls
+            + self.mpi_calls
     }
 
     fn add(&mut self, o: &Counts) {
@@ -85,6 +89,7 @@ impl Counts {
         self.api += o.api;
         self.nvtx += o.nvtx;
         self.os_calls += o.os_calls;
+        self.mpi_calls += o.mpi_calls;
         self.metric_samples += o.metric_samples;
         self.flows += o.flows;
         self.tracks += o.tracks;
@@ -338,11 +343,11 @@ fn head<W: Write>(plan: &Plan, out: &mut PacketStream<W>) -> io::Result<Counts> 
         &[(Arg::RebaseOffset, Value::Int(plan.offset))],
         texts,
     )?;
-    // Collective flows are counted here, once each; launch flows as their operations are
-    // written.
+    // Collective and MPI message flows are counted here, once each; launch flows as their
+    // operations are written.
     Ok(Counts {
         tracks: 1,
-        flows: plan.collectives.flows,
+        flows: plan.collectives.flows + plan.messages.list.len() as u64,
         ..Counts::default()
     })
 }

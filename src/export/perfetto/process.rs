@@ -15,13 +15,15 @@ use super::protos::{
 use super::sequence::{Arg, Category, Name, PacketStream, Sequence, Texts, Value};
 use super::{Counts, Plan};
 use crate::classify::Role;
+use crate::classify::mpi::MpiClass;
 use crate::classify::streams::BARRIER;
 use crate::export::counters::{Changes, Counters};
 use crate::export::prepare::Prepared;
 use crate::export::stream::{Event, Item, copy_names};
 use crate::hash::FxHashMap;
 use crate::model::{
-    GpuId, Kernel, MetricSeriesId, NvtxEvent, NvtxKind, ProcessId, StreamId, StringId, ThreadId,
+    GpuId, Kernel, MetricSeriesId, MpiCall, MpiTable, NO_RANK, NvtxEvent, NvtxKind, ProcessId,
+    StreamId, StringId, ThreadId,
 };
 use std::io::{self, Write};
 
@@ -366,6 +368,7 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                 let label = (Name::Text(o.name), Category::OsRuntime);
                 self.cpu_slice(o.thread, item, label, &[], None)
             }
+            Event::Mpi(m) => self.mpi(&m, item),
             Event::Nvtx(n) => self.nvtx(&n, item),
             Event::Kernel(k) => {
                 if let Some((counters, _)) = &mut self.counters {
@@ -485,6 +488,47 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
                 self.cpu_slice(n.thread, item, label, &args, None)
             }
         }
+    }
+
+    /// An MPI call on its thread's track: its class, peer or root, tag, sizes and communicator
+    /// as the table gives them, and a flow per message it sent or received.
+    fn mpi(&mut self, m: &MpiCall, item: &Item) -> io::Result<()> {
+        let timeline = self.core.plan.activity.timeline;
+        let class = MpiClass::of(m.table, timeline.text(m.name));
+        let mut args = vec![(Arg::MpiClass, Value::Fixed(class.name()))];
+        let rank = match m.table {
+            MpiTable::PointToPoint => Some(Arg::PeerRank),
+            MpiTable::Collective => Some(Arg::RootRank),
+            _ => None,
+        };
+        if let Some(arg) = rank.filter(|_| m.peer != NO_RANK) {
+            args.push((arg, Value::Int(m.peer.into())));
+        }
+        if m.table == MpiTable::PointToPoint {
+            args.push((Arg::Tag, Value::Int(m.tag.into())));
+        }
+        if matches!(m.table, MpiTable::PointToPoint | MpiTable::Collective) {
+            args.push((Arg::Bytes, Value::Uint(m.size)));
+        }
+        if m.table == MpiTable::Collective {
+            args.push((Arg::RecvBytes, Value::Uint(m.recv_size)));
+        }
+        if m.comm != 0 {
+            args.push((Arg::Communicator, Value::Uint(m.comm)));
+        }
+        let messages = self.core.plan.messages.of((m.thread, m.start.0));
+        self.core.counts.mpi_calls += 1;
+        let Some(track) = self.threads.get_mut(&m.thread) else {
+            return Ok(());
+        };
+        self.core.flows.clear();
+        self.core.flows.extend(
+            messages
+                .iter()
+                .map(|&n| crate::export::mpi::Drawn::flow_id(n)),
+        );
+        let label = (Name::Text(m.name), Category::Mpi);
+        self.core.slice(track, item, label, &args)
     }
 
     /// A slice on a thread's track.

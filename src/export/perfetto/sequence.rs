@@ -91,10 +91,12 @@ pub enum Category {
     OsRuntime,
     /// CUDA graph launches.
     Graph,
+    /// MPI calls.
+    Mpi,
 }
 
 impl Category {
-    const NAMES: [&'static str; 8] = [
+    const NAMES: [&'static str; 9] = [
         "kernel",
         "memcpy",
         "memset",
@@ -103,6 +105,7 @@ impl Category {
         "nsys_lens",
         "os_runtime",
         "cuda_graph",
+        "mpi",
     ];
 }
 
@@ -143,10 +146,22 @@ pub enum Arg {
     GraphExecId,
     /// The CUDA graph node a kernel ran as.
     GraphNode,
+    /// An MPI call's class (`point_to_point`, `collective`...).
+    MpiClass,
+    /// The remote rank of an MPI send or receive.
+    PeerRank,
+    /// The root rank of an MPI collective.
+    RootRank,
+    /// An MPI message tag.
+    Tag,
+    /// An MPI communicator.
+    Communicator,
+    /// Bytes an MPI collective received.
+    RecvBytes,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 17] = [
+    const NAMES: [&'static str; 23] = [
         "name",
         "grid",
         "block",
@@ -164,6 +179,12 @@ impl Arg {
         "graph_id",
         "graph_exec_id",
         "graph_node_id",
+        "mpi_class",
+        "peer_rank",
+        "root_rank",
+        "tag",
+        "communicator",
+        "recv_bytes",
     ];
 }
 

@@ -8,7 +8,7 @@ mod pithtrain;
 
 use super::Options;
 use super::kernels::{self, KernelKind};
-use super::program::{Call, Channels, Groups, Program};
+use super::program::{Call, Channels, Groups, Op, Program};
 
 /// An NCCL call with the framework purpose its NVTX gives (None: no framework range says).
 type Purposed = (Call, Option<&'static str>);
@@ -56,6 +56,43 @@ impl Workload {
             programs: Vec::new(),
             groups: Groups::default(),
             channels: Channels::default(),
+        }
+    }
+
+    /// Makes every rank an MPI process: `MPI_Init` first, the MPI exchange of the whole world
+    /// after each `ProfilerStep#` range, `MPI_Finalize` last.
+    pub fn add_mpi(&mut self) {
+        let world: Vec<usize> = (0..self.programs.len()).collect();
+        let group = self.groups.get(&world, "mpi");
+        for program in &mut self.programs {
+            let mut ops = vec![Op::MpiLocal("MPI_Init", 2_500_000)];
+            let (mut depth, mut step_depth) = (0, None);
+            for op in program.ops.drain(..) {
+                let ends_step = match &op {
+                    Op::Push(text) => {
+                        depth += 1;
+                        if text.starts_with("ProfilerStep#") {
+                            step_depth = Some(depth);
+                        }
+                        false
+                    }
+                    Op::Pop => {
+                        depth -= 1;
+                        step_depth == Some(depth + 1)
+                    }
+                    _ => false,
+                };
+                ops.push(op);
+                if ends_step {
+                    step_depth = None;
+                    ops.push(Op::MpiExchange {
+                        group,
+                        bytes: 1 << 20,
+                    });
+                }
+            }
+            ops.push(Op::MpiLocal("MPI_Finalize", 400_000));
+            program.ops = ops;
         }
     }
 }
