@@ -51,6 +51,7 @@ def main():
     counts = defaultdict(int)
     flows = defaultdict(int)
     comm_roles = defaultdict(int)
+    arg_counts = defaultdict(int)
     counters = defaultdict(list)
     pids, tids = set(), set()
     rebase_offset = None
@@ -149,6 +150,7 @@ def main():
                 problem(f"packet {index}: annotation name iid {a.name_iid} undefined")
             if a.HasField("string_value_iid") and a.string_value_iid not in state["strings"]:
                 problem(f"packet {index}: string value iid {a.string_value_iid} undefined")
+            arg_counts[state["args"].get(a.name_iid, "?")] += 1
             if state["args"].get(a.name_iid) == "comm_role" and a.HasField("string_value_iid"):
                 role = state["strings"].get(a.string_value_iid, b"?")
                 comm_roles[role.decode("utf-8", "replace")] += 1
@@ -223,6 +225,7 @@ def main():
         "track_names": sorted({d.name for d in tracks.values() if d.name}),
         "counters": {f"{process_of(t)} | {tracks[t].name}": s for t, s in counters.items()},
         "comm_roles": dict(comm_roles),
+        "args": dict(arg_counts),
     }
     json.dump(summary, sys.stdout)
 

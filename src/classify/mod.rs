@@ -12,6 +12,7 @@ pub mod label;
 pub mod layout;
 pub mod mpi;
 pub mod nccl_calls;
+pub mod payloads;
 pub mod ranks;
 pub mod rules;
 pub mod streams;

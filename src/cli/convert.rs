@@ -467,19 +467,24 @@ fn unmatched_messages(plan: &Plan) -> Option<String> {
     })
 }
 
-/// `, N CUDA graph launches, M OS runtime calls, ...` for a summary line: the parts the capture
-/// has.
-fn optional_counts(graphs: u64, os_calls: u64, mpi_calls: u64, metric_samples: u64) -> String {
-    [
-        (graphs, "CUDA graph launches"),
-        (os_calls, "OS runtime calls"),
-        (mpi_calls, "MPI calls"),
-        (metric_samples, "GPU metric samples"),
-    ]
-    .iter()
-    .filter(|(n, _)| *n > 0)
-    .map(|(n, what)| format!(", {n} {what}"))
-    .collect()
+/// What the optional counts of a summary line count, in order.
+const OPTIONAL: [&str; 5] = [
+    "CUDA graph launches",
+    "OS runtime calls",
+    "MPI calls",
+    "OpenACC events",
+    "GPU metric samples",
+];
+
+/// `, N CUDA graph launches, M OS runtime calls, ...` for a summary line: the [`OPTIONAL`]
+/// parts the capture has.
+fn optional_counts(counts: [u64; 5]) -> String {
+    counts
+        .iter()
+        .zip(OPTIONAL)
+        .filter(|(n, _)| **n > 0)
+        .map(|(n, what)| format!(", {n} {what}"))
+        .collect()
 }
 
 /// The summary line of the Perfetto trace, and a warning when the UI may not open it.
@@ -495,7 +500,13 @@ fn report(summary: &perfetto::Summary) -> Vec<String> {
         c.memset,
         c.api,
         c.nvtx,
-        optional_counts(c.graphs, c.os_calls, c.mpi_calls, c.metric_samples),
+        optional_counts([
+            c.graphs,
+            c.os_calls,
+            c.mpi_calls,
+            c.acc_events,
+            c.metric_samples
+        ]),
         c.flows,
         c.tracks
     )];
@@ -525,7 +536,13 @@ fn report_paraver(summary: &paraver::Summary) -> Vec<String> {
         c.memops,
         c.api,
         c.nvtx,
-        optional_counts(c.graphs, c.os_calls, c.mpi_calls, c.metric_samples),
+        optional_counts([
+            c.graphs,
+            c.os_calls,
+            c.mpi_calls,
+            c.acc_events,
+            c.metric_samples
+        ]),
         c.comms,
         match c.mpi_comms {
             0 => String::new(),

@@ -115,6 +115,17 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "HOW", num_args = 0..=1, default_missing_value = "tables")]
     mpi: Option<MpiArg>,
 
+    /// Make compute kernels and copies OpenACC directives (`--trace=openacc`): each kernel
+    /// launch inside an `acc_compute_construct` holding an `acc_enqueue_launch`, each copy inside
+    /// an `acc_enqueue_upload` of its bytes (`CUPTI_ACTIVITY_KIND_OPENACC_*`).
+    #[arg(long)]
+    openacc: bool,
+
+    /// Give NCCL's API ranges the extended payloads NCCL 2.23 and later record (message size,
+    /// reduction operation), as `nsys export --include-json=true` writes them (`jsonText`).
+    #[arg(long)]
+    nccl_payloads: bool,
+
     /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
     /// ranges (every preset).
     #[arg(long)]
@@ -226,6 +237,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             MpiArg::Tables => MpiTrace::Tables,
             MpiArg::Nvtx => MpiTrace::Nvtx,
         }),
+        openacc: args.openacc,
+        nccl_payloads: args.nccl_payloads,
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
         seed: args.seed,

@@ -13,8 +13,9 @@ use crate::classify::rules::is_nccl;
 use crate::hash::FxHashSet;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, Moved, MpiCall,
-    MpiTable, NvtxEvent, OsCall, ProcessId, ReportId, StringId, SyncEvent, Timeline, Translation,
+    AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
+    Moved, MpiCall, MpiTable, NvtxEvent, OsCall, ProcessId, ReportId, StringId, SyncEvent,
+    Timeline, Translation,
 };
 use crate::nsys::{Chunking, Report, Result};
 use crate::spill::{Budget, Record, Sorted, Sorter};
@@ -52,6 +53,8 @@ pub struct Events {
     pub os_calls: Sorted<OsCall>,
     /// MPI calls.
     pub mpi_calls: Sorted<MpiCall>,
+    /// OpenACC events.
+    pub acc_events: Sorted<AccEvent>,
     /// GPU metric samples.
     pub metrics: Sorted<MetricSample>,
     /// Device-memory events.
@@ -64,8 +67,8 @@ pub struct Events {
 /// drawn up before any event is written.
 #[derive(Debug, Default, Clone)]
 pub struct Names {
-    /// Per string id: [`Names::API`], [`Names::KERNEL`], [`Names::OS`], [`Names::MPI`] bits.
-    strings: Vec<u8>,
+    /// Per string id: a bit per kind of name it is (`Names::API`, ...).
+    strings: Vec<u16>,
     /// Memory copy kinds (`ENUM_CUDA_MEMCPY_OPER`).
     pub copy_kinds: BTreeSet<u8>,
     /// Whether there is a memory set.
@@ -76,18 +79,24 @@ pub struct Names {
 
 impl Names {
     /// A CUDA API call's name.
-    pub const API: u8 = 1;
+    pub const API: u16 = 1;
     /// A kernel's short name.
-    pub const KERNEL: u8 = 2;
+    pub const KERNEL: u16 = 2;
     /// An OS runtime call's name.
-    pub const OS: u8 = 4;
+    pub const OS: u16 = 4;
     /// An MPI call's name.
-    pub const MPI: u8 = 8;
+    pub const MPI: u16 = 8;
 
-    /// Every kind of name, in bit order.
-    pub const KINDS: [u8; 4] = [Names::API, Names::KERNEL, Names::OS, Names::MPI];
+    /// Every kind of name, in bit order: the four above, then an OpenACC event's source and
+    /// function per table ([`Names::acc`]).
+    pub const KINDS: [u16; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 
-    pub(crate) fn add(&mut self, id: StringId, kind: u8) {
+    /// The kind of an OpenACC event's source (`function` false) or function, in `table`.
+    pub fn acc(table: AccTable, function: bool) -> u16 {
+        16 << (table as u16 + if function { 3 } else { 0 })
+    }
+
+    pub(crate) fn add(&mut self, id: StringId, kind: u16) {
         if id.index() >= self.strings.len() {
             self.strings.resize(id.index() + 1, 0);
         }
@@ -95,7 +104,7 @@ impl Names {
     }
 
     /// The string ids used as `kind`.
-    pub fn used(&self, kind: u8) -> impl Iterator<Item = StringId> + '_ {
+    pub fn used(&self, kind: u16) -> impl Iterator<Item = StringId> + '_ {
         (0..self.strings.len())
             .filter(move |&i| self.strings[i] & kind != 0)
             .map(|i| StringId(i as u32))
@@ -114,6 +123,7 @@ impl Events {
             (self.syncs.len(), self.syncs.runs()),
             (self.os_calls.len(), self.os_calls.runs()),
             (self.mpi_calls.len(), self.mpi_calls.runs()),
+            (self.acc_events.len(), self.acc_events.runs()),
             (self.metrics.len(), self.metrics.runs()),
             (self.memory.len(), self.memory.runs()),
         ];
@@ -238,6 +248,7 @@ fn add_events(timeline: &mut Timeline, part: &Joined) -> io::Result<()> {
     extend(&mut timeline.syncs, &e.syncs, part)?;
     extend(&mut timeline.os_calls, &e.os_calls, part)?;
     extend(&mut timeline.mpi_calls, &e.mpi_calls, part)?;
+    extend(&mut timeline.acc_events, &e.acc_events, part)?;
     extend(&mut timeline.metrics, &e.metrics, part)?;
     extend(&mut timeline.memory, &e.memory, part)
 }
@@ -290,6 +301,7 @@ struct Spill {
     syncs: Sorter<SyncEvent>,
     os_calls: Sorter<OsCall>,
     mpi_calls: Sorter<MpiCall>,
+    acc_events: Sorter<AccEvent>,
     metrics: Sorter<MetricSample>,
     memory: Sorter<MemoryEvent>,
     nccl: Vec<Kernel>,
@@ -315,6 +327,7 @@ impl Spill {
             syncs: Sorter::new(budget.clone()),
             os_calls: Sorter::new(budget.clone()),
             mpi_calls: Sorter::new(budget.clone()),
+            acc_events: Sorter::new(budget.clone()),
             metrics: Sorter::new(budget.clone()),
             memory: Sorter::new(budget),
             nccl: Vec::new(),
@@ -408,6 +421,15 @@ impl crate::model::Sink for Spill {
         self.check(pushed);
     }
 
+    fn acc_event(&mut self, a: AccEvent) {
+        self.names.add(a.source, Names::acc(a.table, false));
+        if a.function != StringId::EMPTY {
+            self.names.add(a.function, Names::acc(a.table, true));
+        }
+        let pushed = self.acc_events.push(a);
+        self.check(pushed);
+    }
+
     fn metric(&mut self, m: MetricSample) {
         let pushed = self.metrics.push(m);
         self.check(pushed);
@@ -435,6 +457,7 @@ impl crate::model::Sink for Spill {
             syncs: self.syncs.finish(),
             os_calls: self.os_calls.finish(),
             mpi_calls: self.mpi_calls.finish(),
+            acc_events: self.acc_events.finish(),
             metrics: self.metrics.finish(),
             memory: self.memory.finish(),
             names: self.names,

@@ -236,6 +236,7 @@ fn put_paraver(p: &mut Put, e: &paraver::Encoded, at: u64, len: u64) {
         c.nvtx,
         c.os_calls,
         c.mpi_calls,
+        c.acc_events,
         c.metric_samples,
         c.comms,
         c.comms_skipped,
@@ -272,7 +273,7 @@ fn get_paraver(g: &mut Get) -> Got<(paraver::Encoded, u64, u64)> {
             set.insert(g.u32()?);
         }
     }
-    let mut c = [0u64; 12];
+    let mut c = [0u64; 13];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -289,11 +290,12 @@ fn get_paraver(g: &mut Get) -> Got<(paraver::Encoded, u64, u64)> {
             nvtx: c[4],
             os_calls: c[5],
             mpi_calls: c[6],
-            metric_samples: c[7],
-            comms: c[8],
-            comms_skipped: c[9],
-            mpi_comms: c[10],
-            records: c[11],
+            acc_events: c[7],
+            metric_samples: c[8],
+            comms: c[9],
+            comms_skipped: c[10],
+            mpi_comms: c[11],
+            records: c[12],
         },
     };
     Ok((encoded, g.u64()?, g.u64()?))
@@ -309,6 +311,7 @@ fn put_perfetto_counts(p: &mut Put, c: &perfetto::Counts) {
         c.nvtx,
         c.os_calls,
         c.mpi_calls,
+        c.acc_events,
         c.metric_samples,
         c.flows,
         c.tracks,
@@ -318,7 +321,7 @@ fn put_perfetto_counts(p: &mut Put, c: &perfetto::Counts) {
 }
 
 fn get_perfetto_counts(g: &mut Get) -> Got<perfetto::Counts> {
-    let mut c = [0u64; 11];
+    let mut c = [0u64; 12];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -331,8 +334,9 @@ fn get_perfetto_counts(g: &mut Get) -> Got<perfetto::Counts> {
         nvtx: c[5],
         os_calls: c[6],
         mpi_calls: c[7],
-        metric_samples: c[8],
-        flows: c[9],
-        tracks: c[10],
+        acc_events: c[8],
+        metric_samples: c[9],
+        flows: c[10],
+        tracks: c[11],
     })
 }

@@ -25,6 +25,7 @@ pub mod perfetto;
 pub mod prepare;
 pub mod stream;
 
+use crate::classify::payloads::NcclPayloads;
 use crate::classify::streams::clip;
 use crate::classify::{Activity, Rank, RoleRules, WindowSpec};
 use crate::model::{ProcessId, ThreadId, Timeline};
@@ -54,6 +55,8 @@ pub struct Plan<'a, 't> {
     pub collectives: collectives::Drawn,
     /// The MPI messages between exported calls.
     pub messages: mpi::Drawn,
+    /// The NCCL payload fields of the exported processes' NCCL kernels.
+    pub payloads: NcclPayloads,
     /// Each exported process's CPU threads whose span meets its window, by (tid, thread): the
     /// threads a Paraver task lists, known before any event is read (a communication record
     /// names its receiver's thread).
@@ -111,6 +114,10 @@ impl<'a, 't> Plan<'a, 't> {
         Plan {
             collectives: collectives::Drawn::new(timeline, &exported, false),
             messages: mpi::Drawn::new(timeline, &exported, &index),
+            payloads: {
+                let processes: Vec<ProcessId> = exported.iter().map(|e| e.process).collect();
+                NcclPayloads::new(activity, &processes)
+            },
             cpu_threads: cpu_threads(timeline, &exported, &index),
             activity,
             rules,

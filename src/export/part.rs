@@ -27,7 +27,8 @@ use std::sync::Arc;
 /// The extension `nsys-lens part` gives a part file (without its dot).
 pub const PART_EXTENSION: &str = "lens-part";
 
-/// The first bytes of every part file (format 2: MPI calls and ranks, thread spans).
+/// The first bytes of every part file (format 2: MPI calls and ranks, OpenACC events, thread
+/// spans).
 pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x02";
 
 /// A part file that cannot be read.
@@ -92,6 +93,7 @@ pub fn write(captures: &[Capture], path: &Path) -> anyhow::Result<()> {
         e.syncs.write_to(&mut out)?;
         e.os_calls.write_to(&mut out)?;
         e.mpi_calls.write_to(&mut out)?;
+        e.acc_events.write_to(&mut out)?;
         e.metrics.write_to(&mut out)?;
         e.memory.write_to(&mut out)?;
     }
@@ -101,7 +103,7 @@ pub fn write(captures: &[Capture], path: &Path) -> anyhow::Result<()> {
 }
 
 /// How many kinds of event a capture has a run of.
-const RUNS: usize = 10;
+const RUNS: usize = 11;
 
 /// The records of each kind, in file order.
 fn run_lengths(e: &Events) -> [u64; RUNS] {
@@ -114,6 +116,7 @@ fn run_lengths(e: &Events) -> [u64; RUNS] {
         e.syncs.len(),
         e.os_calls.len(),
         e.mpi_calls.len(),
+        e.acc_events.len(),
         e.metrics.len(),
         e.memory.len(),
     ]
@@ -181,8 +184,9 @@ pub fn read(path: &Path) -> Result<Vec<Capture>, Error> {
             syncs: sorted(run(lengths[5], crate::model::SyncEvent::SIZE)?),
             os_calls: sorted(run(lengths[6], crate::model::OsCall::SIZE)?),
             mpi_calls: sorted(run(lengths[7], MpiCall::SIZE)?),
-            metrics: sorted(run(lengths[8], crate::model::MetricSample::SIZE)?),
-            memory: sorted(run(lengths[9], crate::model::MemoryEvent::SIZE)?),
+            acc_events: sorted(run(lengths[8], crate::model::AccEvent::SIZE)?),
+            metrics: sorted(run(lengths[9], crate::model::MetricSample::SIZE)?),
+            memory: sorted(run(lengths[10], crate::model::MemoryEvent::SIZE)?),
             names,
         };
         captures.push(Capture {
@@ -286,6 +290,7 @@ fn put_timeline(p: &mut Put, t: &Timeline) {
         p.opt_i64(n.end_thread.map(|t| i64::from(t.0)));
         p.u32(n.domain.0);
         p.u32(n.text.0);
+        p.u32(n.payload.0);
     }
 }
 
@@ -321,6 +326,7 @@ fn put_report(p: &mut Put, r: &ReportInfo) {
         c.gpu_metrics,
         c.memory,
         c.mpi,
+        c.openacc,
     ] {
         p.u64(n);
     }
@@ -514,7 +520,7 @@ fn get_timeline(g: &mut Get) -> Got<Timeline> {
         t.mpi_calls.push(m);
     }
     let threads = t.threads.len();
-    for _ in 0..g.count(30)? {
+    for _ in 0..g.count(34)? {
         let start = Ns(g.i64()?);
         let end = g.opt_i64()?.map(Ns);
         let kind = match g.u8()? {
@@ -531,6 +537,7 @@ fn get_timeline(g: &mut Get) -> Got<Timeline> {
         };
         let domain = text(g.u32()?)?;
         let text_id = text(g.u32()?)?;
+        let payload = text(g.u32()?)?;
         if end.is_some_and(|e| e < start) {
             return Err("an NVTX range that ends before it starts".into());
         }
@@ -542,6 +549,7 @@ fn get_timeline(g: &mut Get) -> Got<Timeline> {
             end_thread,
             domain,
             text: text_id,
+            payload,
         });
     }
     Ok(t)
@@ -574,7 +582,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
         offset: g.i64()?,
         correction: g.i64()?,
     };
-    let mut c = [0u64; 11];
+    let mut c = [0u64; 12];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -590,6 +598,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
         gpu_metrics: c[8],
         memory: c[9],
         mpi: c[10],
+        openacc: c[11],
     };
     let span = g.span()?;
     let mut warnings = Warnings::default();

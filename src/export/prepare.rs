@@ -221,6 +221,7 @@ impl Gathering {
             }
             Event::Os(o) => thread(o.thread, true),
             Event::Mpi(m) => thread(m.thread, true),
+            Event::Acc(a) => thread(a.thread, true),
             Event::Nvtx(n) if n.kind == NvtxKind::StartEnd => {
                 thread(n.thread, false);
                 self.domains.insert(n.domain);

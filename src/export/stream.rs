@@ -18,8 +18,8 @@ use super::capture::Joined;
 use crate::classify::streams::clip;
 use crate::model::records::Fits;
 use crate::model::{
-    ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, Moved, MpiCall,
-    MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId,
+    AccEvent, ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
+    Moved, MpiCall, MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId,
 };
 use crate::spill::Record;
 use std::cmp::Reverse;
@@ -57,6 +57,8 @@ pub enum Event {
     Os(OsCall),
     /// An MPI call.
     Mpi(MpiCall),
+    /// An OpenACC event.
+    Acc(AccEvent),
     /// An NVTX range or mark.
     Nvtx(NvtxEvent),
     /// A kernel.
@@ -390,6 +392,7 @@ fn process_of(timeline: &crate::model::Timeline, event: &Event) -> ProcessId {
         Event::Api(a) => timeline.thread(a.thread).process,
         Event::Os(o) => timeline.thread(o.thread).process,
         Event::Mpi(m) => timeline.thread(m.thread).process,
+        Event::Acc(a) => timeline.thread(a.thread).process,
         Event::Nvtx(n) => timeline.thread(n.thread).process,
         Event::Kernel(k) => timeline.stream(k.stream).process,
         Event::Memcpy(m) => timeline.stream(m.stream).process,
@@ -407,6 +410,7 @@ fn event_sources(part: &Joined) -> Vec<Source<'_>> {
         source(&e.api_calls, part, Event::Api),
         source(&e.os_calls, part, Event::Os),
         mpi_source(part),
+        source(&e.acc_events, part, Event::Acc),
         source(&e.kernels, part, Event::Kernel),
         source(&e.memcpys, part, Event::Memcpy),
         source(&e.memsets, part, Event::Memset),
@@ -451,6 +455,7 @@ impl Event {
             Event::Api(a) => (a.start, a.end),
             Event::Os(o) => (o.start, o.end),
             Event::Mpi(m) => (m.start, m.end),
+            Event::Acc(a) => (a.start, a.end),
             Event::Nvtx(n) => (n.start, n.end.unwrap_or(n.start)),
             Event::Kernel(k) => (k.start, k.end),
             Event::Memcpy(m) => (m.start, m.end),

@@ -5,8 +5,8 @@ use super::clock::{self, ClockMapping};
 use super::entities::MetricSeries;
 use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
 use super::events::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MpiCall, MpiTable,
-    NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
+    AccEvent, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MpiCall,
+    MpiTable, NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
 };
 use super::{
     GpuId, HostId, MetricSeriesId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable,
@@ -214,6 +214,7 @@ impl Timeline {
             end_thread: n.end_thread.map(thread),
             domain: s(n.domain),
             text: s(n.text),
+            payload: s(n.payload),
             ..n
         }));
         self.mpi_calls
@@ -221,6 +222,15 @@ impl Timeline {
                 thread: thread(m.thread),
                 name: s(m.name),
                 ..m
+            }));
+        self.acc_events
+            .extend(part.acc_events.into_iter().map(|a| AccEvent {
+                thread: thread(a.thread),
+                name: s(a.name),
+                source: s(a.source),
+                function: s(a.function),
+                object: s(a.object),
+                ..a
             }));
         check_unique_processes(self, report)?;
         Ok(translation)
@@ -356,6 +366,8 @@ pub(crate) trait Sink: Default {
     fn nvtx(&mut self, n: NvtxEvent);
     /// An MPI call.
     fn mpi_call(&mut self, m: MpiCall);
+    /// An OpenACC event.
+    fn acc_event(&mut self, a: AccEvent);
     /// A GPU metric sample.
     fn metric(&mut self, m: MetricSample);
     /// A device-memory event.
@@ -407,6 +419,10 @@ impl Sink for Vecs {
         self.0.mpi_calls.push(m);
     }
 
+    fn acc_event(&mut self, a: AccEvent) {
+        self.0.acc_events.push(a);
+    }
+
     fn metric(&mut self, m: MetricSample) {
         self.0.metrics.push(m);
     }
@@ -426,6 +442,7 @@ impl Sink for Vecs {
         timeline.os_calls = events.os_calls;
         timeline.nvtx = events.nvtx;
         timeline.mpi_calls = events.mpi_calls;
+        timeline.acc_events = events.acc_events;
         timeline.metrics = events.metrics;
         timeline.memory = events.memory;
         Ok(())
@@ -669,6 +686,7 @@ impl<S: Sink> Builder<S> {
                 end_thread,
                 domain: n.domain,
                 text: n.text,
+                payload: n.payload,
             });
         })?;
         let gpu_metrics = self.read_metrics(report, id, clock, chunking, strings, span)?;
@@ -715,6 +733,24 @@ impl<S: Sink> Builder<S> {
                 request: m.request,
             });
         })?;
+        let openacc = report.read_openacc(chunking, strings, clock, |a| {
+            let r = a.row;
+            span.add(r.start, r.end);
+            let thread = self.thread(id, r.thread);
+            self.drew(thread, r.start, r.end);
+            self.sink.acc_event(AccEvent {
+                start: r.start,
+                end: r.end,
+                thread,
+                table: r.table,
+                event_kind: r.event_kind,
+                name: r.name,
+                source: a.source,
+                function: r.function.unwrap_or(StringId::EMPTY),
+                object: r.object.unwrap_or(StringId::EMPTY),
+                bytes: r.bytes,
+            });
+        })?;
         Ok(RowCounts {
             kernels,
             memcpy,
@@ -727,6 +763,7 @@ impl<S: Sink> Builder<S> {
             gpu_metrics,
             memory,
             mpi,
+            openacc,
         })
     }
 
@@ -1011,6 +1048,8 @@ impl Timeline {
             .sort_unstable_by_key(|o| (o.start, Reverse(o.end), o.thread, o.name));
         t.mpi_calls
             .sort_unstable_by_key(|m| (m.start, Reverse(m.end), *m));
+        t.acc_events
+            .sort_unstable_by_key(|a| (a.start, Reverse(a.end), *a));
         t.metrics
             .sort_unstable_by_key(|m| (m.series, m.time, m.value));
         t.memory.sort_by_key(|m| m.time);
@@ -1118,6 +1157,21 @@ impl Moved for MpiCall {
             end: self.end.moved(d),
             thread: t.thread(self.thread),
             name: t.text(self.name),
+            ..self
+        }
+    }
+}
+
+impl Moved for AccEvent {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        AccEvent {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            thread: t.thread(self.thread),
+            name: t.text(self.name),
+            source: t.text(self.source),
+            function: t.text(self.function),
+            object: t.text(self.object),
             ..self
         }
     }

@@ -50,6 +50,8 @@ pub struct RowCounts {
     /// `MPI_OTHER_EVENTS`, or nsys 2022.x's ranges in the NVTX domain `MPI` (also counted in
     /// `nvtx`).
     pub mpi: u64,
+    /// OpenACC events: rows of `CUPTI_ACTIVITY_KIND_OPENACC_DATA`, `_LAUNCH` and `_OTHER`.
+    pub openacc: u64,
 }
 
 impl RowCounts {
@@ -96,7 +98,7 @@ pub struct Thread {
     pub tid: u32,
     /// Name from NVTX (`nvtxNameOsThread`) or `ThreadNames` (empty when unknown).
     pub name: StringId,
-    /// First start and last end of its calls (CUDA, OS runtime, MPI) and NVTX ranges and marks
+    /// First start and last end of its calls (CUDA, OS runtime, MPI, OpenACC) and NVTX ranges and marks
     /// (an open range lasts to the end of time); None when it made none.
     pub span: Option<(Ns, Ns)>,
 }

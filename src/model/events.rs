@@ -165,6 +165,78 @@ pub struct MpiCall {
     pub request: u64,
 }
 
+/// Which OpenACC activity table an event came from (`--trace=openacc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AccTable {
+    /// `CUPTI_ACTIVITY_KIND_OPENACC_DATA`: uploads, downloads, allocations, with their bytes.
+    Data,
+    /// `CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH`: kernel launches.
+    Launch,
+    /// `CUPTI_ACTIVITY_KIND_OPENACC_OTHER`: constructs, waits, initialisation.
+    Other,
+}
+
+impl AccTable {
+    /// Every table, in declaration order (a table's index is its place here).
+    pub const ALL: [AccTable; 3] = [AccTable::Data, AccTable::Launch, AccTable::Other];
+
+    /// The table of an index (`table as u8`); an unknown index reads as [`AccTable::Other`].
+    pub fn from_index(index: u8) -> AccTable {
+        AccTable::ALL
+            .get(usize::from(index))
+            .copied()
+            .unwrap_or(AccTable::Other)
+    }
+}
+
+/// The labels of `ENUM_OPENACC_EVENT_KIND` (`CUpti_OpenAccEventKind`), by id, as nsys exports
+/// them (ids and labels unchanged since 2022.4).
+pub const ACC_EVENT_KINDS: [&str; 17] = [
+    "Invalid",
+    "Device init",
+    "Device shutdown",
+    "Runtime shutdown",
+    "Enqueue launch",
+    "Enqueue upload",
+    "Enqueue download",
+    "Wait",
+    "Implicit wait",
+    "Compute construct",
+    "UPDATE",
+    "Enter data",
+    "Exit data",
+    "Create",
+    "Delete",
+    "Alloc",
+    "Free",
+];
+
+/// One OpenACC event (a directive's runtime activity, on the thread that ran it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AccEvent {
+    /// Start.
+    pub start: Ns,
+    /// End.
+    pub end: Ns,
+    /// The thread.
+    pub thread: ThreadId,
+    /// The table it came from.
+    pub table: AccTable,
+    /// `CUpti_OpenAccEventKind` (`ENUM_OPENACC_EVENT_KIND`: 4 enqueue launch, 5 upload...).
+    pub event_kind: u8,
+    /// The event's name (`nameId`).
+    pub name: StringId,
+    /// Where in the source: `name@file:line` as nsys2prv labels regions, the name alone when
+    /// the source file is unknown.
+    pub source: StringId,
+    /// The function it happened in (empty when unknown).
+    pub function: StringId,
+    /// The variable (data events) or kernel (launches) it concerns (empty when unknown).
+    pub object: StringId,
+    /// Bytes moved (data events).
+    pub bytes: u64,
+}
+
 /// One sample of one GPU metric (`GPU_METRICS`, `--gpu-metrics-devices`): the value holds from
 /// its time until the series' next sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -262,6 +334,9 @@ pub struct NvtxEvent {
     pub domain: StringId,
     /// Text.
     pub text: StringId,
+    /// Payload ([`StringId::EMPTY`] for none): the JSON of an extended payload, or a scalar
+    /// payload's value.
+    pub payload: StringId,
 }
 
 #[cfg(test)]
@@ -276,10 +351,11 @@ mod tests {
         assert!(std::mem::size_of::<ApiCall>() <= 32);
         assert!(std::mem::size_of::<OsCall>() <= 24);
         assert!(std::mem::size_of::<MpiCall>() <= 72);
+        assert!(std::mem::size_of::<AccEvent>() <= 48);
         assert!(std::mem::size_of::<MetricSample>() <= 24);
         assert!(std::mem::size_of::<MemoryEvent>() <= 24);
         assert!(std::mem::size_of::<GraphLaunch>() <= 32);
-        assert!(std::mem::size_of::<NvtxEvent>() <= 48);
+        assert!(std::mem::size_of::<NvtxEvent>() <= 56);
         assert!(std::mem::size_of::<Memcpy>() <= 40);
         assert!(std::mem::size_of::<Memset>() <= 40);
         assert!(std::mem::size_of::<SyncEvent>() <= 40);

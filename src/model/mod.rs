@@ -20,8 +20,8 @@ pub(crate) use build::{Sink, read_each, read_report_into};
 pub use clock::{ClockMapping, TimeBase, own_clock, plan as plan_clocks};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MpiCall, MpiTable,
-    NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
+    ACC_EVENT_KINDS, AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset,
+    MetricSample, MpiCall, MpiTable, NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
 };
 pub use strings::{StringId, StringTable};
 
@@ -109,6 +109,8 @@ pub struct Timeline {
     pub nvtx: Vec<NvtxEvent>,
     /// MPI calls, sorted by start, enclosing calls first on equal starts.
     pub mpi_calls: Vec<MpiCall>,
+    /// OpenACC events, sorted by start, enclosing events first on equal starts.
+    pub acc_events: Vec<AccEvent>,
     /// GPU metric series, indexed by [`MetricSeriesId`]: reports in input order, each report's
     /// series in order of first appearance.
     pub metric_series: Vec<MetricSeries>,

@@ -3,8 +3,8 @@
 //! declaration order, little-endian, ids as their index; a record reads back equal.
 
 use super::events::{
-    ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MpiCall, MpiTable,
-    OsCall, SyncEvent,
+    AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
+    MpiCall, MpiTable, OsCall, SyncEvent,
 };
 use super::{GpuId, MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
 use crate::spill::Record;
@@ -185,6 +185,34 @@ impl Record for MpiCall {
     }
 }
 
+impl Record for AccEvent {
+    const SIZE: usize = 46;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0).u32(self.thread.0);
+        p.u8(self.table as u8).u8(self.event_kind);
+        p.u32(self.name.0).u32(self.source.0).u32(self.function.0);
+        p.u32(self.object.0).u64(self.bytes);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        AccEvent {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            thread: ThreadId(g.u32()),
+            table: AccTable::from_index(g.u8()),
+            event_kind: g.u8(),
+            name: StringId(g.u32()),
+            source: StringId(g.u32()),
+            function: StringId(g.u32()),
+            object: StringId(g.u32()),
+            bytes: g.u64(),
+        }
+    }
+}
+
 impl Record for SyncEvent {
     const SIZE: usize = 29;
 
@@ -328,6 +356,13 @@ impl Fits for MpiCall {
     }
 }
 
+impl Fits for AccEvent {
+    fn fits(&self, l: &Limits) -> bool {
+        let texts = [self.name, self.source, self.function, self.object];
+        self.end >= self.start && self.thread.0 < l.threads && texts.iter().all(|t| t.0 < l.strings)
+    }
+}
+
 impl Fits for SyncEvent {
     fn fits(&self, l: &Limits) -> bool {
         self.end >= self.start
@@ -426,6 +461,20 @@ mod tests {
                 size: 5,
                 recv_size: 6,
                 request: 7,
+            });
+        }
+        for table in AccTable::ALL {
+            round_trip(AccEvent {
+                start,
+                end,
+                thread: ThreadId(1),
+                table,
+                event_kind: 5,
+                name: StringId(2),
+                source: StringId(3),
+                function: StringId(4),
+                object: StringId(5),
+                bytes: u64::MAX,
             });
         }
         for stream in [None, Some(StreamId(7))] {

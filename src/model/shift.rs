@@ -68,6 +68,9 @@ impl Timeline {
         for m in &mut self.mpi_calls {
             by([&mut m.start, &mut m.end], thread_shift[m.thread.index()]);
         }
+        for a in &mut self.acc_events {
+            by([&mut a.start, &mut a.end], thread_shift[a.thread.index()]);
+        }
         for t in &mut self.threads {
             if let Some((start, end)) = &mut t.span {
                 by([start, end], process_shift[t.process.index()]);

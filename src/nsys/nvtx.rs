@@ -50,6 +50,9 @@ pub struct NvtxRow {
     pub text: StringId,
     /// Whether it is in the domain `MPI`: an MPI call as nsys 2022.x records them.
     pub mpi: bool,
+    /// Its payload: the JSON of an extended payload (`jsonText`, with `nsys export
+    /// --include-json=true`), or a scalar payload's value as text; [`StringId::EMPTY`] when none.
+    pub payload: StringId,
 }
 
 /// The columns of the main pass, in reading order.
@@ -62,6 +65,14 @@ const COLUMNS: &[Column] = &[
     opt("domainId"),
     opt("text"),
     opt("textId"),
+    opt("jsonText"),
+    opt("jsonTextId"),
+    opt("uint64Value"),
+    opt("int64Value"),
+    opt("doubleValue"),
+    opt("uint32Value"),
+    opt("int32Value"),
+    opt("floatValue"),
 ];
 
 /// An NVTX row as a scan decodes it: the text as the scan's [`Texts`] gives it, the domain as
@@ -75,11 +86,12 @@ struct RawRow<T> {
     end_thread: Option<GlobalId>,
     domain_id: i64,
     text: T,
+    payload: T,
 }
 
 impl<T> RawRow<T> {
-    /// The same row with its text in another form.
-    fn with_text<U>(self, text: U) -> RawRow<U> {
+    /// The same row with its text and payload in another form.
+    fn with_texts<U>(self, text: U, payload: U) -> RawRow<U> {
         RawRow {
             start: self.start,
             end: self.end,
@@ -88,6 +100,7 @@ impl<T> RawRow<T> {
             end_thread: self.end_thread,
             domain_id: self.domain_id,
             text,
+            payload,
         }
     }
 }
@@ -102,6 +115,8 @@ trait Texts {
     fn registered(&mut self, id: i64, at: StringRef) -> Result<Self::Text>;
     /// No text.
     fn none(&mut self) -> Self::Text;
+    /// Whether a text field is [`Texts::none`].
+    fn is_none(&self, text: &Self::Text) -> bool;
 }
 
 impl Texts for StringResolver<'_> {
@@ -117,6 +132,10 @@ impl Texts for StringResolver<'_> {
 
     fn none(&mut self) -> StringId {
         StringId::EMPTY
+    }
+
+    fn is_none(&self, text: &StringId) -> bool {
+        *text == StringId::EMPTY
     }
 }
 
@@ -146,6 +165,10 @@ impl Texts for RangeTexts {
 
     fn none(&mut self) -> RangeText {
         RangeText::None
+    }
+
+    fn is_none(&self, text: &RangeText) -> bool {
+        matches!(text, RangeText::None)
     }
 }
 
@@ -192,6 +215,7 @@ impl Report {
                 domain,
                 text: raw.text,
                 mpi: mpi.contains(&domain),
+                payload: raw.payload,
             });
         };
         let Some(ranges) = chunking.ranges(self, NVTX)? else {
@@ -212,13 +236,16 @@ impl Report {
         read_in_order(self, chunking.workers, &ranges, warnings, read, |batch| {
             let mut moved: Vec<Option<StringId>> = vec![None; batch.texts.len()];
             for raw in batch.rows {
-                let text = match raw.text {
-                    RangeText::Inline(local) => *moved[local.index()]
-                        .get_or_insert_with(|| strings.intern(batch.texts.get(local))),
-                    RangeText::Registered(name) => name.resolve(strings)?,
-                    RangeText::None => StringId::EMPTY,
+                let mut resolve = |t: RangeText| -> Result<StringId> {
+                    Ok(match t {
+                        RangeText::Inline(local) => *moved[local.index()]
+                            .get_or_insert_with(|| strings.intern(batch.texts.get(local))),
+                        RangeText::Registered(name) => name.resolve(strings)?,
+                        RangeText::None => StringId::EMPTY,
+                    })
                 };
-                finish(raw.with_text(text), strings);
+                let (text, payload) = (resolve(raw.text)?, resolve(raw.payload)?);
+                finish(raw.with_texts(text, payload), strings);
             }
             strings.count_non_utf8(batch.texts.non_utf8_count());
             Ok(())
@@ -254,6 +281,7 @@ impl Report {
             let end_thread = f.opt_int()?.map(GlobalId::decode);
             let domain_id = f.opt_int()?.unwrap_or(0);
             let text = text(f, texts)?;
+            let payload = payload(f, texts)?;
             let end = match (kind, end) {
                 (NvtxKind::Mark | NvtxKind::Metadata, _) => None,
                 (_, None) => {
@@ -270,6 +298,7 @@ impl Report {
                 end_thread,
                 domain_id,
                 text,
+                payload,
             };
             each(raw, texts);
             Ok(())
@@ -322,6 +351,25 @@ impl Report {
         })?;
         Ok(())
     }
+}
+
+/// Reads the payload columns (`jsonText, jsonTextId`, then the scalar values): the JSON text,
+/// else the one scalar value set, as text.
+fn payload<T: Texts>(f: &mut Fields, texts: &mut T) -> Result<T::Text> {
+    let json = text(f, texts)?;
+    let mut scalar = None;
+    for real in [false, false, true, false, false, true] {
+        let value = if real {
+            f.opt_real()?.map(|v| v.to_string())
+        } else {
+            f.opt_int()?.map(|v| v.to_string())
+        };
+        scalar = scalar.or(value);
+    }
+    Ok(match scalar {
+        Some(value) if texts.is_none(&json) => texts.inline(value.as_bytes()),
+        _ => json,
+    })
 }
 
 /// Reads `text, textId` (the next two columns): inline text wins, else the registered string.

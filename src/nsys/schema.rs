@@ -195,6 +195,19 @@ impl<'a, 'r> Fields<'a, 'r> {
         }
     }
 
+    /// The next column as a real number (an integer reads as one), or None when NULL.
+    pub fn opt_real(&mut self) -> Result<Option<f64>> {
+        match self.advance().0 {
+            ValueRef::Null => Ok(None),
+            ValueRef::Integer(v) => Ok(Some(v as f64)),
+            ValueRef::Real(v) => Ok(Some(v)),
+            other => Err(self.bad(format!(
+                "holds {} where a number is expected",
+                type_name(other)
+            ))),
+        }
+    }
+
     /// The next column as an integer that must not be NULL.
     pub fn int(&mut self) -> Result<i64> {
         self.opt_int()?.ok_or_else(|| self.bad("is NULL"))

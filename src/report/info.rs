@@ -386,6 +386,7 @@ impl ReportSummary {
             (r.gpu_metrics, "gpu metric samples"),
             (r.memory, "device memory events"),
             (r.mpi, "mpi calls"),
+            (r.openacc, "openacc events"),
         ] {
             if n > 0 {
                 rows.push_str(&format!(", {what} {n}"));

@@ -84,6 +84,10 @@ pub struct Options {
     /// The ranks make MPI calls (initialisation, a ring exchange and a loss all-reduce after
     /// each step), recorded as this says.
     pub mpi: Option<MpiTrace>,
+    /// Compute kernels and copies are OpenACC directives, traced (`--trace=openacc`).
+    pub openacc: bool,
+    /// NCCL's API ranges carry their extended payloads, exported as JSON.
+    pub nccl_payloads: bool,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
@@ -121,6 +125,8 @@ impl Options {
             cuda_graphs: false,
             cuda_graph_nodes: false,
             mpi: None,
+            openacc: false,
+            nccl_payloads: false,
             framework_nvtx: true,
             straggler: None,
             seed: 1,
@@ -210,6 +216,8 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         cuda_graphs: options.cuda_graphs,
         cuda_graph_nodes: options.cuda_graph_nodes,
         mpi: options.mpi,
+        openacc: options.openacc,
+        nccl_payloads: options.nccl_payloads,
     };
     let schedules = sim::run(
         &workload.programs,

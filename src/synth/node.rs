@@ -6,6 +6,7 @@ use super::kernels::KernelKind;
 use super::schema::{PRODUCT_VERSION, SCHEMA_VERSION};
 use super::writer::ExportWriter;
 use crate::hash::{FxHashMap, FxHashSet};
+use crate::model::AccTable;
 use crate::nsys::GlobalId;
 use crate::report::utc_iso;
 use anyhow::Result;
@@ -29,6 +30,21 @@ const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
 const GRAPH: &str = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
 const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
 const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
+
+const ACC_DATA: &str = "CUPTI_ACTIVITY_KIND_OPENACC_DATA";
+const ACC_LAUNCH: &str = "CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH";
+const ACC_OTHER: &str = "CUPTI_ACTIVITY_KIND_OPENACC_OTHER";
+
+/// The columns every OpenACC table opens with, followed by a table's own.
+macro_rules! acc_columns {
+    ($rest:literal) => {
+        concat!(
+            "start, end, nameId, globalTid, eventKind, DeviceType, lineNo, cuDeviceId, ",
+            "cuContextId, cuStreamId, srcFile, funcName",
+            $rest
+        )
+    };
+}
 
 /// The columns every GPU activity table opens with, followed by a table's own.
 macro_rules! gpu_op_columns {
@@ -91,10 +107,31 @@ pub struct NodeExport {
     os_runtime_started: bool,
     /// Processes whose NVTX domain `MPI` was created.
     mpi_domains: FxHashSet<u32>,
+    /// Whether a range carries a payload's JSON (exported with `--include-json=true`).
+    json_included: bool,
 }
 
 /// The fields of an MPI point-to-point call: (remote rank, tag, bytes, request handle).
 pub type P2pFields = (i64, i64, i64, i64);
+
+/// One OpenACC event to write.
+#[derive(Debug, Clone, Copy)]
+pub struct AccRow<'a> {
+    /// Its table.
+    pub table: AccTable,
+    /// `CUpti_OpenAccEventKind`.
+    pub kind: i64,
+    /// Its name (`acc_enqueue_launch`).
+    pub name: &'a str,
+    /// The directive's line in `train.c`.
+    pub line: i64,
+    /// The CUDA device.
+    pub device: u32,
+    /// A data event's variable or a launch's kernel.
+    pub object: Option<&'a str>,
+    /// A data event's bytes.
+    pub bytes: i64,
+}
 
 impl NodeExport {
     /// Starts writing `path`.
@@ -110,6 +147,7 @@ impl NodeExport {
             command,
             os_runtime_started: false,
             mpi_domains: FxHashSet::default(),
+            json_included: false,
         })
     }
 
@@ -439,6 +477,39 @@ impl NodeExport {
         self.gpu_op(SYNC, columns, span, place, correlation, &extra)
     }
 
+    /// A closed push/pop range of NCCL's domain, with its extended payload's JSON when given
+    /// (the export then says `--include-json=true`).
+    pub fn nccl_range(
+        &mut self,
+        span: (i64, i64),
+        who: (u32, u32),
+        text: NvtxText,
+        payload: Option<&str>,
+    ) -> Result<()> {
+        let Some(json) = payload else {
+            return self.nvtx_range(span, who, text, NCCL_DOMAIN);
+        };
+        self.json_included = true;
+        let NvtxText::Registered(name) = text else {
+            anyhow::bail!("NCCL registers its range names");
+        };
+        let (start, end) = (self.local(span.0), self.local(span.1));
+        let id = self.writer.string(name);
+        self.writer.insert(
+            "NVTX_EVENTS",
+            "start, end, eventType, globalTid, textId, domainId, jsonText",
+            &[
+                &start,
+                &end,
+                &NVTX_PUSH_POP,
+                &GlobalId::encode(who.0, who.1),
+                &id,
+                &NCCL_DOMAIN,
+                &json,
+            ],
+        )
+    }
+
     /// A closed push/pop range in `domain` (0 default, [`NCCL_DOMAIN`]).
     pub fn nvtx_range(
         &mut self,
@@ -587,6 +658,44 @@ impl NodeExport {
         self.nvtx_range(span, (pid, tid), NvtxText::Registered(name), MPI_DOMAIN)
     }
 
+    /// An OpenACC event of device `device` (`acc_device_nvidia`), from the directive at
+    /// `train.c:<line>` in function `main_loop`: `object` is a data event's variable (with its
+    /// `bytes`) or a launch's kernel.
+    pub fn openacc(&mut self, span: (i64, i64), who: (u32, u32), event: &AccRow) -> Result<()> {
+        const NVIDIA: i64 = 4;
+        let (start, end, gtid, name) = self.mpi_head(span, who, event.name);
+        let file = self.writer.string("train.c");
+        let function = self.writer.string("main_loop");
+        let object = event.object.map(|o| self.writer.string(o));
+        let head: [&dyn ToSql; 12] = [
+            &start,
+            &end,
+            &name,
+            &gtid,
+            &event.kind,
+            &NVIDIA,
+            &event.line,
+            &event.device,
+            &CONTEXT,
+            &DEFAULT_STREAM,
+            &file,
+            &function,
+        ];
+        let mut values = head.to_vec();
+        let (table, columns) = match event.table {
+            AccTable::Data => {
+                values.extend([&event.bytes as &dyn ToSql, &object]);
+                (ACC_DATA, acc_columns!(", bytes, varName"))
+            }
+            AccTable::Launch => {
+                values.push(&object);
+                (ACC_LAUNCH, acc_columns!(", kernelName"))
+            }
+            AccTable::Other => (ACC_OTHER, acc_columns!("")),
+        };
+        self.writer.insert(table, columns, &values)
+    }
+
     /// Writes the metadata tables and completes the file.
     pub fn finish(mut self) -> Result<PathBuf> {
         self.write_export_meta()?;
@@ -623,7 +732,7 @@ impl NodeExport {
             ("EXPORT_PARAM_EXPORT_TYPE", s("SQLite")),
             ("EXPORT_PARAM_LAZY", s("true")),
             ("EXPORT_PARAM_USE_SHUFFLE", s("false")),
-            ("EXPORT_PARAM_INCLUDE_JSON", s("false")),
+            ("EXPORT_PARAM_INCLUDE_JSON", self.json_included.to_string()),
             ("EXPORT_PARAM_INCLUDE_BLOBS", s("false")),
             ("EXPORT_PARAM_TIME_NORMALIZE", s("false")),
             ("EXPORT_PARAM_TIME_SHIFT", s("0")),

@@ -1,7 +1,8 @@
 //! The tables a synthetic export holds, exactly as nsys 2026.2.1 (export schema 3.25.0) declares
 //! them: names, column order, declared types, NOT NULL and PRIMARY KEY flags (reference:
-//! nsys-sqlite.md Appendix A.1, and A.2 for the tables the 2026.2.1 samples lack), written in
-//! nsys's multi-line DDL style (§2.4).
+//! nsys-sqlite.md Appendix A.1, and A.2 for the tables the 2026.2.1 samples lack; the OpenACC
+//! tables as the nsys user guide's SQLite schema lists them), written in nsys's multi-line DDL
+//! style (§2.4).
 
 /// nsys version the generator emulates.
 pub const PRODUCT_VERSION: &str = "2026.2.1.210";
@@ -134,6 +135,26 @@ pub const TABLES: &[(&str, &str)] = &[
          callchainId INTEGER NN, argumentsId INTEGER NN",
     ),
     ("MPI_RANKS", "globalTid INTEGER NN, rank INTEGER NN"),
+    (
+        "CUPTI_ACTIVITY_KIND_OPENACC_DATA",
+        "start INTEGER NN, end INTEGER NN, nameId INTEGER NN, globalTid INTEGER, \
+         eventKind INTEGER NN, DeviceType INTEGER NN, lineNo INTEGER NN, cuDeviceId INTEGER NN, \
+         cuContextId INTEGER NN, cuStreamId INTEGER NN, srcFile INTEGER, funcName INTEGER, \
+         bytes INTEGER, varName INTEGER",
+    ),
+    (
+        "CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH",
+        "start INTEGER NN, end INTEGER NN, nameId INTEGER NN, globalTid INTEGER, \
+         eventKind INTEGER NN, DeviceType INTEGER NN, lineNo INTEGER NN, cuDeviceId INTEGER NN, \
+         cuContextId INTEGER NN, cuStreamId INTEGER NN, srcFile INTEGER, funcName INTEGER, \
+         numGangs INTEGER, numWorkers INTEGER, vectorLength INTEGER, kernelName INTEGER",
+    ),
+    (
+        "CUPTI_ACTIVITY_KIND_OPENACC_OTHER",
+        "start INTEGER NN, end INTEGER NN, nameId INTEGER NN, globalTid INTEGER, \
+         eventKind INTEGER NN, DeviceType INTEGER NN, lineNo INTEGER NN, cuDeviceId INTEGER NN, \
+         cuContextId INTEGER NN, cuStreamId INTEGER NN, srcFile INTEGER, funcName INTEGER",
+    ),
     (
         "MPI_P2P_EVENTS",
         "start INTEGER NN, end INTEGER, globalTid INTEGER, textId INTEGER, commHandle INTEGER, \

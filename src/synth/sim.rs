@@ -8,10 +8,11 @@
 
 use super::MpiTrace;
 use super::kernels::{KernelKind, NCCL_SENDRECV};
-use super::node::{DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText, P2pFields};
+use super::node::{AccRow, DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText, P2pFields};
 use super::program::{Call, GroupId, Groups, Launcher, Op, Program};
 use super::rng::Rng;
 use crate::hash::FxHashMap;
+use crate::model::AccTable;
 use anyhow::{Result, bail};
 use std::collections::VecDeque;
 
@@ -48,6 +49,11 @@ pub struct Style {
     pub cuda_graph_nodes: bool,
     /// How MPI calls are recorded (`--trace=mpi`), when the programs make them.
     pub mpi: Option<MpiTrace>,
+    /// Compute kernels and copies are OpenACC directives (`--trace=openacc`): each launch sits
+    /// in a compute construct and an enqueue launch, each copy in an enqueue upload.
+    pub openacc: bool,
+    /// NCCL's API ranges carry their extended payloads (`jsonText`).
+    pub nccl_payloads: bool,
 }
 
 /// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
@@ -157,6 +163,8 @@ struct RankState {
     schedule: Schedule,
     /// MPI request handles made so far.
     requests: i64,
+    /// The span of the last API call it made.
+    last_call: (i64, i64),
 }
 
 impl RankState {
@@ -211,6 +219,7 @@ pub fn run(
                 rng,
                 schedule: Schedule::default(),
                 requests: 0,
+                last_call: (0, 0),
             }
         })
         .collect();
@@ -385,8 +394,9 @@ fn p2p(
     let range_start = open_nccl_calls(rank, node, &[])?;
     let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
     let who = (rank.place.pid, rank.tid());
+    let payload = nccl_payload(rank, transfer.api, dur);
     let text = NvtxText::Registered(transfer.api);
-    node.nvtx_range((range_start, rank.cpu), who, text, NCCL_DOMAIN)?;
+    node.nccl_range((range_start, rank.cpu), who, text, payload.as_deref())?;
     let start = ready.max(*rank.stream_free(stream));
     let end = (start + dur).max(earliest_end);
     *rank.stream_free(stream) = end;
@@ -451,6 +461,9 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
                 .bytes()
                 .fold(1u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()))
                 % 1000;
+            if rank.style.openacc {
+                acc_launch(rank, node, kind, 100 + i64::from(id % 50))?;
+            }
             if graph {
                 node.graph_launch(span, place, correlation, (id, id))?;
             } else if nodes {
@@ -475,6 +488,19 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
         }
         Op::Memcpy { stream, bytes, dur } => {
             let (ready, correlation) = launch(rank, node, "cudaMemcpyAsync_v3020", 0)?;
+            if rank.style.openacc {
+                let upload = AccRow {
+                    table: AccTable::Data,
+                    kind: 5,
+                    name: "acc_enqueue_upload",
+                    line: 42,
+                    device: rank.place.device,
+                    object: Some("weights"),
+                    bytes: *bytes as i64,
+                };
+                let (b, e) = rank.last_call;
+                node.openacc((b - 150, e + 150), (rank.place.pid, rank.tid()), &upload)?;
+            }
             let start = ready.max(*rank.stream_free(*stream));
             *rank.stream_free(*stream) = start + dur;
             node.memcpy((start, start + dur), rank.gpu(*stream), correlation, *bytes)?;
@@ -517,6 +543,42 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
     Ok(())
 }
 
+/// The extended payload NCCL 2.23 and later give its call `api` (as nsys exports it with
+/// `--include-json=true`), when the style writes payloads: the bytes moved (at 100 GB/s over
+/// `dur` ns) and, for a reduction, its operation.
+fn nccl_payload(rank: &RankState, api: &str, dur: i64) -> Option<String> {
+    if !rank.style.nccl_payloads {
+        return None;
+    }
+    let bytes = dur * 100;
+    Some(match api {
+        "ncclAllReduce" | "ncclReduceScatter" | "ncclReduce" => {
+            format!(r#"{{"Message size [bytes]": {bytes}, "Reduction operation": "Sum"}}"#)
+        }
+        _ => format!(r#"{{"Message size [bytes]": {bytes}}}"#),
+    })
+}
+
+/// The OpenACC events around the launch just made of a compute kernel `kind` (directive at
+/// `line`): a compute construct holding an enqueue launch, each 150 ns beyond the other.
+fn acc_launch(rank: &RankState, node: &mut NodeExport, kind: &KernelKind, line: i64) -> Result<()> {
+    let (b, e) = rank.last_call;
+    let who = (rank.place.pid, rank.tid());
+    let event = |table, kind, name, object| AccRow {
+        table,
+        kind,
+        name,
+        line,
+        device: rank.place.device,
+        object,
+        bytes: 0,
+    };
+    let construct = event(AccTable::Other, 9, "acc_compute_construct", None);
+    node.openacc((b - 300, e + 300), who, &construct)?;
+    let enqueue = event(AccTable::Launch, 4, "acc_enqueue_launch", Some(kind.short));
+    node.openacc((b - 150, e + 150), who, &enqueue)
+}
+
 /// Writes one API call at the rank's CPU time; returns when its GPU work can start and its
 /// correlation id.
 fn launch(
@@ -530,6 +592,7 @@ fn launch(
     rank.correlation += 1;
     let who = (rank.place.pid, rank.tid());
     node.api((begin, end), who, rank.correlation, name, class)?;
+    rank.last_call = (begin, end);
     rank.cpu = end + rank.rng.around(1_500, 0.5);
     Ok((end + rank.rng.around(3_000, 0.3), rank.correlation))
 }
@@ -565,12 +628,9 @@ fn resolve_comm(
         let range_start = open_nccl_calls(rank, node, &before)?;
         let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
         let who = (rank.place.pid, rank.tid());
-        node.nvtx_range(
-            (range_start, rank.cpu),
-            who,
-            NvtxText::Registered(api),
-            NCCL_DOMAIN,
-        )?;
+        let payload = nccl_payload(rank, api, *dur);
+        let text = NvtxText::Registered(api);
+        node.nccl_range((range_start, rank.cpu), who, text, payload.as_deref())?;
         let delay = match rank.style.straggler {
             Some((straggler, ns)) if straggler == m => ns,
             _ => 0,

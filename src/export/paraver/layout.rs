@@ -13,7 +13,7 @@ use crate::export::prepare::Prepared;
 use crate::export::stream::copy_names;
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::model::{
-    GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId, Timeline,
+    AccTable, GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId, Timeline,
 };
 use std::collections::BTreeMap;
 
@@ -93,6 +93,13 @@ pub struct Values {
     pub os_labels: Vec<(u32, String)>,
     /// Labels of the [`types::PTHREAD`] values, by value.
     pub pthread_labels: Vec<(u32, String)>,
+    /// OpenACC (table, source) -> value, and (table, function) -> value, numbered as nsys2prv
+    /// does: by name, data's first, then launches', then the others'.
+    pub acc: [FxHashMap<(AccTable, StringId), u32>; 2],
+    /// Labels of the OpenACC source values and function values, by table, by value.
+    pub acc_labels: [[Vec<(u32, String)>; 3]; 2],
+    /// The NCCL payload fields (types 9501 + index).
+    pub payloads: Vec<crate::classify::payloads::Field>,
     /// MPI function name -> value (of every MPI type).
     pub mpi: FxHashMap<StringId, u32>,
     /// Labels of the MPI values, by value: Extrae's table, then the names it lacks; empty when
@@ -265,12 +272,19 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
     let mut gpu_keys: FxHashSet<GpuName> = FxHashSet::default();
     let mut os_keys: FxHashSet<StringId> = FxHashSet::default();
     let mut mpi_keys: FxHashSet<StringId> = FxHashSet::default();
+    let mut acc_keys: [[FxHashSet<StringId>; 3]; 2] = Default::default();
     for part in parts {
         let names = &part.events.names;
         let text = |id: StringId| part.translation.strings[id.index()];
         api_keys.extend(names.used(Names::API).map(text));
         os_keys.extend(names.used(Names::OS).map(text));
         mpi_keys.extend(names.used(Names::MPI).map(text));
+        for (function, keys) in acc_keys.iter_mut().enumerate() {
+            for table in AccTable::ALL {
+                let kind = Names::acc(table, function == 1);
+                keys[table as usize].extend(names.used(kind).map(text));
+            }
+        }
         gpu_keys.extend(names.used(Names::KERNEL).map(|k| GpuName::Kernel(text(k))));
         for &kind in &names.copy_kinds {
             gpu_keys.insert(GpuName::Fixed(copy_names(kind).0));
@@ -339,6 +353,17 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
         &mut values,
         by_label(mpi_keys, |&k| timeline.text(k).to_string()),
     );
+    for (function, keys) in acc_keys.into_iter().enumerate() {
+        let mut next = 0;
+        for (table, keys) in AccTable::ALL.into_iter().zip(keys) {
+            for (label, ids) in by_label(keys, |&k| timeline.text(k).to_string()) {
+                next += 1;
+                values.acc_labels[function][table as usize].push((next, label));
+                let map = &mut values.acc[function];
+                map.extend(ids.into_iter().map(|id| ((table, id), next)));
+            }
+        }
+    }
     for e in &plan.exported {
         for (_, series) in plan.activity.metric_series(e.process) {
             let series = timeline.metric_series(series);
@@ -347,6 +372,7 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
             values.metrics.entry(ty).or_insert(name);
         }
     }
+    values.payloads = plan.payloads.fields.clone();
     let mut roles: Vec<String> = [
         "compute",
         "copy",

@@ -19,6 +19,7 @@ pub use records::{Counts, Used};
 use super::Plan;
 use super::capture::Joined;
 use super::prepare::Prepared;
+use crate::model::ACC_EVENT_KINDS;
 use crate::report::utc_iso;
 use layout::{GpuName, Layout};
 use std::cmp::Reverse;
@@ -423,6 +424,21 @@ fn pcf(layout: &Layout, used: &Used) -> String {
             types::MPI_RECV_SIZE
         );
     }
+    acc_blocks(&mut out, v);
+    for (i, field) in v.payloads.iter().enumerate() {
+        let ty = types::NCCL_PAYLOAD_BASE + i as u32;
+        let label = format!("NCCL {}", one_line(&field.name));
+        match &field.labels {
+            Some(labels) => {
+                let values: Vec<(u32, &str)> =
+                    (1..).zip(labels.iter().map(String::as_str)).collect();
+                block(&mut out, ty, &label, &values);
+            }
+            None => {
+                let _ = writeln!(out, "EVENT_TYPE\n0    {ty}    {label}\n");
+            }
+        }
+    }
     let roles: Vec<(u32, &str)> = (1..)
         .zip(v.roles.iter().map(String::as_str))
         .filter(|(id, _)| used.roles.contains(id))
@@ -464,6 +480,38 @@ fn pcf(layout: &Layout, used: &Used) -> String {
         let _ = writeln!(out, "0    {ty}    {label}");
     }
     out
+}
+
+/// The OpenACC types of the tables with events, as nsys2prv labels them: event kinds valued
+/// `ENUM_OPENACC_EVENT_KIND` id + 1, region sources and function names by value.
+fn acc_blocks(out: &mut String, v: &layout::Values) {
+    let kinds: Vec<(u32, &str)> = (1..).zip(ACC_EVENT_KINDS).collect();
+    for (
+        table,
+        [
+            (kind, kind_label),
+            (source, source_label),
+            (function, function_label),
+        ],
+    ) in types::ACC_TYPES
+    {
+        let [sources, functions] = &v.acc_labels;
+        fn labels(l: &[(u32, String)]) -> Vec<(u32, &str)> {
+            l.iter().map(|(id, s)| (*id, s.as_str())).collect()
+        }
+        let sources = labels(&sources[table as usize]);
+        if sources.is_empty() {
+            continue;
+        }
+        block(out, kind, kind_label, &kinds);
+        block(out, source, source_label, &sources);
+        block(
+            out,
+            function,
+            function_label,
+            &labels(&functions[table as usize]),
+        );
+    }
 }
 
 /// One `EVENT_TYPE` block with a value table (`0 End` first).

@@ -13,6 +13,7 @@ use super::gate::{Gate, Key};
 use super::layout::{GpuName, Task, Values};
 use super::types;
 use crate::classify::mpi::MpiClass;
+use crate::classify::payloads::MAX_FIELDS;
 use crate::classify::rules::is_nccl;
 use crate::export::Plan;
 use crate::export::capture::Joined;
@@ -20,14 +21,14 @@ use crate::export::counters::Counters;
 use crate::export::prepare::{FirstFit, Prepared};
 use crate::export::stream::{Event, Item, Stream, Writer, copy_names};
 use crate::hash::FxHashMap;
-use crate::model::{GpuId, MpiCall, MpiTable, NvtxKind, StreamId, ThreadId};
+use crate::model::{AccTable, GpuId, MpiCall, MpiTable, NvtxKind, StreamId, StringId, ThreadId};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
 
-/// Most type:value pairs in one record: a kernel begin has up to 17 (12 for every kernel; an
-/// NCCL kernel's role, evidence, stage and collective; a graph node).
-const MAX_PAIRS: usize = 17;
+/// Most type:value pairs in one record: a kernel begin has up to 25 (12 for every kernel; an
+/// NCCL kernel's role, evidence, stage and collective; a graph node; up to 8 payload fields).
+const MAX_PAIRS: usize = 17 + MAX_FIELDS;
 
 /// What was written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -46,6 +47,8 @@ pub struct Counts {
     pub os_calls: u64,
     /// MPI call begins (50000001 to 50000005).
     pub mpi_calls: u64,
+    /// OpenACC event begins (66000000 to 66000002).
+    pub acc_events: u64,
     /// GPU metric samples (9400 + metric id).
     pub metric_samples: u64,
     /// Communication records (launch -> GPU operation).
@@ -68,6 +71,7 @@ impl Counts {
         self.nvtx += o.nvtx;
         self.os_calls += o.os_calls;
         self.mpi_calls += o.mpi_calls;
+        self.acc_events += o.acc_events;
         self.metric_samples += o.metric_samples;
         self.comms += o.comms;
         self.comms_skipped += o.comms_skipped;
@@ -204,6 +208,17 @@ impl<W: Write> Body<'_, '_, '_, W> {
                         ],
                         &mut line,
                     ),
+                    Also::Acc(table) => {
+                        let [kind, source, function] = types::acc_types(table);
+                        let mut pairs = Pairs::new();
+                        for ty in [kind, source, function] {
+                            pairs.push((ty, 0));
+                        }
+                        if table == AccTable::Data {
+                            pairs.push((types::ACC_DATA_BYTES, 0));
+                        }
+                        format_pairs(pairs.as_slice(), &mut line)
+                    }
                 },
                 Close::Gpu(kind) => format_pairs(end_pairs(kind).as_slice(), &mut line),
             }
@@ -234,6 +249,8 @@ enum Also {
     Correlation,
     /// An MPI collective's send and receive sizes.
     MpiSizes,
+    /// An OpenACC event's source and function types (of its table), and for data its bytes.
+    Acc(AccTable),
 }
 
 /// A CPU thread's state: its number and pending closes (end, order, type, what else).
@@ -261,6 +278,8 @@ enum EndKind {
         staged: bool,
         collective: bool,
         graph_node: bool,
+        /// The payload fields set, a bit each.
+        payload: u8,
     },
     Memop,
     Graph,
@@ -411,6 +430,24 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
                 self.cpu_begin(body, o.thread, item, &[(ty, value.into())], Also::Nothing);
             }
             Event::Mpi(m) => self.mpi(body, &m, item),
+            Event::Acc(a) => {
+                body.counts.acc_events += 1;
+                let [kind, source, function] = types::acc_types(a.table);
+                let [sources, functions] = &body.values.acc;
+                let value = |map: &FxHashMap<_, u32>, id| {
+                    u64::from(map.get(&(a.table, id)).copied().unwrap_or(0))
+                };
+                let mut pairs = Pairs::new();
+                pairs.push((kind, u64::from(a.event_kind) + 1));
+                pairs.push((source, value(sources, a.source)));
+                if a.function != StringId::EMPTY {
+                    pairs.push((function, value(functions, a.function)));
+                }
+                if a.table == AccTable::Data {
+                    pairs.push((types::ACC_DATA_BYTES, a.bytes));
+                }
+                self.cpu_begin(body, a.thread, item, pairs.as_slice(), Also::Acc(a.table));
+            }
             Event::Nvtx(n) => {
                 body.counts.nvtx += 1;
                 let id = u64::from(values.nvtx.get(&(n.domain, n.text)).copied().unwrap_or(0));
@@ -794,12 +831,21 @@ fn begin_pairs<W: Write>(
             if k.graph_node != 0 {
                 pairs.push((types::GRAPH_NODE, u64::from(k.graph_node)));
             }
+            let process = timeline.stream(k.stream).process;
+            let mut payload = 0u8;
+            if nccl.is_some() {
+                for &(field, value) in plan.payloads.of(process, k.correlation) {
+                    pairs.push((types::NCCL_PAYLOAD_BASE + field as u32, value));
+                    payload |= 1 << field;
+                }
+            }
             let kind = EndKind::Kernel {
                 ty,
                 nccl: nccl.is_some(),
                 staged: stage.is_some(),
                 collective: collective.is_some(),
                 graph_node: k.graph_node != 0,
+                payload,
             };
             (pairs, kind, types::TAG_KERNEL, 0)
         }
@@ -870,6 +916,7 @@ fn end_pairs(kind: EndKind) -> Pairs {
         staged,
         collective,
         graph_node,
+        payload,
         ..
     } = kind
     {
@@ -885,6 +932,9 @@ fn end_pairs(kind: EndKind) -> Pairs {
         }
         if graph_node {
             pairs.push((types::GRAPH_NODE, 0));
+        }
+        for field in (0..MAX_FIELDS).filter(|f| payload & (1 << f) != 0) {
+            pairs.push((types::NCCL_PAYLOAD_BASE + field as u32, 0));
         }
     }
     pairs

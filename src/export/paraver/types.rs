@@ -4,6 +4,7 @@
 //! nsys2prv and Extrae.
 
 use crate::classify::mpi::MpiClass;
+use crate::model::AccTable;
 
 /// `CUDA library call`: the API call's name id on its CPU thread.
 pub const CUDA_API: u32 = 63_000_000;
@@ -23,6 +24,9 @@ pub const REGISTERS: u32 = 9110;
 pub const CORRELATION: u32 = 9200;
 /// `NCCL regions`: NVTX ranges of the NCCL domain.
 pub const NCCL_REGIONS: u32 = 9500;
+/// nsys2prv: the NCCL payload fields, 9501 + the field's index, labelled `NCCL <field>`, on
+/// NCCL kernels.
+pub const NCCL_PAYLOAD_BASE: u32 = 9501;
 /// `NVTX pushpop ranges <domain> domain`: 9600 + 100·k, k the domain's rank (default first).
 pub const NVTX_PUSHPOP_BASE: u32 = 9600;
 /// `NVTX startend ranges`.
@@ -113,6 +117,43 @@ pub const MPI_SEND_SIZE: u32 = 50_100_001;
 /// Extrae: bytes a collective receives.
 pub const MPI_RECV_SIZE: u32 = 50_100_002;
 
+/// nsys2prv: OpenACC events by table: (table, event kind type, region source type, function
+/// name type) and their labels. Event kinds are valued `ENUM_OPENACC_EVENT_KIND` id + 1.
+pub const ACC_TYPES: [(AccTable, [(u32, &str); 3]); 3] = [
+    (
+        AccTable::Data,
+        [
+            (66_000_001, "OpenACC Data Events"),
+            (66_100_001, "OpenACC data region source"),
+            (66_200_001, "OpenACC data function name"),
+        ],
+    ),
+    (
+        AccTable::Launch,
+        [
+            (66_000_002, "OpenACC Launch Events"),
+            (66_100_002, "OpenACC launch region source"),
+            (66_200_002, "OpenACC launch function name"),
+        ],
+    ),
+    (
+        AccTable::Other,
+        [
+            (66_000_000, "OpenACC Other Events"),
+            (66_100_000, "OpenACC other region source"),
+            (66_200_000, "OpenACC other function name"),
+        ],
+    ),
+];
+/// nsys2prv: bytes of an OpenACC data event.
+pub const ACC_DATA_BYTES: u32 = 66_300_001;
+
+/// The (event kind, region source, function name) types of an OpenACC table.
+pub fn acc_types(table: AccTable) -> [u32; 3] {
+    let (_, types) = ACC_TYPES[table as usize];
+    types.map(|(ty, _)| ty)
+}
+
 /// The event type of an MPI call's class.
 pub fn mpi_type(class: MpiClass) -> u32 {
     MPI_TYPES
@@ -143,6 +184,7 @@ pub const PLAIN: &[(u32, &str)] = &[
     (COLLECTIVE_WAIT, "nsys-lens waiting in collectives"),
     (COLLECTIVE, "nsys-lens collective instance"),
     (GPU_MEMORY, "nsys-lens GPU memory allocated (bytes)"),
+    (ACC_DATA_BYTES, "OpenACC data bytes"),
     (
         BARRIER_IN_FLIGHT,
         "nsys-lens barrier communication in flight",

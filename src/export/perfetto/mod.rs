@@ -59,6 +59,8 @@ pub struct Counts {
     pub os_calls: u64,
     /// MPI call slices.
     pub mpi_calls: u64,
+    /// OpenACC event slices.
+    pub acc_events: u64,
     /// GPU metric samples (counter values).
     pub metric_samples: u64,
     /// Flow arrows (API call to GPU operation, between collectives' kernels, MPI send to
@@ -79,6 +81,7 @@ impl Counts {
             + self.nvtx
             + self.os_calls
             + self.mpi_calls
+            + self.acc_events
     }
 
     fn add(&mut self, o: &Counts) {
@@ -90,6 +93,7 @@ impl Counts {
         self.nvtx += o.nvtx;
         self.os_calls += o.os_calls;
         self.mpi_calls += o.mpi_calls;
+        self.acc_events += o.acc_events;
         self.metric_samples += o.metric_samples;
         self.flows += o.flows;
         self.tracks += o.tracks;

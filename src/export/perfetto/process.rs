@@ -22,8 +22,8 @@ use crate::export::prepare::Prepared;
 use crate::export::stream::{Event, Item, copy_names};
 use crate::hash::FxHashMap;
 use crate::model::{
-    GpuId, Kernel, MetricSeriesId, MpiCall, MpiTable, NO_RANK, NvtxEvent, NvtxKind, ProcessId,
-    StreamId, StringId, ThreadId,
+    ACC_EVENT_KINDS, AccEvent, AccTable, GpuId, Kernel, MetricSeriesId, MpiCall, MpiTable, NO_RANK,
+    NvtxEvent, NvtxKind, ProcessId, StreamId, StringId, ThreadId,
 };
 use std::io::{self, Write};
 
@@ -369,6 +369,11 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                 self.cpu_slice(o.thread, item, label, &[], None)
             }
             Event::Mpi(m) => self.mpi(&m, item),
+            Event::Acc(a) => {
+                self.core.counts.acc_events += 1;
+                let (label, args) = acc_slice(&a);
+                self.cpu_slice(a.thread, item, label, &args, None)
+            }
             Event::Nvtx(n) => self.nvtx(&n, item),
             Event::Kernel(k) => {
                 if let Some((counters, _)) = &mut self.counters {
@@ -462,7 +467,9 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
     fn nvtx(&mut self, n: &NvtxEvent, item: &Item) -> io::Result<()> {
         self.core.counts.nvtx += 1;
         let domain = (n.domain != StringId::EMPTY).then_some((Arg::Domain, Value::Text(n.domain)));
-        let args: Vec<(Arg, Value)> = domain.into_iter().collect();
+        let payload =
+            (n.payload != StringId::EMPTY).then_some((Arg::Payload, Value::Text(n.payload)));
+        let args: Vec<(Arg, Value)> = domain.into_iter().chain(payload).collect();
         let label = (Name::Text(n.text), Category::Nvtx);
         match n.kind {
             NvtxKind::Mark => {
@@ -746,6 +753,30 @@ fn values(changes: &Changes) -> impl Iterator<Item = Option<i64>> + '_ {
     std::iter::once(changes.compute)
         .chain(changes.roles.iter().copied())
         .chain([changes.exposed, changes.waiting])
+}
+
+/// An OpenACC event's name and arguments: its kind, source, function, and its variable and
+/// bytes (data) or kernel (launch), those it has.
+fn acc_slice(a: &AccEvent) -> ((Name, Category), Vec<(Arg, Value)>) {
+    let kind = ACC_EVENT_KINDS
+        .get(usize::from(a.event_kind))
+        .map_or(Value::Uint(a.event_kind.into()), |k| Value::Fixed(k));
+    let mut args = vec![(Arg::EventKind, kind), (Arg::Source, Value::Text(a.source))];
+    if a.function != StringId::EMPTY {
+        args.push((Arg::Function, Value::Text(a.function)));
+    }
+    let object = match a.table {
+        AccTable::Data => Some(Arg::Variable),
+        AccTable::Launch => Some(Arg::KernelName),
+        AccTable::Other => None,
+    };
+    if let Some(arg) = object.filter(|_| a.object != StringId::EMPTY) {
+        args.push((arg, Value::Text(a.object)));
+    }
+    if a.table == AccTable::Data {
+        args.push((Arg::Bytes, Value::Uint(a.bytes)));
+    }
+    ((Name::Text(a.name), Category::OpenAcc), args)
 }
 
 /// A trace-wide flow id: correlation ids repeat across processes, so the process is in it.

@@ -93,10 +93,12 @@ pub enum Category {
     Graph,
     /// MPI calls.
     Mpi,
+    /// OpenACC events.
+    OpenAcc,
 }
 
 impl Category {
-    const NAMES: [&'static str; 9] = [
+    const NAMES: [&'static str; 10] = [
         "kernel",
         "memcpy",
         "memset",
@@ -106,6 +108,7 @@ impl Category {
         "os_runtime",
         "cuda_graph",
         "mpi",
+        "openacc",
     ];
 }
 
@@ -158,10 +161,22 @@ pub enum Arg {
     Communicator,
     /// Bytes an MPI collective received.
     RecvBytes,
+    /// An OpenACC event's kind.
+    EventKind,
+    /// An OpenACC event's source location.
+    Source,
+    /// The function an OpenACC event happened in.
+    Function,
+    /// The variable an OpenACC data event moved.
+    Variable,
+    /// The kernel an OpenACC launch started.
+    KernelName,
+    /// An NVTX event's payload (the JSON of an extended payload, or a scalar's value).
+    Payload,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 23] = [
+    const NAMES: [&'static str; 29] = [
         "name",
         "grid",
         "block",
@@ -185,6 +200,12 @@ impl Arg {
         "tag",
         "communicator",
         "recv_bytes",
+        "event_kind",
+        "source",
+        "function",
+        "variable",
+        "kernel",
+        "payload",
     ];
 }
 
