@@ -10,6 +10,8 @@
 //! * [`analysis`]: interval algebra, overlap and exposed communication, PithTrain parity;
 //! * [`export`]: the merged, classified timeline as a Perfetto trace;
 //! * [`report`]: tables and JSON for people and scripts;
+//! * [`load`] and [`query`]: inputs as people give them, and every analysis command as one call
+//!   (what the CLI and the Python package share);
 //! * [`synth`]: a generator of realistic exports for tests, benchmarks and demos.
 //!
 //! ```
@@ -26,9 +28,11 @@ pub mod classify;
 pub mod export;
 mod hash;
 pub mod intervals;
+pub mod load;
 pub mod model;
 pub mod nsys;
 pub mod output;
+pub mod query;
 pub mod report;
 pub mod spill;
 pub mod synth;

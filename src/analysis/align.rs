@@ -45,6 +45,13 @@ pub struct Alignment {
     pub notes: Vec<String>,
 }
 
+impl Alignment {
+    /// The correction of each host, in host order: what `Timeline::shift_hosts` takes.
+    pub fn corrections(&self) -> Vec<i64> {
+        self.hosts.iter().map(|h| h.correction_ns).collect()
+    }
+}
+
 /// One member host of an instance: its latest start, and its earliest, median and latest end.
 #[derive(Debug, Clone, Copy)]
 struct Member {

@@ -1,15 +1,14 @@
 //! What the analysis commands share: inputs, output format, compatibility mode, window and
 //! role options, and the pipeline read -> ranks -> windows -> stream roles.
 
+use super::Outcome;
 pub use super::inputs::FormatArg;
 use super::inputs::Inputs;
-use super::{NothingFound, Outcome};
-use anyhow::Context as _;
 use nsys_lens::analysis::pithtrain::{self, CompatError, Setup};
-use nsys_lens::classify::{self, Activity, Rank, RankStreams, RoleRules, WindowSpec};
-use nsys_lens::model::{Ns, Timeline};
-use nsys_lens::report::{self, Format, Output, RankWindow, Table};
-use regex::Regex;
+use nsys_lens::classify::{Activity, RoleRules};
+use nsys_lens::model::Timeline;
+use nsys_lens::query::{NothingFound, RankList, Selection, WindowOptions};
+use nsys_lens::report::{self, Format, Output, Table};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -77,30 +76,6 @@ pub struct WindowArgs {
     pub gpu_window: bool,
 }
 
-/// The window `--start/--end` (checked) or `--anchor` (compiled) ask for, else `otherwise`.
-pub fn window_spec(
-    start_end: Option<(i64, i64)>,
-    anchor: Option<&str>,
-    otherwise: WindowSpec,
-) -> anyhow::Result<WindowSpec> {
-    Ok(match (start_end, anchor) {
-        (Some((start, end)), _) => {
-            anyhow::ensure!(start < end, "--start {start} is not before --end {end}");
-            WindowSpec::Explicit {
-                start: Ns(start),
-                end: Ns(end),
-            }
-        }
-        (None, Some(pattern)) => WindowSpec::Anchor(anchor_regex(pattern)?),
-        (None, None) => otherwise,
-    })
-}
-
-/// An `--anchor` pattern, compiled.
-fn anchor_regex(pattern: &str) -> anyhow::Result<Regex> {
-    Regex::new(pattern).with_context(|| format!("bad --anchor regex `{pattern}`"))
-}
-
 /// Options of the commands that analyse each rank over a window.
 #[derive(Debug, clap::Args)]
 pub struct RankArgs {
@@ -147,46 +122,13 @@ impl RankArgs {
         Ok(out)
     }
 
-    /// The selected ranks over their windows, with their streams classified, and the rules.
-    pub fn classified(
-        &self,
-        activity: &Activity,
-    ) -> anyhow::Result<(Vec<(RankWindow, RankStreams)>, RoleRules)> {
-        let rules = self.streams.rules()?;
-        let ranks = self.streams.select(ranks(activity)?)?;
-        let windows = self.window.windows(activity, &ranks)?;
-        Ok((classify_streams(activity, windows, &rules), rules))
-    }
-}
-
-/// Global ranks named on the command line (`--ranks 0,4-7`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RankList(pub Vec<u32>);
-
-impl RankList {
-    /// Parses `3`, `0,2` or `0,4-7`.
-    pub fn parse(list: &str) -> Result<RankList, String> {
-        let mut ranks = Vec::new();
-        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let number = |s: &str| {
-                s.trim()
-                    .parse::<u32>()
-                    .map_err(|_| format!("`{item}` is not a rank or a range a-b"))
-            };
-            match item.split_once('-') {
-                Some((a, b)) => ranks.extend(number(a)?..=number(b)?),
-                None => ranks.push(number(item)?),
-            }
-        }
-        if ranks.is_empty() {
-            return Err("no rank given".to_string());
-        }
-        Ok(RankList(ranks))
-    }
-
-    /// Whether the list names `rank`.
-    pub fn contains(&self, rank: u32) -> bool {
-        self.0.contains(&rank)
+    /// Which ranks, windows and role rules these options select.
+    pub fn selection(&self) -> anyhow::Result<Selection> {
+        Ok(Selection {
+            ranks: self.streams.ranks.clone(),
+            window: self.window.options(),
+            rules: self.streams.rules()?,
+        })
     }
 }
 
@@ -264,14 +206,14 @@ impl WindowArgs {
         self.anchor.is_none() && self.start.is_none() && !self.whole && !self.gpu_window
     }
 
-    /// The window specification these options ask for.
-    pub fn spec(&self) -> anyhow::Result<WindowSpec> {
-        let otherwise = if self.whole {
-            WindowSpec::Whole
-        } else {
-            WindowSpec::Steady
-        };
-        window_spec(self.start.zip(self.end), self.anchor.as_deref(), otherwise)
+    /// The library's window options.
+    pub fn options(&self) -> WindowOptions {
+        WindowOptions {
+            anchor: self.anchor.clone(),
+            start_end: self.start.zip(self.end),
+            whole: self.whole,
+            gpu_window: self.gpu_window,
+        }
     }
 
     /// PithTrain's window for one record: `--start/--end` when given, else its median chunk.
@@ -286,40 +228,6 @@ impl WindowArgs {
             None => compat(pithtrain::find_window(activity, setup)).map(|w| (w.start, w.end)),
         }
     }
-
-    /// `--anchor` compiled, when given.
-    pub fn anchor_regex(&self) -> anyhow::Result<Option<Regex>> {
-        self.anchor.as_deref().map(anchor_regex).transpose()
-    }
-
-    /// Each rank's window; an `--anchor` that matches no range on any rank is an error naming
-    /// the range names closest to it.
-    pub fn windows(&self, activity: &Activity, ranks: &[Rank]) -> anyhow::Result<Vec<RankWindow>> {
-        let spec = self.spec()?;
-        let windows: Vec<RankWindow> = ranks
-            .iter()
-            .map(|&rank| {
-                let window = classify::window::find(activity, rank.process, &spec);
-                let bounds = window.bounds(self.gpu_window);
-                RankWindow {
-                    rank,
-                    window,
-                    bounds,
-                }
-            })
-            .collect();
-        let unmatched = |w: &RankWindow| w.window.source == classify::WindowSource::NoAnchor;
-        if let (Some(pattern), true) = (&self.anchor, windows.iter().all(unmatched)) {
-            let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-            let closest = classify::window::closest_ranges(activity, &processes, pattern, 3);
-            anyhow::bail!(
-                "--anchor `{pattern}` matches no NVTX range of any rank; the closest range names \
-                 are: {}",
-                closest.join(" | ")
-            );
-        }
-        Ok(windows)
-    }
 }
 
 impl StreamArgs {
@@ -330,59 +238,4 @@ impl StreamArgs {
             None => RoleRules::default(),
         })
     }
-
-    /// The ranks kept by `--ranks`.
-    pub fn select(&self, ranks: Vec<Rank>) -> anyhow::Result<Vec<Rank>> {
-        keep_ranks(ranks, self.ranks.as_ref())
-    }
-}
-
-/// The ranks a `--ranks` list keeps (all without one); every rank it names must exist.
-pub fn keep_ranks(ranks: Vec<Rank>, wanted: Option<&RankList>) -> anyhow::Result<Vec<Rank>> {
-    let Some(wanted) = wanted else {
-        return Ok(ranks);
-    };
-    let missing: Vec<String> = wanted
-        .0
-        .iter()
-        .filter(|&&w| !ranks.iter().any(|r| r.rank == w))
-        .map(u32::to_string)
-        .collect();
-    let known: Vec<String> = ranks.iter().map(|r| r.rank.to_string()).collect();
-    anyhow::ensure!(
-        missing.is_empty(),
-        "no rank {} (ranks: {})",
-        missing.join(", "),
-        known.join(", ")
-    );
-    Ok(ranks
-        .into_iter()
-        .filter(|r| wanted.contains(r.rank))
-        .collect())
-}
-
-/// The ranks of the timeline ([`NothingFound`] when there is none).
-pub fn ranks(activity: &Activity) -> anyhow::Result<Vec<Rank>> {
-    let ranks = classify::ranks::discover(activity)?;
-    if ranks.is_empty() {
-        return Err(
-            NothingFound("no process has GPU work or a rank label: no ranks".into()).into(),
-        );
-    }
-    Ok(ranks)
-}
-
-/// Each rank's windows and stream roles.
-pub fn classify_streams(
-    activity: &Activity,
-    windows: Vec<RankWindow>,
-    rules: &RoleRules,
-) -> Vec<(RankWindow, RankStreams)> {
-    windows
-        .into_iter()
-        .map(|w| {
-            let streams = classify::streams::classify(activity, w.rank.process, w.bounds, rules);
-            (w, streams)
-        })
-        .collect()
 }

@@ -1,10 +1,8 @@
 //! `nsys-lens collectives REPORT... [WINDOW] [--by rank] [--top N]`
 
 use super::Outcome;
-use super::analysis::{self, RankArgs};
-use nsys_lens::analysis::collectives::{Instance, add_transfers, by_rank, match_instances};
-use nsys_lens::classify::{Activity, layout};
-use nsys_lens::report;
+use super::analysis::RankArgs;
+use nsys_lens::query::{self, CollectiveOptions};
 
 /// Options of `collectives`.
 #[derive(Debug, clap::Args)]
@@ -39,39 +37,14 @@ enum By {
     Rank,
 }
 
-/// Prints every collective instance matched across ranks, or each rank's totals.
+/// Prints the collectives matched across ranks, or totals per rank.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.r.common.load()?;
-    let activity = Activity::new(&timeline);
-    let ranks = analysis::ranks(&activity)?;
-    let windows = args.r.window.windows(&activity, &ranks)?;
-    let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-    let mut collectives = match_instances(&timeline, &processes);
-    if args.p2p {
-        let rules = args.r.streams.rules()?;
-        let transfers = layout::rank_transfers(&activity, &ranks, &rules);
-        add_transfers(&mut collectives, &transfers);
-    }
-    let wanted = args.r.streams.ranks.as_ref();
-    let inside = |i: &&Instance| {
-        let in_window = i.arrivals.iter().all(|a| {
-            let (start, end) = windows[a.rank].bounds;
-            start <= a.start && a.start < end
-        });
-        let has_rank = |r: u32| i.arrivals.iter().any(|a| ranks[a.rank].rank == r);
-        in_window && wanted.is_none_or(|list| list.0.iter().any(|&r| has_rank(r)))
+    let options = CollectiveOptions {
+        p2p: args.p2p,
+        by_rank: args.by == Some(By::Rank),
+        top: args.top,
     };
-    let mut instances: Vec<&Instance> = collectives.instances.iter().filter(inside).collect();
-    if let Some(n) = args.top {
-        instances.sort_by_key(|i| std::cmp::Reverse(i.skew()));
-        instances.truncate(n);
-    }
-    let output = match args.by {
-        Some(By::Rank) => {
-            let waits = by_rank(ranks.len(), &instances);
-            report::by_rank_output(&timeline, &windows, &waits)
-        }
-        None => report::instances_output(&timeline, &windows, &collectives, &instances),
-    };
+    let output = query::collectives(&timeline, &args.r.selection()?, options)?;
     args.r.common.print(&output)
 }

@@ -3,11 +3,7 @@
 use super::Outcome;
 use super::analysis::{self, FormatArg, WindowArgs};
 use super::inputs::{Align, Inputs};
-use nsys_lens::analysis::bubbles::rank_bubbles;
-use nsys_lens::analysis::kernels::rank_kernels;
-use nsys_lens::analysis::overlap::{StageKey, rank_exposure};
-use nsys_lens::classify::families::{Families, FamilyCache};
-use nsys_lens::classify::{self, Activity, RoleRules};
+use nsys_lens::query;
 use nsys_lens::report::{Cell, Format, Output, Table};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -113,55 +109,6 @@ impl Args {
             format: self.format,
         };
         let timeline = common.load()?;
-        let activity = Activity::new(&timeline);
-        let ranks = analysis::ranks(&activity)?;
-        let windows = self.window.windows(&activity, &ranks)?;
-        let anchor = self.window.anchor_regex()?;
-        let rules = RoleRules::default();
-        let families = Families::default();
-        let mut cache = FamilyCache::new(&families, &timeline);
-        let mut sums: BTreeMap<String, f64> = BTreeMap::new();
-        let mut add = |metric: String, v: f64| *sums.entry(metric).or_default() += v;
-        for (w, streams) in analysis::classify_streams(&activity, windows, &rules) {
-            let process = w.rank.process;
-            let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
-            if steps.is_empty() {
-                steps.push(w.bounds);
-            }
-            let n = steps.len() as f64;
-            let extent = (steps[0].0, steps[steps.len() - 1].1);
-            let k = rank_kernels(&activity, process, extent, &mut cache);
-            let step = k.span_ns as f64 / n;
-            add("step_ns".into(), step);
-            add("kernel_ns per step".into(), k.kernel_ns as f64 / n);
-            add("idle_ns per step".into(), k.idle_ns as f64 / n);
-            add(
-                "concurrency_excess_ns per step".into(),
-                k.concurrency_excess_ns as f64 / n,
-            );
-            add(
-                "step_minus_kernel_ns per step".into(),
-                k.step_minus_kernel_ns() as f64 / n,
-            );
-            for f in &k.families {
-                add(
-                    format!("family {} ns per step", f.family),
-                    f.time_ns as f64 / n,
-                );
-                let share = 100.0 * f.time_ns as f64 / k.span_ns.max(1) as f64;
-                add(format!("family {} share_of_step_pct", f.family), share);
-            }
-            for ((stage, role), e) in rank_exposure(&streams, &rules) {
-                if stage == StageKey::All {
-                    let role = role.label();
-                    add(format!("exposed_comm_ns {role}"), e.exposed_wall_ns as f64);
-                }
-            }
-            let bubbles = rank_bubbles(&activity, process, &steps, &streams, &rules);
-            let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / n;
-            add("bubble_pct".into(), mean);
-        }
-        let ranks = ranks.len() as f64;
-        Ok(sums.into_iter().map(|(k, v)| (k, v / ranks)).collect())
+        query::run_metrics(&timeline, &self.window.options())
     }
 }

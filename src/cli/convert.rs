@@ -1,7 +1,6 @@
 //! `nsys-lens convert REPORT... [-o OUT] [--to perfetto] [WINDOW] [--ranks LIST]`
 
 use super::Outcome;
-use super::analysis::{RankList, keep_ranks};
 use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
 use nsys_lens::export::capture::{Captures, Joined};
@@ -9,6 +8,7 @@ use nsys_lens::export::encoded::{self, Formats};
 use nsys_lens::export::prepare::{Prepared, prepare_all};
 use nsys_lens::export::{Plan, paraver, perfetto};
 use nsys_lens::model::Timeline;
+use nsys_lens::query::{RankList, keep_ranks, window_spec};
 use nsys_lens::spill::Budget;
 use std::path::{Path, PathBuf};
 
@@ -378,7 +378,7 @@ impl Args {
         } else {
             WindowSpec::Whole
         };
-        super::analysis::window_spec(self.start.zip(self.end), self.anchor.as_deref(), otherwise)
+        window_spec(self.start.zip(self.end), self.anchor.as_deref(), otherwise)
     }
 
     /// Whether the outputs are gzipped: `--compress`, or an `-o` name ending in `.gz`.

@@ -2,12 +2,7 @@
 
 use super::Outcome;
 use super::analysis::RankArgs;
-use nsys_lens::analysis::idle::{cpu_activity, os_call, rank_idle};
-use nsys_lens::classify::Activity;
-use nsys_lens::report::{self, GapContext, RankIdle};
-
-/// How many of a rank's longest gaps are listed.
-const LONGEST: usize = 3;
+use nsys_lens::query;
 
 /// Options of `idle`.
 #[derive(Debug, clap::Args)]
@@ -26,35 +21,6 @@ pub struct Args {
 /// Prints GPU idle time per stream, split by cause, and the longest gaps.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.r.common.load()?;
-    let activity = Activity::new(&timeline);
-    let (classified, rules) = args.r.classified(&activity)?;
-    let idle: Vec<RankIdle> = classified
-        .iter()
-        .map(|(w, roles)| {
-            let process = w.rank.process;
-            let (streams, mut gaps) = rank_idle(&activity, process, w.bounds, args.launch_gap);
-            gaps.sort_by_key(|g| std::cmp::Reverse(g.end - g.start));
-            let longest = gaps
-                .into_iter()
-                .take(LONGEST)
-                .map(|g| {
-                    let middle = g.start + (g.end - g.start) / 2;
-                    let context = g.launcher.map_or_else(GapContext::default, |t| GapContext {
-                        cpu: cpu_activity(&activity, process, t, middle),
-                        os_call: os_call(&activity, process, t, middle),
-                    });
-                    (g, context)
-                })
-                .collect();
-            RankIdle {
-                window: w.clone(),
-                streams,
-                roles,
-                longest,
-            }
-        })
-        .collect();
-    args.r
-        .common
-        .print(&report::idle_output(&timeline, &idle, &rules))
+    let output = query::idle(&timeline, &args.r.selection()?, args.launch_gap)?;
+    args.r.common.print(&output)
 }

@@ -1,11 +1,9 @@
 //! Options shared by every command that reads reports.
 
-use anyhow::Context as _;
-use nsys_lens::analysis::align::{self, Alignment};
+use nsys_lens::analysis::align::Alignment;
 use nsys_lens::export::capture::{Capture, Captures};
-use nsys_lens::export::part::{self, PART_EXTENSION};
+use nsys_lens::load;
 use nsys_lens::model::Timeline;
-use nsys_lens::nsys;
 use nsys_lens::spill::Budget;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,6 +47,19 @@ pub enum Align {
 }
 
 impl Inputs {
+    /// What the library reads.
+    fn library(&self) -> load::Inputs {
+        load::Inputs {
+            reports: self.reports.clone(),
+            export_dir: self.export_dir.clone(),
+            align: match self.align {
+                Align::Session => load::Align::Session,
+                Align::Collectives => load::Align::Collectives,
+            },
+            threads: self.threads(),
+        }
+    }
+
     /// Exports `.nsys-rep` inputs when needed, loads every report into one timeline, and with
     /// `--align collectives` corrects each host's clock.
     pub fn load(&self) -> anyhow::Result<Timeline> {
@@ -57,80 +68,29 @@ impl Inputs {
 
     /// [`Inputs::load`], and the alignment estimate when `--align collectives` asked for one.
     pub fn load_aligned(&self) -> anyhow::Result<(Timeline, Option<Alignment>)> {
-        let mut timeline = self.load_session()?;
-        if self.align == Align::Session {
-            return Ok((timeline, None));
-        }
-        let alignment = align::estimate(&timeline);
-        let corrections: Vec<i64> = alignment.hosts.iter().map(|h| h.correction_ns).collect();
-        timeline.shift_hosts(&corrections);
-        Ok((timeline, Some(alignment)))
-    }
-
-    /// The reports on the session-start clock (part files' events loaded into memory too).
-    fn load_session(&self) -> anyhow::Result<Timeline> {
-        let paths = self.paths()?;
-        if !paths.iter().any(|p| part::is_part(p)) {
-            let what = format!("reading {} report(s)", self.reports.len());
-            let _progress = super::progress::Progress::reading(what, self.quiet);
-            return Timeline::load_with_threads(&paths, self.threads())
-                .context("cannot load the reports");
-        }
-        let captures = self.read_captures(Budget::new(usize::MAX / 2))?;
-        let joined = Captures::join(captures.into_iter().map(|(_, c)| c).collect())?;
-        Ok(joined.into_timeline()?)
+        let _progress = self.reading();
+        self.library().load()
     }
 
     /// Every input read for a streaming conversion, each with the position of the input it
     /// came from: exports read (their events sorted under `budget`), part files opened.
     pub fn read_captures(&self, budget: Arc<Budget>) -> anyhow::Result<Vec<(usize, Capture)>> {
-        let what = format!("reading {} report(s)", self.reports.len());
-        let _progress = super::progress::Progress::reading(what, self.quiet);
-        let paths = self.paths()?;
-        let (parts, exports): (Vec<_>, Vec<_>) = paths
-            .iter()
-            .enumerate()
-            .partition(|(_, p)| part::is_part(p));
-        let reports = exports
-            .iter()
-            .map(|&(i, p)| Ok((i, nsys::Report::open(p)?)))
-            .collect::<Result<Vec<_>, nsys::Error>>()?;
-        let chunking = nsys::Chunking::shared(self.threads(), reports.len(), nsys::CHUNK_ROWS);
-        let read = |(i, report): (usize, nsys::Report)| {
-            Ok((i, Capture::read(&report, chunking, budget.clone())?))
-        };
-        let mut captures = nsys_lens::model::read_all(reports, self.threads(), read)
-            .context("cannot load the reports")?;
-        for (i, path) in parts {
-            captures.extend(part::read(path)?.into_iter().map(|c| (i, c)));
-        }
-        // Input order; a part's reports in their order.
-        captures.sort_by_key(|(i, _)| *i);
-        Ok(captures)
+        let _progress = self.reading();
+        self.library().read_captures(budget)
     }
 
     /// Reads every input for a streaming conversion (its events sorted under `budget`), puts
     /// them on one clock, and with `--align collectives` corrects each host's clock; with the
     /// input each joined capture came from.
     pub fn captures(&self, budget: Arc<Budget>) -> anyhow::Result<(Captures, Vec<usize>)> {
-        let (inputs, captures): (Vec<usize>, Vec<Capture>) =
-            self.read_captures(budget)?.into_iter().unzip();
-        let mut joined = Captures::join(captures).context("cannot load the reports")?;
-        if self.align == Align::Collectives {
-            let alignment = align::estimate(&joined.light);
-            let corrections: Vec<i64> = alignment.hosts.iter().map(|h| h.correction_ns).collect();
-            joined.shift_hosts(&corrections);
-        }
-        Ok((joined, inputs))
+        let _progress = self.reading();
+        self.library().captures(budget)
     }
 
-    /// The input files: directories expanded, `.nsys-rep` reports exported.
-    fn paths(&self) -> anyhow::Result<Vec<PathBuf>> {
-        Ok(self
-            .expanded()?
-            .iter()
-            .map(|p| nsys::resolve_input(p, self.export_dir.as_deref()))
-            .collect::<Result<Vec<_>, _>>()?)
+    /// The progress line while the reports are read.
+    fn reading(&self) -> super::progress::Progress {
+        let what = format!("reading {} report(s)", self.reports.len());
+        super::progress::Progress::reading(what, self.quiet)
     }
 
     /// Threads that read (`--threads`, else one per core).
@@ -139,35 +99,6 @@ impl Inputs {
             || std::thread::available_parallelism().map_or(1, |n| n.get()),
             usize::from,
         )
-    }
-}
-
-impl Inputs {
-    /// The reports, with each directory replaced by its `.sqlite` files in name order.
-    fn expanded(&self) -> anyhow::Result<Vec<PathBuf>> {
-        let mut paths = Vec::new();
-        for path in &self.reports {
-            if !path.is_dir() {
-                paths.push(path.clone());
-                continue;
-            }
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("cannot list {}", path.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.extension()
-                        .is_some_and(|e| e == "sqlite" || e == PART_EXTENSION)
-                })
-                .collect();
-            anyhow::ensure!(
-                !found.is_empty(),
-                "{}: no .sqlite or .{PART_EXTENSION} file in this directory",
-                path.display()
-            );
-            found.sort();
-            paths.extend(found);
-        }
-        Ok(paths)
     }
 }
 

@@ -1,11 +1,9 @@
 //! `nsys-lens kernels REPORT... [--steps N] [--families FILE] [WINDOW]`
 
 use super::Outcome;
-use super::analysis::{self, RankArgs};
-use nsys_lens::analysis::kernels::rank_kernels;
-use nsys_lens::classify::families::{Families, FamilyCache};
-use nsys_lens::classify::{self, Activity};
-use nsys_lens::report::{self, RankBreakdown, RankWindow};
+use super::analysis::RankArgs;
+use nsys_lens::classify::families::Families;
+use nsys_lens::query;
 use std::path::PathBuf;
 
 /// Options of `kernels`.
@@ -34,29 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         None => Families::default(),
     };
     let timeline = args.r.common.load()?;
-    let activity = Activity::new(&timeline);
-    let ranks = args.r.streams.select(analysis::ranks(&activity)?)?;
-    let windows = args.r.window.windows(&activity, &ranks)?;
-    let anchor = args.r.window.anchor_regex()?;
-    let mut cache = FamilyCache::new(&families, &timeline);
-    let breakdowns: Vec<RankBreakdown> = windows
-        .into_iter()
-        .map(|mut w: RankWindow| {
-            let found = classify::window::steps(&activity, w.rank.process, w.bounds, anchor.as_ref());
-            let (steps, steps_source) = match (args.steps, found.first(), found.last()) {
-                (Some(n), ..) => (n.max(1), "given with --steps".to_string()),
-                (None, Some(first), Some(last)) => {
-                    // Measure over the steps themselves, not what the window holds around them.
-                    w.bounds = (first.0, last.1);
-                    (found.len(), "step NVTX ranges inside the window, measured from the first's start to the last's end".to_string())
-                }
-                _ => (1, "no step NVTX range inside the window: the window is taken as one step".to_string()),
-            };
-            let kernels = rank_kernels(&activity, w.rank.process, w.bounds, &mut cache);
-            RankBreakdown { window: w, kernels, steps, steps_source }
-        })
-        .collect();
-    args.r
-        .common
-        .print(&report::kernels_output(&timeline, &breakdowns))
+    let selection = args.r.selection()?;
+    let output = query::kernels(&timeline, &selection, &families, args.steps)?;
+    args.r.common.print(&output)
 }

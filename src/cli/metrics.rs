@@ -2,9 +2,7 @@
 
 use super::Outcome;
 use super::analysis::RankArgs;
-use nsys_lens::analysis::metrics::rank_metrics;
-use nsys_lens::classify::Activity;
-use nsys_lens::report::{self, RankMetrics};
+use nsys_lens::query;
 
 /// Options of `metrics`.
 #[derive(Debug, clap::Args)]
@@ -16,19 +14,9 @@ pub struct Args {
     r: RankArgs,
 }
 
-/// Prints every GPU metric of every rank's GPUs over its window.
+/// Prints GPU metrics per rank over its window.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.r.common.load()?;
-    let activity = Activity::new(&timeline);
-    let (classified, _) = args.r.classified(&activity)?;
-    let ranks: Vec<RankMetrics> = classified
-        .into_iter()
-        .map(|(window, _)| RankMetrics {
-            metrics: rank_metrics(&activity, window.rank.process, window.bounds),
-            window,
-        })
-        .collect();
-    args.r
-        .common
-        .print(&report::metrics_output(&timeline, &ranks))
+    let output = query::metrics(&timeline, &args.r.selection()?)?;
+    args.r.common.print(&output)
 }

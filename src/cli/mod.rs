@@ -22,6 +22,7 @@ mod synth;
 mod window;
 
 use clap::{CommandFactory, Parser, Subcommand};
+pub use nsys_lens::query::NothingFound;
 use std::ffi::OsString;
 
 const EXAMPLES: &str = "\
@@ -168,11 +169,6 @@ pub enum Outcome {
     /// It printed what was asked.
     Done,
 }
-
-/// The analysis found nothing to report (exit code 1): no rank, no anchor, an empty table.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct NothingFound(pub String);
 
 /// Runs the chosen subcommand.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {

@@ -2,8 +2,9 @@
 
 use super::Outcome;
 use super::analysis::{Compat, CompatArg, RankArgs};
-use nsys_lens::analysis::{overlap, pithtrain};
+use nsys_lens::analysis::pithtrain;
 use nsys_lens::classify::Activity;
+use nsys_lens::query;
 use nsys_lens::report;
 
 /// Options of `overlap`.
@@ -24,9 +25,9 @@ pub struct Args {
 /// Prints how much communication compute hides, per rank, stage and role.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.r.common.load()?;
-    let activity = Activity::new(&timeline);
     match args.c.compat {
         Some(Compat::Pithtrain) => {
+            let activity = Activity::new(&timeline);
             let rows = args.r.pithtrain_rows(&activity, |record, window| {
                 pithtrain::compute_overlap(&activity, record, window)
             })?;
@@ -35,17 +36,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .print_compat(report::pithtrain::overlap_table(&rows))
         }
         None => {
-            let (classified, rules) = args.r.classified(&activity)?;
-            let measured = classified
-                .into_iter()
-                .map(|(w, s)| {
-                    let exposure = overlap::rank_exposure(&s, &rules);
-                    (w, s, exposure)
-                })
-                .collect::<Vec<_>>();
-            args.r
-                .common
-                .print(&report::overlap_output(&timeline, &measured, &rules))
+            let output = query::overlap(&timeline, &args.r.selection()?)?;
+            args.r.common.print(&output)
         }
     }
 }

@@ -2,9 +2,8 @@
 
 use super::Outcome;
 use super::analysis::{self, Common, Compat, CompatArg};
-use nsys_lens::analysis::collectives::match_instances;
-use nsys_lens::classify::{Activity, RoleRules, layout};
-use nsys_lens::report;
+use nsys_lens::classify::Activity;
+use nsys_lens::{query, report};
 
 /// Options of `ranks`.
 #[derive(Debug, clap::Args)]
@@ -23,21 +22,12 @@ pub struct Args {
 /// Prints which process is which rank.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.common.load()?;
-    let activity = Activity::new(&timeline);
     match args.c.compat {
         Some(Compat::Pithtrain) => {
-            let records = analysis::compat_setup(&activity)?;
+            let records = analysis::compat_setup(&Activity::new(&timeline))?;
             args.common
                 .print_compat(report::pithtrain::setup_table(&records))
         }
-        None => {
-            let ranks = analysis::ranks(&activity)?;
-            let rules = RoleRules::default();
-            let pipeline = layout::pipeline_coords(&activity, &ranks, &rules);
-            let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-            let collectives = match_instances(&timeline, &processes);
-            let output = report::ranks_output(&timeline, &ranks, &pipeline, &collectives);
-            args.common.print(&output)
-        }
+        None => args.common.print(&query::rank_table(&timeline)?),
     }
 }

@@ -1,15 +1,16 @@
 //! `nsys-lens report REPORT... [-- B...] [-o FILE] [WINDOW]`
 
 use super::Outcome;
-use super::analysis::{self, WindowArgs};
+use super::analysis::WindowArgs;
 use super::inputs::{Align, Inputs};
 use nsys_lens::analysis::IntervalSet;
 use nsys_lens::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
 use nsys_lens::analysis::kernels::rank_kernels;
 use nsys_lens::analysis::overlap::rank_exposure;
 use nsys_lens::classify::families::{Families, FamilyCache};
-use nsys_lens::classify::{self, Activity, RankStreams, Role, RoleRules, layout};
+use nsys_lens::classify::{self, Activity, Rank, RankStreams, Role, RoleRules, layout};
 use nsys_lens::model::Timeline;
+use nsys_lens::query::Selection;
 use nsys_lens::report::RankWindow;
 use nsys_lens::report::html::{RankView, RunView, Segment, StripRow, page};
 use std::collections::BTreeMap;
@@ -84,17 +85,20 @@ impl Args {
         };
         let (timeline, alignment) = inputs.load_aligned()?;
         let activity = Activity::new(&timeline);
-        let ranks = analysis::ranks(&activity)?;
-        let rules = RoleRules::default();
-        let windows = self.window.windows(&activity, &ranks)?;
-        let classified = analysis::classify_streams(&activity, windows, &rules);
+        let selection = Selection {
+            window: self.window.options(),
+            ..Selection::default()
+        };
+        let rules = &selection.rules;
+        let classified = selection.classified(&activity)?;
+        let ranks: Vec<Rank> = classified.iter().map(|(w, _)| w.rank).collect();
         let families = Families::default();
         let mut cache = FamilyCache::new(&families, &timeline);
-        let pipeline = layout::pipeline_coords(&activity, &ranks, &rules);
+        let pipeline = layout::pipeline_coords(&activity, &ranks, rules);
         let mut views = Vec::new();
         for ((w, streams), coord) in classified.iter().zip(&pipeline.coords) {
             let pp = coord.map(|(c, _)| c.size);
-            views.push(rank_view(&activity, (w, streams, pp), &rules, &mut cache));
+            views.push(rank_view(&activity, (w, streams, pp), rules, &mut cache));
         }
         let mut summary = vec![
             format!(
@@ -128,7 +132,7 @@ impl Args {
             ),
             None => "clocks: session starts (use --align collectives to correct them)".to_string(),
         });
-        let (strip, strip_ns) = strip(&timeline, &classified, &rules);
+        let (strip, strip_ns) = strip(&timeline, &classified, rules);
         Ok(RunView {
             title: reports
                 .iter()

@@ -4,7 +4,7 @@ use super::Outcome;
 use super::analysis::{Compat, CompatArg, RankArgs};
 use nsys_lens::analysis::pithtrain;
 use nsys_lens::classify::Activity;
-use nsys_lens::report;
+use nsys_lens::{query, report};
 
 /// Options of `streams`.
 #[derive(Debug, clap::Args)]
@@ -21,12 +21,12 @@ pub struct Args {
     r: RankArgs,
 }
 
-/// Prints the role of every CUDA stream of each rank.
+/// Prints the role of every stream.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.r.common.load()?;
-    let activity = Activity::new(&timeline);
     match args.c.compat {
         Some(Compat::Pithtrain) => {
+            let activity = Activity::new(&timeline);
             let rows = args.r.pithtrain_rows(&activity, |record, window| {
                 pithtrain::classify_streams(&activity, record, window)
             })?;
@@ -35,10 +35,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .print_compat(report::pithtrain::streams_table(&rows))
         }
         None => {
-            let (classified, rules) = args.r.classified(&activity)?;
-            args.r
-                .common
-                .print(&report::streams_output(&timeline, &classified, &rules))
+            let output = query::streams(&timeline, &args.r.selection()?)?;
+            args.r.common.print(&output)
         }
     }
 }

@@ -4,7 +4,7 @@ use super::Outcome;
 use super::analysis::{self, Common, Compat, CompatArg, WindowArgs};
 use nsys_lens::analysis::pithtrain;
 use nsys_lens::classify::Activity;
-use nsys_lens::report;
+use nsys_lens::{query, report};
 
 /// Options of `window`.
 #[derive(Debug, clap::Args)]
@@ -23,16 +23,16 @@ pub struct Args {
     window: WindowArgs,
 }
 
-/// Prints each rank's steady-state window: CPU extent and GPU projection.
+/// Prints each rank's window.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let timeline = args.common.load()?;
-    let activity = Activity::new(&timeline);
     match args.c.compat {
         Some(Compat::Pithtrain) => {
             anyhow::ensure!(
                 args.window.is_default(),
                 "--compat pithtrain: find_window takes no window options"
             );
+            let activity = Activity::new(&timeline);
             let records = analysis::compat_setup(&activity)?;
             let windows = records
                 .iter()
@@ -47,10 +47,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .print_compat(report::pithtrain::window_table(&windows))
         }
         None => {
-            let ranks = analysis::ranks(&activity)?;
-            let windows = args.window.windows(&activity, &ranks)?;
-            args.common
-                .print(&report::window_output(&timeline, &windows))
+            let output = query::windows(&timeline, &args.window.options())?;
+            args.common.print(&output)
         }
     }
 }

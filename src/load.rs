@@ -1,0 +1,149 @@
+//! Inputs as people give them: exports, `.nsys-rep` reports (exported with nsys when needed),
+//! part files and directories of them, read into one timeline on one clock, or, for a
+//! streaming conversion, into captures. The CLI and the Python package read through this.
+
+use crate::analysis::align::{self, Alignment};
+use crate::export::capture::{Capture, Captures};
+use crate::export::part::{self, PART_EXTENSION};
+use crate::model::Timeline;
+use crate::nsys;
+use crate::spill::Budget;
+use anyhow::Context as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How hosts' clocks are put together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Align {
+    /// Each report's session start (its host's system clock).
+    #[default]
+    Session,
+    /// Session starts, then one correction per host from the collectives' end times.
+    Collectives,
+}
+
+/// What to read, and how.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// Exports, `.nsys-rep` reports, part files, or directories of exports and part files.
+    pub reports: Vec<PathBuf>,
+    /// Where `.nsys-rep` inputs are exported to (default: beside each report).
+    pub export_dir: Option<PathBuf>,
+    /// How hosts' clocks are put together.
+    pub align: Align,
+    /// Threads that read (reports at once; a report's large tables shared when there are
+    /// fewer reports than threads). The result is the same whatever the number.
+    pub threads: usize,
+}
+
+impl Inputs {
+    /// These reports, read on every core, on their session clocks.
+    pub fn new(reports: Vec<PathBuf>) -> Inputs {
+        Inputs {
+            reports,
+            export_dir: None,
+            align: Align::Session,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+
+    /// Every report in one timeline, with `Align::Collectives` each host's clock corrected;
+    /// and the alignment estimate when one was made.
+    pub fn load(&self) -> anyhow::Result<(Timeline, Option<Alignment>)> {
+        let mut timeline = self.load_session()?;
+        if self.align == Align::Session {
+            return Ok((timeline, None));
+        }
+        let alignment = align::estimate(&timeline);
+        timeline.shift_hosts(&alignment.corrections());
+        Ok((timeline, Some(alignment)))
+    }
+
+    /// The reports on the session-start clock (part files' events loaded into memory too).
+    fn load_session(&self) -> anyhow::Result<Timeline> {
+        let paths = self.paths()?;
+        if !paths.iter().any(|p| part::is_part(p)) {
+            return Timeline::load_with_threads(&paths, self.threads)
+                .context("cannot load the reports");
+        }
+        let captures = self.read_captures(Budget::new(usize::MAX / 2))?;
+        let joined = Captures::join(captures.into_iter().map(|(_, c)| c).collect())?;
+        Ok(joined.into_timeline()?)
+    }
+
+    /// Every input read for a streaming conversion, each with the position of the input it
+    /// came from: exports read (their events sorted under `budget`), part files opened.
+    pub fn read_captures(&self, budget: Arc<Budget>) -> anyhow::Result<Vec<(usize, Capture)>> {
+        let paths = self.paths()?;
+        let (parts, exports): (Vec<_>, Vec<_>) = paths
+            .iter()
+            .enumerate()
+            .partition(|(_, p)| part::is_part(p));
+        let reports = exports
+            .iter()
+            .map(|&(i, p)| Ok((i, nsys::Report::open(p)?)))
+            .collect::<Result<Vec<_>, nsys::Error>>()?;
+        let chunking = nsys::Chunking::shared(self.threads, reports.len(), nsys::CHUNK_ROWS);
+        let read = |(i, report): (usize, nsys::Report)| {
+            Ok((i, Capture::read(&report, chunking, budget.clone())?))
+        };
+        let mut captures = crate::model::read_all(reports, self.threads, read)
+            .context("cannot load the reports")?;
+        for (i, path) in parts {
+            captures.extend(part::read(path)?.into_iter().map(|c| (i, c)));
+        }
+        // Input order; a part's reports in their order.
+        captures.sort_by_key(|(i, _)| *i);
+        Ok(captures)
+    }
+
+    /// Every input read for a streaming conversion (events sorted under `budget`), on one
+    /// clock, with `Align::Collectives` each host's clock corrected; with the input each
+    /// joined capture came from.
+    pub fn captures(&self, budget: Arc<Budget>) -> anyhow::Result<(Captures, Vec<usize>)> {
+        let (inputs, captures): (Vec<usize>, Vec<Capture>) =
+            self.read_captures(budget)?.into_iter().unzip();
+        let mut joined = Captures::join(captures).context("cannot load the reports")?;
+        if self.align == Align::Collectives {
+            let alignment = align::estimate(&joined.light);
+            joined.shift_hosts(&alignment.corrections());
+        }
+        Ok((joined, inputs))
+    }
+
+    /// The input files: directories expanded, `.nsys-rep` reports exported.
+    fn paths(&self) -> anyhow::Result<Vec<PathBuf>> {
+        Ok(self
+            .expanded()?
+            .iter()
+            .map(|p| nsys::resolve_input(p, self.export_dir.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// The reports, with each directory replaced by its `.sqlite` and part files in name order.
+    fn expanded(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let mut paths = Vec::new();
+        for path in &self.reports {
+            if !path.is_dir() {
+                paths.push(path.clone());
+                continue;
+            }
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("cannot list {}", path.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.extension()
+                        .is_some_and(|e| e == "sqlite" || e == PART_EXTENSION)
+                })
+                .collect();
+            anyhow::ensure!(
+                !found.is_empty(),
+                "{}: no .sqlite or .{PART_EXTENSION} file in this directory",
+                path.display()
+            );
+            found.sort();
+            paths.extend(found);
+        }
+        Ok(paths)
+    }
+}

@@ -1,0 +1,588 @@
+//! Every analysis command as one call: a loaded timeline and the command's options in, the
+//! command's [`Output`] (the rows every format prints) out. The CLI and the Python package both
+//! call these, so a table and a DataFrame never differ.
+
+use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
+use crate::analysis::collectives::{Instance, add_transfers, by_rank, match_instances};
+use crate::analysis::idle::{cpu_activity, os_call, rank_idle};
+use crate::analysis::kernels::rank_kernels;
+use crate::analysis::metrics::rank_metrics;
+use crate::analysis::overlap::{self, StageKey, rank_exposure};
+use crate::classify::families::{Families, FamilyCache};
+use crate::classify::layout::{self, PipelineLayout};
+use crate::classify::{self, Activity, Rank, RankStreams, RoleRules, WindowSpec};
+use crate::model::{Ns, Timeline};
+use crate::report::{
+    self, GapContext, Output, RankBreakdown, RankBubbles, RankIdle, RankMetrics, RankWindow,
+};
+use anyhow::Context as _;
+use regex::Regex;
+use std::collections::BTreeMap;
+
+/// The analysis found nothing to report: no rank, no anchor match, an empty table (the CLI's
+/// exit code 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NothingFound(pub String);
+
+/// Global ranks named by the user (`0,4-7`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankList(pub Vec<u32>);
+
+impl RankList {
+    /// Parses `3`, `0,2` or `0,4-7`.
+    pub fn parse(list: &str) -> Result<RankList, String> {
+        let mut ranks = Vec::new();
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let number = |s: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("`{item}` is not a rank or a range a-b"))
+            };
+            match item.split_once('-') {
+                Some((a, b)) => ranks.extend(number(a)?..=number(b)?),
+                None => ranks.push(number(item)?),
+            }
+        }
+        if ranks.is_empty() {
+            return Err("no rank given".to_string());
+        }
+        Ok(RankList(ranks))
+    }
+
+    /// Whether the list names `rank`.
+    pub fn contains(&self, rank: u32) -> bool {
+        self.0.contains(&rank)
+    }
+}
+
+/// Which window each rank is analysed over.
+#[derive(Debug, Clone, Default)]
+pub struct WindowOptions {
+    /// A regex on NVTX range text marking a step or chunk: the window is its median instance.
+    pub anchor: Option<String>,
+    /// The same window for every rank, merged-clock ns.
+    pub start_end: Option<(i64, i64)>,
+    /// The whole capture.
+    pub whole: bool,
+    /// The window's GPU projection instead of its CPU extent.
+    pub gpu_window: bool,
+}
+
+impl WindowOptions {
+    /// The window specification these options ask for.
+    pub fn spec(&self) -> anyhow::Result<WindowSpec> {
+        let otherwise = if self.whole {
+            WindowSpec::Whole
+        } else {
+            WindowSpec::Steady
+        };
+        window_spec(self.start_end, self.anchor.as_deref(), otherwise)
+    }
+
+    /// The anchor, compiled, when there is one.
+    pub fn anchor_regex(&self) -> anyhow::Result<Option<Regex>> {
+        self.anchor.as_deref().map(anchor_regex).transpose()
+    }
+
+    /// Each rank's window; an anchor that matches no range on any rank is an error naming the
+    /// range names closest to it.
+    pub fn windows(&self, activity: &Activity, ranks: &[Rank]) -> anyhow::Result<Vec<RankWindow>> {
+        let spec = self.spec()?;
+        let windows: Vec<RankWindow> = ranks
+            .iter()
+            .map(|&rank| {
+                let window = classify::window::find(activity, rank.process, &spec);
+                let bounds = window.bounds(self.gpu_window);
+                RankWindow {
+                    rank,
+                    window,
+                    bounds,
+                }
+            })
+            .collect();
+        let unmatched = |w: &RankWindow| w.window.source == classify::WindowSource::NoAnchor;
+        if let (Some(pattern), true) = (&self.anchor, windows.iter().all(unmatched)) {
+            let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+            let closest = classify::window::closest_ranges(activity, &processes, pattern, 3);
+            anyhow::bail!(
+                "--anchor `{pattern}` matches no NVTX range of any rank; the closest range names \
+                 are: {}",
+                closest.join(" | ")
+            );
+        }
+        Ok(windows)
+    }
+}
+
+/// The window `start_end` (checked) or `anchor` (compiled) asks for, else `otherwise`.
+pub fn window_spec(
+    start_end: Option<(i64, i64)>,
+    anchor: Option<&str>,
+    otherwise: WindowSpec,
+) -> anyhow::Result<WindowSpec> {
+    Ok(match (start_end, anchor) {
+        (Some((start, end)), _) => {
+            anyhow::ensure!(start < end, "--start {start} is not before --end {end}");
+            WindowSpec::Explicit {
+                start: Ns(start),
+                end: Ns(end),
+            }
+        }
+        (None, Some(pattern)) => WindowSpec::Anchor(anchor_regex(pattern)?),
+        (None, None) => otherwise,
+    })
+}
+
+/// An anchor pattern, compiled.
+fn anchor_regex(pattern: &str) -> anyhow::Result<Regex> {
+    Regex::new(pattern).with_context(|| format!("bad --anchor regex `{pattern}`"))
+}
+
+/// Which ranks, over which windows, with which role rules: what every per-rank command takes.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Only these ranks (all without a list); every rank named must exist.
+    pub ranks: Option<RankList>,
+    /// The windows.
+    pub window: WindowOptions,
+    /// The role rules streams are classified with.
+    pub rules: RoleRules,
+}
+
+impl Selection {
+    /// The selected ranks' windows.
+    pub fn windows(&self, activity: &Activity) -> anyhow::Result<Vec<RankWindow>> {
+        let ranks = keep_ranks(ranks(activity)?, self.ranks.as_ref())?;
+        self.window.windows(activity, &ranks)
+    }
+
+    /// The selected ranks over their windows, with their streams classified.
+    pub fn classified(
+        &self,
+        activity: &Activity,
+    ) -> anyhow::Result<Vec<(RankWindow, RankStreams)>> {
+        let windows = self.windows(activity)?;
+        Ok(windows
+            .into_iter()
+            .map(|w| {
+                let streams =
+                    classify::streams::classify(activity, w.rank.process, w.bounds, &self.rules);
+                (w, streams)
+            })
+            .collect())
+    }
+}
+
+/// The ranks a list keeps (all without one); every rank it names must exist.
+pub fn keep_ranks(ranks: Vec<Rank>, wanted: Option<&RankList>) -> anyhow::Result<Vec<Rank>> {
+    let Some(wanted) = wanted else {
+        return Ok(ranks);
+    };
+    let missing: Vec<String> = wanted
+        .0
+        .iter()
+        .filter(|&&w| !ranks.iter().any(|r| r.rank == w))
+        .map(u32::to_string)
+        .collect();
+    let known: Vec<String> = ranks.iter().map(|r| r.rank.to_string()).collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "no rank {} (ranks: {})",
+        missing.join(", "),
+        known.join(", ")
+    );
+    Ok(ranks
+        .into_iter()
+        .filter(|r| wanted.contains(r.rank))
+        .collect())
+}
+
+/// The ranks of the timeline ([`NothingFound`] when there is none).
+pub fn ranks(activity: &Activity) -> anyhow::Result<Vec<Rank>> {
+    let ranks = classify::ranks::discover(activity)?;
+    if ranks.is_empty() {
+        return Err(
+            NothingFound("no process has GPU work or a rank label: no ranks".into()).into(),
+        );
+    }
+    Ok(ranks)
+}
+
+/// `ranks`: which process is which rank, with its mesh coordinates.
+pub fn rank_table(timeline: &Timeline) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let ranks = ranks(&activity)?;
+    let pipeline = layout::pipeline_coords(&activity, &ranks, &RoleRules::default());
+    let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+    let collectives = match_instances(timeline, &processes);
+    Ok(report::ranks_output(
+        timeline,
+        &ranks,
+        &pipeline,
+        &collectives,
+    ))
+}
+
+/// `window`: each rank's window.
+pub fn windows(timeline: &Timeline, window: &WindowOptions) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let ranks = ranks(&activity)?;
+    let windows = window.windows(&activity, &ranks)?;
+    Ok(report::window_output(timeline, &windows))
+}
+
+/// `streams`: the role of every stream of the selected ranks.
+pub fn streams(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let classified = selection.classified(&activity)?;
+    Ok(report::streams_output(
+        timeline,
+        &classified,
+        &selection.rules,
+    ))
+}
+
+/// `overlap`: hidden and exposed communication per rank, stage and role.
+pub fn overlap(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let measured: Vec<_> = selection
+        .classified(&activity)?
+        .into_iter()
+        .map(|(w, s)| {
+            let exposure = overlap::rank_exposure(&s, &selection.rules);
+            (w, s, exposure)
+        })
+        .collect();
+    Ok(report::overlap_output(
+        timeline,
+        &measured,
+        &selection.rules,
+    ))
+}
+
+/// `kernels`: time per kernel family per GPU per step; `steps` overrides the steps counted in
+/// each window.
+pub fn kernels(
+    timeline: &Timeline,
+    selection: &Selection,
+    families: &Families,
+    steps: Option<usize>,
+) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let windows = selection.windows(&activity)?;
+    let anchor = selection.window.anchor_regex()?;
+    let mut cache = FamilyCache::new(families, timeline);
+    let breakdowns: Vec<RankBreakdown> = windows
+        .into_iter()
+        .map(|mut w: RankWindow| {
+            let process = w.rank.process;
+            let found = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
+            let (steps, steps_source) = match (steps, found.first(), found.last()) {
+                (Some(n), ..) => (n.max(1), "given with --steps".to_string()),
+                (None, Some(first), Some(last)) => {
+                    // Measure over the steps themselves, not what the window holds around them.
+                    w.bounds = (first.0, last.1);
+                    (
+                        found.len(),
+                        "step NVTX ranges inside the window, measured from the first's start \
+                         to the last's end"
+                            .to_string(),
+                    )
+                }
+                _ => (
+                    1,
+                    "no step NVTX range inside the window: the window is taken as one step"
+                        .to_string(),
+                ),
+            };
+            let kernels = rank_kernels(&activity, process, w.bounds, &mut cache);
+            RankBreakdown {
+                window: w,
+                kernels,
+                steps,
+                steps_source,
+            }
+        })
+        .collect();
+    Ok(report::kernels_output(timeline, &breakdowns))
+}
+
+/// How many of a rank's longest gaps `idle` lists.
+const LONGEST: usize = 3;
+
+/// `idle`: GPU idle time per stream by cause, and each rank's longest gaps; a gap shorter than
+/// `launch_gap` ns after a launch that came in time is launch latency.
+pub fn idle(timeline: &Timeline, selection: &Selection, launch_gap: i64) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let classified = selection.classified(&activity)?;
+    let idle: Vec<RankIdle> = classified
+        .iter()
+        .map(|(w, roles)| {
+            let process = w.rank.process;
+            let (streams, mut gaps) = rank_idle(&activity, process, w.bounds, launch_gap);
+            gaps.sort_by_key(|g| std::cmp::Reverse(g.end - g.start));
+            let longest = gaps
+                .into_iter()
+                .take(LONGEST)
+                .map(|g| {
+                    let middle = g.start + (g.end - g.start) / 2;
+                    let context = g.launcher.map_or_else(GapContext::default, |t| GapContext {
+                        cpu: cpu_activity(&activity, process, t, middle),
+                        os_call: os_call(&activity, process, t, middle),
+                    });
+                    (g, context)
+                })
+                .collect();
+            RankIdle {
+                window: w.clone(),
+                streams,
+                roles,
+                longest,
+            }
+        })
+        .collect();
+    Ok(report::idle_output(timeline, &idle, &selection.rules))
+}
+
+/// `bubbles`: the pipeline bubble per rank and step, beside the ideal 1F1B bubble (`pp` and
+/// `micro_batches` override what the trace shows).
+pub fn bubbles(
+    timeline: &Timeline,
+    selection: &Selection,
+    pp: Option<u32>,
+    micro_batches_given: Option<u32>,
+) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let anchor = selection.window.anchor_regex()?;
+    let classified = selection.classified(&activity)?;
+    let ranks: Vec<Rank> = classified.iter().map(|(w, _)| w.rank).collect();
+    let pipeline = match pp {
+        Some(_) => PipelineLayout::default(),
+        None => layout::pipeline_coords(&activity, &ranks, &selection.rules),
+    };
+    let coords = pipeline
+        .coords
+        .iter()
+        .copied()
+        .chain(std::iter::repeat(None));
+    let (bubbles, whole_steps): (Vec<RankBubbles>, Vec<bool>) = classified
+        .into_iter()
+        .zip(coords)
+        .map(|((w, streams), coord)| {
+            let process = w.rank.process;
+            let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
+            // 1F1B's formula describes whole steps of a one-directional schedule: not a window
+            // that is no step (a PithTrain chunk), nor PithTrain's DualPipeV.
+            let whole_steps = !steps.is_empty();
+            let formula_applies = whole_steps && w.rank.label.is_none();
+            if steps.is_empty() {
+                steps.push(w.bounds);
+            }
+            let pp = pp.or(coord.map(|(c, _)| c.size));
+            let ideal = steps
+                .iter()
+                .map(|&step| {
+                    let m = micro_batches_given.or_else(|| micro_batches(&activity, process, step));
+                    ideal_pct(pp?, m?).filter(|_| formula_applies)
+                })
+                .collect();
+            let steps = rank_bubbles(&activity, process, &steps, &streams, &selection.rules);
+            let bubbles = RankBubbles {
+                window: w,
+                pp,
+                steps,
+                ideal,
+            };
+            (bubbles, whole_steps)
+        })
+        .unzip();
+    let mut output = report::bubbles_output(timeline, &bubbles);
+    output.notes.extend(missing_ideal(
+        &bubbles,
+        &whole_steps,
+        pipeline.unread.as_deref(),
+    ));
+    Ok(output)
+}
+
+/// Says why the ideal bubble is absent where it is: 1F1B's formula does not apply (a PithTrain
+/// rank runs DualPipeV; a window that is not whole steps), or an input is missing (and how to
+/// give it).
+fn missing_ideal(
+    bubbles: &[RankBubbles],
+    whole_steps: &[bool],
+    why_no_pp: Option<&str>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if bubbles.iter().any(|b| b.window.rank.label.is_some()) {
+        notes.push(
+            "ideal_bubble_pct is not shown for PithTrain ranks: 1F1B's (pp-1)/(m+pp-1) does not \
+             describe its DualPipeV schedule"
+                .to_string(),
+        );
+    }
+    // Ranks where the formula would apply, but the window holds no whole step.
+    let candidates = || {
+        bubbles
+            .iter()
+            .zip(whole_steps)
+            .filter(|(b, _)| b.window.rank.label.is_none())
+    };
+    if candidates().any(|(_, &whole)| !whole) {
+        notes.push(
+            "ideal_bubble_pct needs whole steps: no step range lies in the window \
+             (`ProfilerStep#N`, or the range --anchor names)"
+                .to_string(),
+        );
+    }
+    let absent: Vec<(&RankBubbles, bool)> = candidates()
+        .filter(|(b, _)| b.ideal.iter().any(Option::is_none))
+        .map(|(b, &whole)| (b, whole))
+        .collect();
+    let mut missing = Vec::new();
+    if absent.iter().any(|(b, _)| b.pp.is_none()) {
+        let why = why_no_pp.map_or(String::new(), |w| format!(": {w}"));
+        missing.push(format!(
+            "the pipeline size (no rank label; give --pp N{why})"
+        ));
+    }
+    if absent.iter().any(|(b, whole)| *whole && b.pp.is_some()) {
+        missing.push(
+            "the micro-batches per step (no `forward...` ranges in the step; give \
+             --micro-batches M)"
+                .to_string(),
+        );
+    }
+    if !missing.is_empty() {
+        notes.push(format!(
+            "ideal_bubble_pct is absent where nsys-lens lacks {}",
+            missing.join(" and ")
+        ));
+    }
+    notes
+}
+
+/// What `collectives` lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CollectiveOptions {
+    /// Also point-to-point transfers, matched sender to receiver.
+    pub p2p: bool,
+    /// Totals per rank instead of one row per instance.
+    pub by_rank: bool,
+    /// Only the instances with the largest arrival skew, worst first.
+    pub top: Option<usize>,
+}
+
+/// `collectives`: every collective matched across its ranks, inside every member's window and
+/// holding a selected rank.
+pub fn collectives(
+    timeline: &Timeline,
+    selection: &Selection,
+    options: CollectiveOptions,
+) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let ranks = ranks(&activity)?;
+    let windows = selection.window.windows(&activity, &ranks)?;
+    let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+    let mut collectives = match_instances(timeline, &processes);
+    if options.p2p {
+        let transfers = layout::rank_transfers(&activity, &ranks, &selection.rules);
+        add_transfers(&mut collectives, &transfers);
+    }
+    let wanted = selection.ranks.as_ref();
+    let inside = |i: &&Instance| {
+        let in_window = i.arrivals.iter().all(|a| {
+            let (start, end) = windows[a.rank].bounds;
+            start <= a.start && a.start < end
+        });
+        let has_rank = |r: u32| i.arrivals.iter().any(|a| ranks[a.rank].rank == r);
+        in_window && wanted.is_none_or(|list| list.0.iter().any(|&r| has_rank(r)))
+    };
+    let mut instances: Vec<&Instance> = collectives.instances.iter().filter(inside).collect();
+    if let Some(n) = options.top {
+        instances.sort_by_key(|i| std::cmp::Reverse(i.skew()));
+        instances.truncate(n);
+    }
+    Ok(match options.by_rank {
+        true => {
+            let waits = by_rank(ranks.len(), &instances);
+            report::by_rank_output(timeline, &windows, &waits)
+        }
+        false => report::instances_output(timeline, &windows, &collectives, &instances),
+    })
+}
+
+/// `metrics`: GPU metrics per rank over its window.
+pub fn metrics(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
+    let activity = Activity::new(timeline);
+    let ranks: Vec<RankMetrics> = selection
+        .windows(&activity)?
+        .into_iter()
+        .map(|window| RankMetrics {
+            metrics: rank_metrics(&activity, window.rank.process, window.bounds),
+            window,
+        })
+        .collect();
+    Ok(report::metrics_output(timeline, &ranks))
+}
+
+/// `compare`'s measures of one run, averaged over its ranks (each over its window): step time,
+/// kernel, idle and concurrency time per step, each kernel family's time and share, exposed
+/// communication per role, and the bubble.
+pub fn run_metrics(
+    timeline: &Timeline,
+    window: &WindowOptions,
+) -> anyhow::Result<BTreeMap<String, f64>> {
+    let activity = Activity::new(timeline);
+    let ranks = ranks(&activity)?;
+    let windows = window.windows(&activity, &ranks)?;
+    let anchor = window.anchor_regex()?;
+    let rules = RoleRules::default();
+    let families = Families::default();
+    let mut cache = FamilyCache::new(&families, timeline);
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    let mut add = |metric: String, v: f64| *sums.entry(metric).or_default() += v;
+    for w in windows {
+        let streams = classify::streams::classify(&activity, w.rank.process, w.bounds, &rules);
+        let process = w.rank.process;
+        let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
+        if steps.is_empty() {
+            steps.push(w.bounds);
+        }
+        let n = steps.len() as f64;
+        let extent = (steps[0].0, steps[steps.len() - 1].1);
+        let k = rank_kernels(&activity, process, extent, &mut cache);
+        let step = k.span_ns as f64 / n;
+        add("step_ns".into(), step);
+        add("kernel_ns per step".into(), k.kernel_ns as f64 / n);
+        add("idle_ns per step".into(), k.idle_ns as f64 / n);
+        add(
+            "concurrency_excess_ns per step".into(),
+            k.concurrency_excess_ns as f64 / n,
+        );
+        add(
+            "step_minus_kernel_ns per step".into(),
+            k.step_minus_kernel_ns() as f64 / n,
+        );
+        for f in &k.families {
+            add(
+                format!("family {} ns per step", f.family),
+                f.time_ns as f64 / n,
+            );
+            let share = 100.0 * f.time_ns as f64 / k.span_ns.max(1) as f64;
+            add(format!("family {} share_of_step_pct", f.family), share);
+        }
+        for ((stage, role), e) in rank_exposure(&streams, &rules) {
+            if stage == StageKey::All {
+                let role = role.label();
+                add(format!("exposed_comm_ns {role}"), e.exposed_wall_ns as f64);
+            }
+        }
+        let bubbles = rank_bubbles(&activity, process, &steps, &streams, &rules);
+        let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / n;
+        add("bubble_pct".into(), mean);
+    }
+    let ranks = ranks.len() as f64;
+    Ok(sums.into_iter().map(|(k, v)| (k, v / ranks)).collect())
+}
