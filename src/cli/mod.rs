@@ -133,6 +133,35 @@ fn reorder(args: Vec<OsString>, cli: &clap::Command) -> Vec<OsString> {
     before
 }
 
+/// How a command ended when it did not fail.
+pub enum Outcome {
+    /// It printed what was asked.
+    Done,
+}
+
+/// Runs the chosen subcommand.
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Info(args) => info::run(args),
+        Command::Ranks(args) => ranks::run(args),
+        Command::Window(args) => window::run(args),
+        Command::Streams(args) => streams::run(args),
+        Command::Overlap(args) => overlap::run(args),
+        Command::Kernels(args) => kernels::run(args),
+        Command::Idle(args) => idle::run(args),
+        Command::Bubbles(args) => bubbles::run(args),
+        Command::Collectives(args) => collectives::run(args),
+        Command::Metrics(args) => metrics::run(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Convert(args) => convert::run(args),
+        Command::Part(args) => part::run(args),
+        Command::Synth(args) => synth::run(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,34 +190,5 @@ mod tests {
             reordered("nsys-lens compare a -- ./-odd"),
             "nsys-lens compare a -- ./-odd"
         );
-    }
-}
-
-/// How a command ended when it did not fail.
-pub enum Outcome {
-    /// It printed what was asked.
-    Done,
-}
-
-/// Runs the chosen subcommand.
-pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
-    match cli.command {
-        Command::Info(args) => info::run(args),
-        Command::Ranks(args) => ranks::run(args),
-        Command::Window(args) => window::run(args),
-        Command::Streams(args) => streams::run(args),
-        Command::Overlap(args) => overlap::run(args),
-        Command::Kernels(args) => kernels::run(args),
-        Command::Idle(args) => idle::run(args),
-        Command::Bubbles(args) => bubbles::run(args),
-        Command::Collectives(args) => collectives::run(args),
-        Command::Metrics(args) => metrics::run(args),
-        Command::Compare(args) => compare::run(args),
-        Command::Report(args) => report::run(args),
-        Command::Convert(args) => convert::run(args),
-        Command::Part(args) => part::run(args),
-        Command::Synth(args) => synth::run(args),
-        Command::Completions(args) => completions::completions(args),
-        Command::Man(args) => completions::man(args),
     }
 }
