@@ -5,8 +5,7 @@ use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
 use nsys_lens::export::capture::{Captures, Joined};
 use nsys_lens::export::encoded::{self, Formats};
-use nsys_lens::export::prepare::{Prepared, prepare_all};
-use nsys_lens::export::{Plan, paraver, perfetto};
+use nsys_lens::export::{Plan, Targets, paraver, perfetto};
 use nsys_lens::model::Timeline;
 use nsys_lens::query::{RankList, keep_ranks, window_spec};
 use nsys_lens::spill::Budget;
@@ -153,11 +152,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         (None, true) => merge(&args, &plan, &parts, &inputs, &base)?,
         (None, false) => {
             refuse_overwriting_inputs(&args.outputs(&base), &light)?;
-            let threads = args.inputs.threads();
-            let prepared = prepare_all(&plan, &parts, threads)?;
-            each_target(&args, |target| {
-                write_target(target, &plan, &parts, &prepared, &base, &args)
-            })?
+            let written = nsys_lens::export::write(&plan, &parts, &args.targets(&base))?;
+            let perfetto = written.perfetto.iter().flat_map(report);
+            perfetto
+                .chain(written.paraver.iter().flat_map(report_paraver))
+                .collect()
         }
     };
     drop(progress);
@@ -310,36 +309,21 @@ fn merge(
     })
 }
 
-/// Writes one format; returns the lines that report it.
-fn write_target(
-    target: Target,
-    plan: &Plan,
-    parts: &[Joined],
-    prepared: &[Option<Prepared>],
-    base: &Path,
-    args: &Args,
-) -> anyhow::Result<Vec<String>> {
-    let gzip = args.compressed();
-    Ok(match target {
-        Target::Perfetto => {
-            let path = with_extension(base, perfetto_extension(gzip));
-            let options = perfetto::Options { gzip };
-            let threads = args.inputs.threads();
-            report(&perfetto::write(
-                plan, parts, prepared, &path, options, threads,
-            )?)
-        }
-        Target::Paraver => {
-            let options = paraver::Options {
-                gzip,
-                memory: args.memory_budget / 4,
-            };
-            report_paraver(&paraver::write(plan, parts, prepared, base, options)?)
-        }
-    })
-}
-
 impl Args {
+    /// What a whole conversion writes.
+    fn targets(&self, base: &Path) -> Targets {
+        let gzip = self.compressed();
+        let asked = |target| self.to.contains(&target);
+        Targets {
+            perfetto: asked(Target::Perfetto)
+                .then(|| with_extension(base, perfetto_extension(gzip))),
+            paraver: asked(Target::Paraver).then(|| base.to_path_buf()),
+            gzip,
+            memory: self.memory_budget / 4,
+            threads: self.inputs.threads(),
+        }
+    }
+
     /// The files a whole conversion writes.
     fn outputs(&self, base: &Path) -> Vec<PathBuf> {
         let gzip = self.compressed();

@@ -170,6 +170,66 @@ fn cpu_threads(
     threads
 }
 
+/// The traces a conversion writes.
+#[derive(Debug, Clone, Default)]
+pub struct Targets {
+    /// The Perfetto trace's path.
+    pub perfetto: Option<std::path::PathBuf>,
+    /// The Paraver trace's base path (`.prv`, `.pcf`, `.row` beside it).
+    pub paraver: Option<std::path::PathBuf>,
+    /// Gzip the Perfetto trace and the `.prv`.
+    pub gzip: bool,
+    /// Memory the Paraver writer may hold for records waiting for their place, bytes.
+    pub memory: usize,
+    /// Parts prepared and encoded at once.
+    pub threads: usize,
+}
+
+/// What a conversion wrote.
+#[derive(Debug)]
+pub struct Written {
+    /// The Perfetto trace, when asked.
+    pub perfetto: Option<perfetto::Summary>,
+    /// The Paraver trace, when asked.
+    pub paraver: Option<paraver::Summary>,
+}
+
+/// Writes the traces of `plan` from the joined captures `parts`: one pass prepares every
+/// exported process, then both formats are written at once.
+pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyhow::Result<Written> {
+    let prepared = prepare::prepare_all(plan, parts, targets.threads)?;
+    let perfetto = || -> anyhow::Result<Option<perfetto::Summary>> {
+        let Some(path) = &targets.perfetto else {
+            return Ok(None);
+        };
+        let options = perfetto::Options { gzip: targets.gzip };
+        let written = perfetto::write(plan, parts, &prepared, path, options, targets.threads)?;
+        Ok(Some(written))
+    };
+    let paraver = || -> anyhow::Result<Option<paraver::Summary>> {
+        let Some(base) = &targets.paraver else {
+            return Ok(None);
+        };
+        let options = paraver::Options {
+            gzip: targets.gzip,
+            memory: targets.memory,
+        };
+        Ok(Some(paraver::write(plan, parts, &prepared, base, options)?))
+    };
+    let (perfetto, paraver) = std::thread::scope(|scope| {
+        let paraver = scope.spawn(paraver);
+        let perfetto = perfetto();
+        let paraver = paraver
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the Paraver writer panicked")));
+        (perfetto, paraver)
+    });
+    Ok(Written {
+        perfetto: perfetto?,
+        paraver: paraver?,
+    })
+}
+
 /// First start and last end of everything a process draws: its own span and its GPUs' metric
 /// samples.
 fn span(activity: &Activity, process: ProcessId) -> Option<(i64, i64)> {
