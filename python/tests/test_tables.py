@@ -1,0 +1,162 @@
+"""The Python package against the CLI it shares its code with: every table equals the command's
+`--format json` row for row and value for value, with its notes and context; errors carry the
+CLI's messages; `convert` writes the CLI's bytes; and the GIL is free while Rust works.
+
+Run by `cargo test` (tests/python.rs) against the binary it built: NSYS_LENS_BIN names it.
+"""
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import nsys_lens
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ["NSYS_LENS_BIN"]
+FIXTURES = ["megatron_pp2", "ddp_2node", "pithtrain_pp2_ep2"]
+
+
+def cli(*args, check=True):
+    out = subprocess.run([BIN, *args], capture_output=True, text=True)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def cli_json(*args):
+    return json.loads(cli(*args, "--format", "json", "-q").stdout)
+
+
+def same(value, expected):
+    """A table cell equals the CLI's JSON value: text columns hold numbers and structured
+    detail as their JSON text."""
+    if isinstance(value, str) and not isinstance(expected, str):
+        return value == json.dumps(expected, separators=(",", ":")) or value == str(expected)
+    if isinstance(expected, float) or isinstance(value, float):
+        return expected is not None and value is not None and abs(value - expected) <= 1e-9 * max(1, abs(expected))
+    return value == expected
+
+
+def assert_table_equals(table, doc):
+    rows = table.to_pylist()
+    assert len(rows) == len(doc["rows"])
+    for got, want in zip(rows, doc["rows"]):
+        assert sorted(got) == sorted(want)
+        for key in want:
+            assert same(got[key], want[key]), (key, got[key], want[key])
+    assert nsys_lens.notes(table) == doc["notes"]
+    context = {k: v for k, v in doc.items() if k not in ("rows", "notes")}
+    assert nsys_lens.context(table) == context
+
+
+CASES = [
+    ("ranks", {}, []),
+    ("windows", {}, ["window"]),
+    ("windows", {"whole": True}, ["window", "--whole"]),
+    ("streams", {}, ["streams"]),
+    ("overlap", {}, ["overlap"]),
+    ("overlap", {"whole": True, "ranks": [0, 1]}, ["overlap", "--whole", "--ranks", "0,1"]),
+    ("kernels", {"whole": True}, ["kernels", "--whole"]),
+    ("idle", {"whole": True, "launch_gap": 5000}, ["idle", "--whole", "--launch-gap", "5000"]),
+    ("bubbles", {"whole": True}, ["bubbles", "--whole"]),
+    ("collectives", {"whole": True}, ["collectives", "--whole"]),
+    ("collectives", {"whole": True, "by_rank": True}, ["collectives", "--whole", "--by", "rank"]),
+    ("collectives", {"whole": True, "top": 3}, ["collectives", "--whole", "--top", "3"]),
+    ("metrics", {"whole": True}, ["metrics", "--whole"]),
+]
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+@pytest.mark.parametrize("method,options,command", CASES)
+def test_every_table_equals_the_cli_json(fixture, method, options, command):
+    path = ROOT / "fixtures" / fixture
+    run = nsys_lens.open(path)
+    command = command or ["ranks"]
+    doc = cli_json(*command, str(path))
+    assert_table_equals(getattr(run, method)(**options), doc)
+
+
+def test_gpu_metrics_and_alignment(tmp_path):
+    synth = cli("synth", "-o", str(tmp_path), "--preset", "ddp", "--nodes", "2",
+                "--gpus-per-node", "1", "--gpu-metrics", "--clock-skew", "250000")
+    assert synth.returncode == 0
+    run = nsys_lens.open(tmp_path, align="collectives")
+    doc = cli_json("metrics", "--whole", "--align", "collectives", str(tmp_path))
+    assert_table_equals(run.metrics(whole=True), doc)
+    assert len(doc["rows"]) > 0
+
+
+def test_errors_are_the_cli_messages():
+    path = ROOT / "fixtures" / "megatron_pp2"
+    run = nsys_lens.open(path)
+    with pytest.raises(nsys_lens.Error) as raised:
+        run.overlap(ranks="9")
+    out = cli("overlap", "--ranks", "9", str(path), check=False)
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"nsys-lens: error: {raised.value}"
+    # Without GPU work or rank labels there is no rank: nothing found (the CLI's exit 1).
+    with pytest.raises(nsys_lens.Error, match="matches no NVTX range"):
+        run.overlap(anchor="^no such range$")
+    with pytest.raises(nsys_lens.Error, match="not a SQLite|cannot read|No such file"):
+        nsys_lens.open(ROOT / "README.md")
+    assert issubclass(nsys_lens.NothingFound, nsys_lens.Error)
+
+
+def test_nothing_found_is_the_cli_exit_code_1(tmp_path):
+    import shutil
+    import sqlite3
+    report = tmp_path / "cpu_only.sqlite"
+    shutil.copy(ROOT / "fixtures" / "megatron_pp1" / "node0.sqlite", report)
+    with sqlite3.connect(report) as db:
+        tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        for table in tables:
+            if table.startswith("CUPTI_ACTIVITY_KIND_") and table != "CUPTI_ACTIVITY_KIND_RUNTIME":
+                db.execute(f"DELETE FROM {table}")
+        db.execute("DELETE FROM NVTX_EVENTS WHERE domainId = 0")
+    with pytest.raises(nsys_lens.NothingFound) as raised:
+        nsys_lens.open(report).ranks()
+    out = cli("ranks", str(report), check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"nsys-lens: {raised.value}"
+
+
+@pytest.mark.parametrize("fixture", ["megatron_pp2", "pithtrain_pp2_ep2"])
+def test_convert_writes_the_cli_bytes(fixture, tmp_path):
+    path = ROOT / "fixtures" / fixture
+    cli("convert", "-q", "-o", str(tmp_path / "cli"), str(path))
+    written = nsys_lens.open(path).convert(perfetto=tmp_path / "py.perfetto-trace",
+                                           paraver=tmp_path / "py")
+    assert written["perfetto"]["counts"]["kernels"] > 0
+    for ext in ["perfetto-trace", "prv", "pcf", "row"]:
+        assert (tmp_path / f"cli.{ext}").read_bytes() == (tmp_path / f"py.{ext}").read_bytes(), ext
+
+
+def test_the_gil_is_released_while_rust_reads(tmp_path):
+    cli("synth", "-o", str(tmp_path), "--preset", "megatron", "--tp", "2", "--pp", "4",
+        "--dp", "2", "--gpus-per-node", "8", "--steps", "8", "--chunks", "16")
+    pauses = []
+    done = threading.Event()
+
+    def ticker():
+        last = time.perf_counter()
+        while not done.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            pauses.append(now - last)
+            last = now
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    started = time.perf_counter()
+    # One native call, long enough to tell: held GIL would stop the ticker for all of it.
+    nsys_lens.open(tmp_path, threads=1)
+    took = time.perf_counter() - started
+    done.set()
+    thread.join()
+    assert took > 0.05, "too quick to tell"
+    assert max(pauses) < took / 2, (max(pauses), took)
