@@ -12,6 +12,7 @@ mod info;
 mod inputs;
 mod kernels;
 mod metrics;
+mod nsys_reports;
 mod overlap;
 mod part;
 mod progress;
@@ -76,6 +77,9 @@ enum Command {
     /// Read one node's reports into a part file, for converting a cluster's capture where it
     /// lies (then `convert --encode`, `convert --merge`).
     Part(part::Args),
+    /// Write nsys-lens' analyses as report scripts for `nsys stats --report-dir DIR` and
+    /// rules for `nsys analyze`.
+    NsysReports(nsys_reports::Args),
     /// Write a synthetic multi-node export (one SQLite file per node) of a training workload.
     Synth(synth::Args),
     /// Print the shell completion script for bash, zsh, fish, elvish or PowerShell.
@@ -157,6 +161,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Convert(args) => convert::run(args),
         Command::Part(args) => part::run(args),
         Command::Synth(args) => synth::run(args),
+        Command::NsysReports(args) => nsys_reports::run(args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
     }
