@@ -27,6 +27,7 @@ pub mod analysis;
 pub mod classify;
 pub mod export;
 mod hash;
+pub mod input;
 pub mod intervals;
 pub mod load;
 pub mod model;

@@ -111,16 +111,24 @@ impl Inputs {
         Ok((joined, inputs))
     }
 
-    /// The input files: directories expanded, `.nsys-rep` reports exported.
+    /// The input files: directories expanded, `.nsys-rep` reports exported, torch.profiler and
+    /// JAX traces translated (each once, then cached).
     fn paths(&self) -> anyhow::Result<Vec<PathBuf>> {
-        Ok(self
-            .expanded()?
+        let export_dir = self.export_dir.as_deref();
+        self.expanded()?
             .iter()
-            .map(|p| nsys::resolve_input(p, self.export_dir.as_deref()))
-            .collect::<Result<Vec<_>, _>>()?)
+            .map(|p| {
+                if part::is_part(p) {
+                    return Ok(p.clone());
+                }
+                let export = nsys::resolve_input(p, export_dir)?;
+                crate::input::resolve(&export, export_dir)
+            })
+            .collect()
     }
 
-    /// The reports, with each directory replaced by its `.sqlite` and part files in name order.
+    /// The reports, with each directory replaced by its exports, part files and traces
+    /// (`.sqlite`, `.{PART_EXTENSION}`, `.json`, `.json.gz`, `.xplane.pb`) in name order.
     fn expanded(&self) -> anyhow::Result<Vec<PathBuf>> {
         let mut paths = Vec::new();
         for path in &self.reports {
@@ -131,14 +139,12 @@ impl Inputs {
             let mut found: Vec<PathBuf> = std::fs::read_dir(path)
                 .with_context(|| format!("cannot list {}", path.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.extension()
-                        .is_some_and(|e| e == "sqlite" || e == PART_EXTENSION)
-                })
+                .filter(|p| is_input_name(p))
                 .collect();
             anyhow::ensure!(
                 !found.is_empty(),
-                "{}: no .sqlite or .{PART_EXTENSION} file in this directory",
+                "{}: no .sqlite or .{PART_EXTENSION} file in this directory, nor a torch.profiler \
+                 trace (.json, .json.gz) or a JAX trace (.xplane.pb)",
                 path.display()
             );
             found.sort();
@@ -146,4 +152,17 @@ impl Inputs {
         }
         Ok(paths)
     }
+}
+
+/// Whether a file in a directory given as input is one to read: an export, a part file, an
+/// XSpace, or a JSON file that is a torch.profiler trace.
+fn is_input_name(path: &std::path::Path) -> bool {
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let json = name.ends_with(".json") || name.ends_with(".json.gz");
+    name.ends_with(".sqlite")
+        || name.ends_with(".xplane.pb")
+        || path.extension().is_some_and(|e| e == PART_EXTENSION)
+        || (json && crate::input::is_kineto_trace(path))
 }

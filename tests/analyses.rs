@@ -3,7 +3,7 @@
 //! real 2-GPU export.
 
 use crate::scenario::{self, AUTOGRAD, CHUNK, LABEL, PID, Scenario};
-use crate::util::{fixture, nsys_lens, real, texts};
+use crate::util::{fixture, merged, nsys_lens, real, texts, uncovered};
 use serde_json::Value;
 use std::path::Path;
 
@@ -472,29 +472,6 @@ fn two_nodes_with_the_same_pids_give_four_distinct_ranks() {
 }
 
 // ---- a real 2-GPU pipeline run: NCCL on the compute streams ----
-
-/// `[start, end)` intervals merged.
-fn merged(mut spans: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
-    spans.sort_unstable();
-    let mut out: Vec<(i64, i64)> = Vec::new();
-    for (s, e) in spans {
-        match out.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
-        }
-    }
-    out
-}
-
-/// Length of `a` not covered by `b` (both merged).
-fn uncovered(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
-    a.iter()
-        .map(|&(s, e)| {
-            let covered: i64 = b.iter().map(|&(x, y)| (y.min(e) - x.max(s)).max(0)).sum();
-            (e - s) - covered
-        })
-        .sum()
-}
 
 /// (start, end) of one pid's kernels whose short name matches `like` (or does not, `negate`).
 fn kernel_spans(db: &rusqlite::Connection, pid: i64, like: &str, negate: bool) -> Vec<(i64, i64)> {

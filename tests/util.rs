@@ -164,6 +164,29 @@ pub fn union_length(mut spans: Vec<(i64, i64)>) -> i64 {
     total
 }
 
+/// `[start, end)` intervals merged, sorted.
+pub fn merged(mut spans: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    spans.sort_unstable();
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for (s, e) in spans {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Length of `a` not covered by `b` (both merged).
+pub fn uncovered(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
+    a.iter()
+        .map(|&(s, e)| {
+            let covered: i64 = b.iter().map(|&(x, y)| (y.min(e) - x.max(s)).max(0)).sum();
+            (e - s) - covered
+        })
+        .sum()
+}
+
 /// Runs `nsys-lens synth -o <fresh temp dir> ARGS` (ARGS space-separated) and returns the
 /// directory holding the exports.
 pub fn synth(args: &str) -> tempfile::TempDir {

@@ -153,10 +153,12 @@ def test_the_gil_is_released_while_rust_reads(tmp_path):
     thread = threading.Thread(target=ticker)
     thread.start()
     started = time.perf_counter()
-    # One native call, long enough to tell: held GIL would stop the ticker for all of it.
-    nsys_lens.open(tmp_path, threads=1)
-    took = time.perf_counter() - started
-    done.set()
-    thread.join()
+    try:
+        # One native call, long enough to tell: held GIL would stop the ticker for all of it.
+        nsys_lens.open(tmp_path, threads=1)
+    finally:
+        took = time.perf_counter() - started
+        done.set()
+        thread.join()
     assert took > 0.05, "too quick to tell"
     assert max(pauses) < took / 2, (max(pauses), took)

@@ -2,7 +2,7 @@
 //!
 //! A rank number comes from the rank label (the first NVTX event of the process, any thread,
 //! whose text is exactly a [`RankLabel`]), else from MPI (`MPI_RANKS`, or nsys's `MPI Rank N`
-//! thread name); other processes are numbered after those in (host, pid) order, hosts in input
+//! thread name) or torch.distributed (a torch.profiler trace's `distributedInfo.rank`); other processes are numbered after those in (host, pid) order, hosts in input
 //! order, and marked [`RankSource::Order`]. Only processes with a label, an MPI rank or GPU
 //! work are ranks.
 
@@ -19,6 +19,8 @@ pub enum RankSource {
     Label,
     /// The process's MPI rank (it has no label).
     Mpi,
+    /// The rank torch.distributed recorded in a torch.profiler trace (`distributedInfo`).
+    Distributed,
     /// The (host, pid) order: the process has no label and no MPI rank.
     Order,
 }
@@ -29,6 +31,7 @@ impl RankSource {
         match self {
             RankSource::Label => "label",
             RankSource::Mpi => "mpi",
+            RankSource::Distributed => "distributed",
             RankSource::Order => "order",
         }
     }
@@ -74,7 +77,7 @@ pub fn discover(activity: &Activity) -> Result<Vec<Rank>, DuplicateRank> {
         let device = main_device(activity, process);
         let numbered = match (label, timeline.process(process).mpi_rank) {
             (Some(label), _) => Some((label.rank, RankSource::Label)),
-            (None, Some(rank)) => Some((rank, RankSource::Mpi)),
+            (None, Some(rank)) => Some((rank, mpi_or_distributed(timeline, process))),
             (None, None) => None,
         };
         match numbered {
@@ -115,6 +118,16 @@ pub fn discover(activity: &Activity) -> Result<Vec<Rank>, DuplicateRank> {
             }),
     );
     Ok(ranks)
+}
+
+/// Where a rank recorded beside the events came from: MPI, or torch.distributed for a
+/// translated torch.profiler trace.
+fn mpi_or_distributed(timeline: &Timeline, process: ProcessId) -> RankSource {
+    let report = timeline.report(timeline.process(process).report);
+    match report.meta.source {
+        Some(crate::input::Format::Kineto) => RankSource::Distributed,
+        _ => RankSource::Mpi,
+    }
 }
 
 /// `node0 pid 41207`.

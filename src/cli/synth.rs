@@ -9,11 +9,17 @@ use std::path::PathBuf;
 #[command(after_help = "Examples:
   nsys-lens synth -o run --preset pithtrain --pp 2 --ep 2 --gpus-per-node 2
   nsys-lens synth -o ddp --preset ddp --nodes 2 --grad-accum 4 --mixed-precision --slow-dataloader
-  nsys-lens synth -o big --preset ddp --nodes 1 --gpus-per-node 1 --steps 4000")]
+  nsys-lens synth -o big --preset ddp --nodes 1 --gpus-per-node 1 --steps 4000
+  nsys-lens synth -o torch --preset ddp --format kineto   rank<N>.json as torch.profiler writes")]
 pub struct Args {
-    /// Directory to write node<i>.sqlite into (created if missing).
+    /// Directory to write node<i>.sqlite (or rank<N>.json) into (created if missing).
     #[arg(short, long, value_name = "DIR")]
     output: PathBuf,
+
+    /// What to write: nsys exports (one per node), or torch.profiler (Kineto) traces (one
+    /// JSON per rank, made from the same run).
+    #[arg(long, value_enum, default_value_t)]
+    format: SynthFormat,
 
     /// The workload.
     #[arg(long, value_enum)]
@@ -154,6 +160,16 @@ pub struct Args {
     seed: u64,
 }
 
+/// `--format` values.
+#[derive(Debug, Clone, Copy, Default, clap::ValueEnum)]
+enum SynthFormat {
+    /// nsys SQLite exports, `node<i>.sqlite`.
+    #[default]
+    Nsys,
+    /// torch.profiler (Kineto) JSON, `rank<N>.json`.
+    Kineto,
+}
+
 /// `--mpi` values.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum MpiArg {
@@ -250,7 +266,15 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .unwrap_or_else(|| default_gpus_per_node(&options)),
         ..options
     };
-    for path in synth::generate(&args.output, &options)? {
+    let mut written = synth::generate(&args.output, &options)?;
+    if let SynthFormat::Kineto = args.format {
+        let exports = std::mem::take(&mut written);
+        written = synth::kineto::write(&exports, &args.output)?;
+        for export in exports {
+            std::fs::remove_file(export)?;
+        }
+    }
+    for path in written {
         println!("{}", path.display());
     }
     Ok(Outcome::Done)

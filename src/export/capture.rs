@@ -138,7 +138,7 @@ impl Capture {
         let sink = Spill::new(budget);
         let (light, events) = crate::model::read_report_into(report, own_clock, chunking, sink)?;
         Ok(Capture {
-            source: report.path().to_path_buf(),
+            source: report.input_path().to_path_buf(),
             light,
             events,
         })

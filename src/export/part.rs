@@ -11,6 +11,7 @@
 
 use super::capture::{Capture, Events, Names};
 use super::codec::{Get, Got, Put};
+use crate::input::Format;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
     ApiCall, ClockMapping, GpuId, Host, HostId, Kernel, MetricSeries, MpiCall, Ns, NvtxEvent,
@@ -29,7 +30,7 @@ pub const PART_EXTENSION: &str = "lens-part";
 
 /// The first bytes of every part file (format 2: MPI calls and ranks, OpenACC events, thread
 /// spans).
-pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x02";
+pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x03";
 
 /// A part file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -304,6 +305,7 @@ fn put_report(p: &mut Put, r: &ReportInfo) {
     p.str(&m.hostname);
     p.opt_i64(m.session_start_utc_ns);
     p.opt_str(&m.session_start_text);
+    p.opt_str(&m.source.map(|f| f.id().to_string()));
     p.u64(m.gpus.len() as u64);
     for g in &m.gpus {
         p.i64(g.id);
@@ -345,6 +347,7 @@ fn put_report(p: &mut Put, r: &ReportInfo) {
             Warning::MissingGlobalPid(table) => (7, *table, 0),
             Warning::UnusedGpuMetrics => (8, "", 0),
             Warning::UnendedMpiCall => (9, "", 0),
+            Warning::Untranslated(kind) => (10, kind.as_str(), 0),
         };
         p.u8(tag);
         p.str(text);
@@ -564,6 +567,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
     let hostname = g.str()?;
     let session_start_utc_ns = g.opt_i64()?;
     let session_start_text = g.opt_str()?;
+    let source = g.opt_str()?.and_then(|f| Format::from_id(&f));
     let mut gpus = Vec::new();
     for _ in 0..g.count(17)? {
         gpus.push(HostGpu {
@@ -621,6 +625,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
             },
             8 => Warning::UnusedGpuMetrics,
             9 => Warning::UnendedMpiCall,
+            10 => Warning::Untranslated(text),
             _ => continue,
         };
         warnings.add_n(warning, n);
@@ -636,6 +641,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
             session_start_utc_ns,
             session_start_text,
             gpus,
+            source,
         },
         clock,
         counts,

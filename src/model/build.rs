@@ -536,7 +536,7 @@ impl<S: Sink> Builder<S> {
             strings.non_utf8_count() - non_utf8_before,
         );
         self.timeline.reports.push(ReportInfo {
-            path: report.path().to_path_buf(),
+            path: report.input_path().to_path_buf(),
             host,
             meta: meta.clone(),
             clock: mapping,

@@ -7,6 +7,8 @@ use super::schema::{Column, Fields, Schema, opt, req};
 use super::strings::{StringRef, StringResolver};
 use super::warnings::{Warning, Warnings};
 use crate::hash::{FxHashMap, FxHashSet};
+use crate::input::Format;
+use crate::input::export::{SOURCE_FORMAT, SOURCE_PATH, UNTRANSLATED, parse_untranslated};
 use crate::model::{StringId, StringTable};
 use rusqlite::{Connection, OpenFlags};
 use std::io::Read;
@@ -49,6 +51,8 @@ pub fn table_name(name: &str) -> Option<&'static str> {
 /// One open export, read-only.
 pub struct Report {
     path: PathBuf,
+    /// The trace this export was translated from, when it was.
+    input: Option<PathBuf>,
     pub(crate) conn: Connection,
     pub(crate) schema: Schema,
     meta: ExportMeta,
@@ -72,6 +76,8 @@ pub struct ExportMeta {
     pub session_start_text: Option<String>,
     /// Every GPU of the host (`TARGET_INFO_GPU`).
     pub gpus: Vec<HostGpu>,
+    /// The format of the trace this export was translated from (None: an nsys export).
+    pub source: Option<Format>,
 }
 
 /// One GPU of a host, from `TARGET_INFO_GPU`.
@@ -125,6 +131,7 @@ impl Report {
         }
         let mut report = Report {
             path: path.to_path_buf(),
+            input: None,
             conn,
             schema,
             meta: ExportMeta::default(),
@@ -139,6 +146,7 @@ impl Report {
     pub(crate) fn reopen(&self) -> Result<Report> {
         Ok(Report {
             path: self.path.clone(),
+            input: self.input.clone(),
             conn: connect(&self.path)?,
             schema: self.schema.clone(),
             meta: self.meta.clone(),
@@ -166,6 +174,11 @@ impl Report {
     /// The file this report was read from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file the user gave: the trace a translated export came from, else [`Report::path`].
+    pub fn input_path(&self) -> &Path {
+        self.input.as_deref().unwrap_or(&self.path)
     }
 
     /// What the export says about itself.
@@ -276,7 +289,15 @@ impl Report {
                     .map_or_else(|| "unknown".into(), |s| s.to_string_lossy().into_owned())
             }
         };
+        self.input = kv.get(SOURCE_PATH).map(PathBuf::from);
+        let untranslated = kv
+            .get(UNTRANSLATED)
+            .map_or_else(Vec::new, |t| parse_untranslated(t));
+        for (kind, n) in untranslated {
+            self.warnings.add_n(Warning::Untranslated(kind), n);
+        }
         Ok(ExportMeta {
+            source: kv.get(SOURCE_FORMAT).and_then(|f| Format::from_id(f)),
             product_version: kv.get("EXPORT_PRODUCT_VERSION").cloned(),
             schema_version,
             time_normalized,

@@ -28,6 +28,8 @@ pub enum Warning {
     UnusedGpuMetrics,
     /// An MPI call without an end: drawn as an instant.
     UnendedMpiCall,
+    /// Events of a translated trace (torch.profiler, JAX) of a kind nsys-lens does not model.
+    Untranslated(String),
 }
 
 impl Warning {
@@ -67,6 +69,10 @@ impl Warning {
             Warning::UnendedMpiCall => {
                 write!(f, "{count} MPI call(s) have no end: drawn as instants")
             }
+            Warning::Untranslated(kind) => write!(
+                f,
+                "{count} trace event(s) of kind {kind} skipped (not modelled by nsys-lens)"
+            ),
             Warning::MissingGlobalPid(table) => write!(
                 f,
                 "{count} {table} row(s) have no globalPid: attributed to the report's main process"

@@ -3,6 +3,7 @@
 use super::table::{Cell, Table};
 use super::{format_seconds, utc_iso};
 use crate::analysis::align::Alignment;
+use crate::input::Format;
 use crate::model::{ClockMapping, RowCounts, TimeBase, Timeline};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -137,6 +138,8 @@ pub struct Totals {
 pub struct ReportSummary {
     /// The file read.
     pub file: String,
+    /// What the file is: `nsys` (an export), `kineto` (torch.profiler) or `xplane` (JAX/XLA).
+    pub format: Format,
     /// `EXPORT_PRODUCT_VERSION`.
     pub nsys_version: Option<String>,
     /// `EXPORT_SCHEMA_VERSION`.
@@ -181,7 +184,7 @@ pub struct ProcessSummary {
     pub name: String,
     /// Threads with CUDA API calls or NVTX events.
     pub threads: usize,
-    /// Its MPI rank, when it traced MPI.
+    /// Its MPI rank, when it traced MPI (for a torch.profiler trace, `distributedInfo.rank`).
     pub mpi_rank: Option<u32>,
     /// Its CUDA streams.
     pub streams: Vec<StreamSummary>,
@@ -291,6 +294,7 @@ fn summarize(timeline: &Timeline, report: usize, per_stream: &[[u64; 3]]) -> Rep
     processes.sort_by_key(|p| p.pid);
     ReportSummary {
         file: info.path.display().to_string(),
+        format: info.meta.source.unwrap_or(Format::Nsys),
         nsys_version: info.meta.product_version.clone(),
         schema_version: info.meta.schema_version.clone(),
         host: timeline.host(info.host).name.clone(),
@@ -348,7 +352,10 @@ impl ReportSummary {
         let field = |out: &mut String, name: &str, value: &str| {
             let _ = writeln!(out, "  {name:<14}{value}");
         };
-        field(out, "nsys", &version);
+        match self.format {
+            Format::Nsys => field(out, "nsys", &version),
+            other => field(out, "format", &format!("{} (translated)", other.describe())),
+        }
         field(out, "host", &self.host);
         let session = match (&self.session_start_utc, self.session_start_utc_ns) {
             (Some(iso), Some(ns)) => format!("{iso} ({ns} ns since the epoch)"),
@@ -399,7 +406,11 @@ impl ReportSummary {
         }
         for p in &self.processes {
             let name = if p.name.is_empty() { "?" } else { &p.name };
-            let rank = p.mpi_rank.map(|r| format!(", MPI rank {r}"));
+            let source = match self.format {
+                Format::Kineto => "torch.distributed",
+                _ => "MPI",
+            };
+            let rank = p.mpi_rank.map(|r| format!(", {source} rank {r}"));
             let _ = writeln!(
                 out,
                 "  process {} ({name}), {} thread(s){}",

@@ -11,6 +11,7 @@
 //! clock, coupling collectives and point-to-point transfers across ranks and nodes.
 
 mod kernels;
+pub mod kineto;
 mod memory;
 mod metrics;
 mod node;
@@ -20,7 +21,7 @@ mod rng;
 pub mod schema;
 mod sim;
 mod truth;
-mod writer;
+pub(crate) mod writer;
 
 pub use presets::{Preset, world_size};
 

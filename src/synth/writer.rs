@@ -66,6 +66,21 @@ impl ExportWriter {
         Ok(())
     }
 
+    /// Whether a row of `table` has been inserted (nsys creates tables lazily, and so does this).
+    pub fn has_table(&self, table: &str) -> bool {
+        self.created.contains(table)
+    }
+
+    /// Runs one SQL statement with `values` on the export being written (an update of rows
+    /// already inserted).
+    pub fn execute(&self, sql: &str, values: &[&dyn ToSql]) -> Result<()> {
+        self.conn
+            .prepare_cached(sql)?
+            .execute(values)
+            .with_context(|| format!("running {sql}"))?;
+        Ok(())
+    }
+
     fn create_table(&self, table: &str) -> Result<()> {
         let spec = schema::TABLES
             .iter()

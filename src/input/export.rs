@@ -1,0 +1,521 @@
+//! An nsys-schema export written from another profiler's trace.
+//!
+//! Events arrive on the trace's own clock (ns); [`TraceExport::finish`] moves them to times
+//! since the first event (the session start), fills in what only the whole trace knows (the
+//! process that owns the GPU work, the session start in UTC), and writes the metadata tables the
+//! reader needs: session start, host, GPUs, processes, thread names, the rank, and two rows of
+//! `META_DATA_EXPORT` naming the trace the export was translated from.
+
+use super::Format;
+use crate::hash::FxHashMap;
+use crate::nsys::GlobalId;
+use crate::synth::schema::SCHEMA_VERSION;
+use crate::synth::writer::ExportWriter;
+use anyhow::Result;
+use indexmap::IndexMap;
+use rusqlite::ToSql;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// `META_DATA_EXPORT` row naming the format an export was translated from.
+pub const SOURCE_FORMAT: &str = "NSYS_LENS_SOURCE_FORMAT";
+/// `META_DATA_EXPORT` row naming the file an export was translated from.
+pub const SOURCE_PATH: &str = "NSYS_LENS_SOURCE_PATH";
+/// `META_DATA_EXPORT` row counting the trace's events of kinds not translated
+/// (`kind=count`, one per line).
+pub const UNTRANSLATED: &str = "NSYS_LENS_UNTRANSLATED";
+
+/// Times above this are UTC epoch ns (after 1973), not times since a start.
+const EPOCH_NS: i64 = 100_000_000_000_000_000;
+
+const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
+const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
+const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
+const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
+const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+const NVTX: &str = "NVTX_EVENTS";
+
+/// Tables of GPU work, whose owning process is known only at the end.
+const GPU_TABLES: [&str; 4] = [KERNEL, MEMCPY, MEMSET, SYNC];
+/// Every event table a translation writes.
+const EVENT_TABLES: [&str; 6] = [KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, NVTX];
+
+/// `VM id 1` as serialised in `vmId` columns.
+const VM_ID: i64 = 1 << 48;
+
+/// NVTX push/pop range (`ENUM_NSYS_EVENT_TYPE`).
+const NVTX_PUSH_POP: i64 = 59;
+
+/// The columns every GPU activity table opens with, followed by a table's own.
+macro_rules! gpu_columns {
+    ($rest:literal) => {
+        concat!(
+            "start, end, deviceId, contextId, streamId, correlationId, ",
+            $rest
+        )
+    };
+}
+
+/// Where a GPU operation ran, and the API call that launched it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GpuPlace {
+    /// CUDA device ordinal.
+    pub device: u32,
+    /// CUDA context id.
+    pub context: u32,
+    /// CUDA stream id.
+    pub stream: u32,
+    /// Correlation id of the launching API call.
+    pub correlation: u32,
+}
+
+/// A kernel's launch configuration.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelShape {
+    /// Grid dimensions.
+    pub grid: [i64; 3],
+    /// Block dimensions.
+    pub block: [i64; 3],
+    /// Registers per thread.
+    pub registers: i64,
+    /// Shared memory per block, bytes.
+    pub shared: i64,
+}
+
+/// A memory copy's direction: CUPTI's copy kind and source and destination memory kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyKind {
+    /// `CUpti_ActivityMemcpyKind`.
+    pub kind: i64,
+    /// `CUpti_ActivityMemoryKind` of the source.
+    pub src: i64,
+    /// `CUpti_ActivityMemoryKind` of the destination.
+    pub dst: i64,
+}
+
+/// What the whole trace says about itself, known once it is read.
+#[derive(Debug, Clone, Default)]
+pub struct TraceFacts {
+    /// The host the trace stands for.
+    pub hostname: String,
+    /// The UTC epoch ns the trace's times count from (`baseTimeNanoseconds`), when it says.
+    pub base_ns: Option<i64>,
+    /// The rank of the traced process (`distributedInfo.rank`).
+    pub rank: Option<u32>,
+    /// Events of kinds not translated, by kind.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+/// A translated export being written.
+pub struct TraceExport {
+    writer: ExportWriter,
+    first: Option<i64>,
+    /// CPU processes in order of first event, with their names.
+    processes: IndexMap<u32, Option<String>>,
+    /// Named CPU threads.
+    thread_names: BTreeMap<(u32, u32), String>,
+    /// GPUs named by the trace.
+    gpus: BTreeMap<u32, String>,
+    /// API calls per process: the process with most owns the GPU work.
+    calls: FxHashMap<u32, u64>,
+    /// Kernels so far (each one's `gridId`).
+    grids: i64,
+}
+
+impl TraceExport {
+    /// Starts an export that [`TraceExport::finish`] renames to `path`.
+    pub fn create(path: &Path) -> Result<TraceExport> {
+        Ok(TraceExport {
+            writer: ExportWriter::create(path)?,
+            first: None,
+            processes: IndexMap::new(),
+            thread_names: BTreeMap::new(),
+            gpus: BTreeMap::new(),
+            calls: FxHashMap::default(),
+            grids: 0,
+        })
+    }
+
+    fn saw(&mut self, start: i64) {
+        self.first = Some(self.first.map_or(start, |f| f.min(start)));
+    }
+
+    fn cpu(&mut self, pid: u32) {
+        self.processes.entry(pid).or_insert(None);
+    }
+
+    /// A GPU operation's row: the columns of [`gpu_columns!`], then `extra`.
+    fn gpu_row(
+        &mut self,
+        table: &'static str,
+        columns: &'static str,
+        (start, end): (i64, i64),
+        place: GpuPlace,
+        extra: &[&dyn ToSql],
+    ) -> Result<()> {
+        self.saw(start);
+        let mut values: Vec<&dyn ToSql> = vec![
+            &start,
+            &end,
+            &place.device,
+            &place.context,
+            &place.stream,
+            &place.correlation,
+        ];
+        values.extend_from_slice(extra);
+        self.writer.insert(table, columns, &values)
+    }
+
+    /// A kernel named `name` (its demangled name; the short name is derived).
+    pub fn kernel(
+        &mut self,
+        span: (i64, i64),
+        place: GpuPlace,
+        name: &str,
+        shape: &KernelShape,
+    ) -> Result<()> {
+        let demangled = self.writer.string(name);
+        let short = self.writer.string(short_name(name));
+        let [gx, gy, gz] = shape.grid;
+        let [bx, by, bz] = shape.block;
+        let columns = gpu_columns!(
+            "demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, \
+             blockZ, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, \
+             localMemoryTotal, gridId, tensorSizeMinusOneElements"
+        );
+        self.grids += 1;
+        let grid_id = self.grids;
+        let extra: [&dyn ToSql; 15] = [
+            &demangled,
+            &short,
+            &shape.registers,
+            &gx,
+            &gy,
+            &gz,
+            &bx,
+            &by,
+            &bz,
+            &0,
+            &shape.shared,
+            &0,
+            &0,
+            &grid_id,
+            &"[]",
+        ];
+        self.gpu_row(KERNEL, columns, span, place, &extra)
+    }
+
+    /// A memory copy of `bytes`.
+    pub fn memcpy(
+        &mut self,
+        span: (i64, i64),
+        place: GpuPlace,
+        bytes: i64,
+        copy: CopyKind,
+    ) -> Result<()> {
+        let columns = gpu_columns!("bytes, copyKind, srcKind, dstKind");
+        let extra: [&dyn ToSql; 4] = [&bytes, &copy.kind, &copy.src, &copy.dst];
+        self.gpu_row(MEMCPY, columns, span, place, &extra)
+    }
+
+    /// A memory set of `bytes` of device memory.
+    pub fn memset(&mut self, span: (i64, i64), place: GpuPlace, bytes: i64) -> Result<()> {
+        const DEVICE: i64 = 3;
+        let columns = gpu_columns!("value, bytes, memKind");
+        let extra: [&dyn ToSql; 3] = [&0, &bytes, &DEVICE];
+        self.gpu_row(MEMSET, columns, span, place, &extra)
+    }
+
+    /// A synchronization (`CUpti_ActivitySynchronizationType`).
+    pub fn sync(&mut self, span: (i64, i64), place: GpuPlace, sync_type: i64) -> Result<()> {
+        let extra: [&dyn ToSql; 2] = [&sync_type, &0];
+        self.gpu_row(SYNC, gpu_columns!("syncType, eventId"), span, place, &extra)
+    }
+
+    /// A CUDA runtime (or, with `driver`, driver) API call of thread `(pid, tid)`.
+    pub fn api_call(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        correlation: u32,
+        name: &str,
+        driver: bool,
+    ) -> Result<()> {
+        self.saw(start);
+        self.cpu(pid);
+        *self.calls.entry(pid).or_default() += 1;
+        let name = self.writer.string(name);
+        self.writer.insert(
+            RUNTIME,
+            "start, end, eventClass, globalTid, correlationId, nameId, returnValue",
+            &[
+                &start,
+                &end,
+                &i64::from(driver),
+                &GlobalId::encode(pid, tid),
+                &correlation,
+                &name,
+                &0,
+            ],
+        )
+    }
+
+    /// A closed range of thread `(pid, tid)`, in NVTX's default domain (where PyTorch's
+    /// `emit_nvtx` puts its operators under nsys).
+    pub fn range(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        text: &str,
+    ) -> Result<()> {
+        self.saw(start);
+        self.cpu(pid);
+        self.writer.insert(
+            NVTX,
+            "start, end, eventType, text, globalTid, domainId",
+            &[
+                &start,
+                &end,
+                &NVTX_PUSH_POP,
+                &text,
+                &GlobalId::encode(pid, tid),
+                &0,
+            ],
+        )
+    }
+
+    /// Names a process (used when it has events).
+    pub fn process_name(&mut self, pid: u32, name: &str) {
+        if let Some(slot) = self.processes.get_mut(&pid) {
+            *slot = Some(name.to_string());
+        } else {
+            self.processes.insert(pid, Some(name.to_string()));
+        }
+    }
+
+    /// Names a thread.
+    pub fn thread_name(&mut self, (pid, tid): (u32, u32), name: &str) {
+        self.thread_names.insert((pid, tid), name.to_string());
+    }
+
+    /// Names a GPU (by CUDA ordinal).
+    pub fn gpu(&mut self, device: u32, name: &str) {
+        self.gpus.insert(device, name.to_string());
+    }
+
+    /// The process with the most API calls (else the first with events): the owner of the GPU
+    /// work, which traces record on per-device pseudo-processes.
+    fn main_pid(&self) -> u32 {
+        let busiest = self
+            .calls
+            .iter()
+            .max_by_key(|&(pid, n)| (*n, std::cmp::Reverse(*pid)))
+            .map(|(&pid, _)| pid);
+        busiest
+            .or_else(|| self.processes.keys().next().copied())
+            .unwrap_or(0)
+    }
+
+    /// Completes the export, translated from `source` (a file of `format`).
+    pub fn finish(mut self, source: &Path, format: Format, facts: &TraceFacts) -> Result<PathBuf> {
+        let first = self.first.unwrap_or(0);
+        let main = self.main_pid();
+        let owner = GlobalId::encode(main, 0);
+        for table in GPU_TABLES.into_iter().filter(|t| self.writer.has_table(t)) {
+            let sql = format!("UPDATE {table} SET globalPid = ?");
+            self.writer.execute(&sql, &[&owner])?;
+        }
+        for table in EVENT_TABLES
+            .into_iter()
+            .filter(|t| self.writer.has_table(t))
+        {
+            let sql = format!("UPDATE {table} SET start = start - ?1, end = end - ?1");
+            self.writer.execute(&sql, &[&first])?;
+        }
+        let utc = match facts.base_ns {
+            Some(base) => Some(base + first),
+            None => (first > EPOCH_NS).then_some(first),
+        };
+        if let Some(utc) = utc {
+            let iso = crate::report::utc_iso(utc)[..19].to_string();
+            self.writer.insert(
+                "TARGET_INFO_SESSION_START_TIME",
+                "utcEpochNs, utcTime, localTime",
+                &[&utc, &iso, &iso],
+            )?;
+        }
+        self.write_entities(main, facts)?;
+        let product = format!("nsys-lens translation of a {}", format.describe());
+        let export = [
+            ("EXPORT_PRODUCT_NAME", product),
+            ("EXPORT_SCHEMA_VERSION", schema_version()),
+            ("EXPORT_PARAM_TIME_NORMALIZE", "false".to_string()),
+            (SOURCE_FORMAT, format.id().to_string()),
+            (SOURCE_PATH, source.display().to_string()),
+            (UNTRANSLATED, untranslated(&facts.skipped)),
+        ];
+        for (name, value) in &export {
+            self.writer
+                .insert("META_DATA_EXPORT", "name, value", &[name, value])?;
+        }
+        self.writer.finish()
+    }
+
+    /// The host, its GPUs, the processes, thread names and the rank.
+    fn write_entities(&mut self, main: u32, facts: &TraceFacts) -> Result<()> {
+        // `Hostname` is nameEnum 619 in every version (nsys-sqlite.md §8.14).
+        self.writer.insert(
+            "TARGET_INFO_SYSTEM_ENV",
+            "devStateName, name, nameEnum, value",
+            &[&"", &"Hostname", &619, &facts.hostname],
+        )?;
+        for (id, name) in std::mem::take(&mut self.gpus) {
+            self.writer.insert(
+                "TARGET_INFO_GPU",
+                "vmId, id, name, cuDevice",
+                &[&VM_ID, &id, &name, &id],
+            )?;
+        }
+        for (pid, name) in std::mem::take(&mut self.processes) {
+            let name = name.unwrap_or_default();
+            self.writer.insert(
+                "PROCESSES",
+                "globalPid, pid, name",
+                &[&GlobalId::encode(pid, 0), &pid, &name],
+            )?;
+        }
+        for ((pid, tid), name) in std::mem::take(&mut self.thread_names) {
+            let name = self.writer.string(&name);
+            self.writer.insert(
+                "ThreadNames",
+                "nameId, priority, globalTid",
+                &[&name, &0, &GlobalId::encode(pid, tid)],
+            )?;
+        }
+        if let Some(rank) = facts.rank {
+            self.writer.insert(
+                "MPI_RANKS",
+                "globalTid, rank",
+                &[&GlobalId::encode(main, main), &rank],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `kind=count` lines.
+fn untranslated(skipped: &BTreeMap<String, u64>) -> String {
+    let lines: Vec<String> = skipped.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    lines.join("\n")
+}
+
+/// The counts [`UNTRANSLATED`] holds, by kind.
+pub fn parse_untranslated(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let (kind, n) = line.rsplit_once('=')?;
+            Some((kind.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+fn schema_version() -> String {
+    let (major, minor, micro) = SCHEMA_VERSION;
+    format!("{major}.{minor}.{micro}")
+}
+
+/// A kernel's short name, as nsys's `shortName` gives it: the demangled name without its
+/// return type, scope, template arguments and parameters (`void at::native::foo<float>(int)`
+/// is `foo`).
+pub fn short_name(demangled: &str) -> &str {
+    let mut depth = 0i32;
+    let mut end = demangled.len();
+    for (i, c) in demangled.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 && i > 0 => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let mut name = demangled[..end].trim_end();
+    if name.ends_with('>')
+        && let Some(open) = matching_open(name)
+    {
+        name = &name[..open];
+    }
+    let start = top_level_start(name);
+    let short = &name[start..];
+    if short.is_empty() { demangled } else { short }
+}
+
+/// The index of the `<` that opens the template arguments `name` ends with.
+fn matching_open(name: &str) -> Option<usize> {
+    let mut depth = 0;
+    for (i, c) in name.char_indices().rev() {
+        match c {
+            '>' => depth += 1,
+            '<' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Where the last scope (`::`) or word (after the return type) of `name` starts, outside
+/// template arguments and parentheses.
+fn top_level_start(name: &str) -> usize {
+    let bytes = name.as_bytes();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'<' | b'(' => depth += 1,
+            b'>' | b')' => depth -= 1,
+            b' ' if depth == 0 => start = i + 1,
+            b':' if depth == 0 && bytes.get(i + 1) == Some(&b':') => start = i + 2,
+            _ => {}
+        }
+    }
+    start.min(name.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_name;
+
+    #[test]
+    fn short_names_drop_return_type_scope_templates_and_parameters() {
+        let cases = [
+            (
+                "void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*)",
+                "permute_2D_lengths_kernel",
+            ),
+            (
+                "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+                "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t",
+            ),
+            (
+                "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous \
+                 namespace)::foo<float>, at::detail::Array<char*, 2> >(int, float)",
+                "vectorized_elementwise_kernel",
+            ),
+            ("volta_sgemm_128x64_nn", "volta_sgemm_128x64_nn"),
+            (
+                "sm90_xmma_gemm_bf16bf16_bf16f32",
+                "sm90_xmma_gemm_bf16bf16_bf16f32",
+            ),
+        ];
+        for (name, short) in cases {
+            assert_eq!(short_name(name), short, "{name}");
+        }
+    }
+}

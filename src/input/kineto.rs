@@ -1,0 +1,498 @@
+//! torch.profiler (Kineto) Chrome-trace JSON, one file per rank, `.json` or `.json.gz`.
+//!
+//! The file is parsed as a stream: `traceEvents` is visited one event at a time (never held
+//! whole), and each event becomes a row of the translated export at once. Times are Kineto's
+//! microseconds, read from the JSON text exactly (`4458676522690.655` is 4458676522690655 ns;
+//! no float ever holds a time), on `baseTimeNanoseconds` when the file has it, else on the UTC
+//! epoch (older Kineto writes epoch µs).
+//!
+//! | Kineto `cat` | becomes |
+//! | --- | --- |
+//! | `kernel` | a kernel (device, stream, correlation, grid, block, registers, shared memory) |
+//! | `gpu_memcpy`, `gpu_memset` | a memory copy (direction from its name) or set |
+//! | `cuda_runtime`, `cuda_driver` | a CUDA API call with its correlation id |
+//! | `cuda_sync` | a synchronization |
+//! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys |
+//! | `M` events | process, thread and GPU names |
+//!
+//! GPU-side projections of annotations (`gpu_user_annotation`), flow arrows (`ac2g`,
+//! `fwdbwd`), Python stack frames, instant events and the profiler's own spans are derived or
+//! decorative and are not translated; events of any other category or phase are counted, and
+//! every command reading the trace warns about them.
+
+use super::Format;
+use super::export::{CopyKind, GpuPlace, KernelShape, TraceExport, TraceFacts};
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+/// Categories known and deliberately not translated (see the module documentation).
+const UNTRANSLATED: &[&str] = &[
+    "gpu_user_annotation",
+    "ac2g",
+    "fwdbwd",
+    "async_cpu_to_gpu",
+    "python_function",
+    "trace",
+    "overhead",
+];
+
+/// Translates the Kineto trace `reader` (decompressed) read from `source` into an export at
+/// `target`.
+pub fn translate(reader: impl BufRead, source: &Path, target: &Path) -> Result<PathBuf> {
+    let mut state = State {
+        export: TraceExport::create(target)?,
+        skipped: BTreeMap::new(),
+        error: None,
+    };
+    let top = {
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        let top = de.deserialize_map(TopVisitor { state: &mut state });
+        let top = top.and_then(|t| de.end().map(|()| t));
+        match (state.error.take(), top) {
+            (Some(e), _) => return Err(e),
+            (None, Err(e)) => {
+                return Err(anyhow::Error::new(e).context("not a valid torch.profiler trace"));
+            }
+            (None, Ok(top)) => top,
+        }
+    };
+    anyhow::ensure!(
+        top.saw_events,
+        "a JSON file without traceEvents: not a torch.profiler trace"
+    );
+    for device in top.devices {
+        state.export.gpu(device.id, &device.name);
+    }
+    let facts = TraceFacts {
+        hostname: super::trace_stem(source),
+        base_ns: top.base_ns,
+        rank: top.distributed.and_then(|d| d.rank),
+        skipped: state.skipped,
+    };
+    state.export.finish(source, Format::Kineto, &facts)
+}
+
+/// What the event visitor writes into, and the first write error (serde's errors are strings;
+/// this keeps ours whole).
+struct State {
+    export: TraceExport,
+    skipped: BTreeMap<String, u64>,
+    error: Option<anyhow::Error>,
+}
+
+/// The top-level keys read besides `traceEvents`.
+#[derive(Default)]
+struct Top {
+    saw_events: bool,
+    base_ns: Option<i64>,
+    distributed: Option<DistributedInfo>,
+    devices: Vec<DeviceProperties>,
+}
+
+/// `distributedInfo`.
+#[derive(Deserialize)]
+struct DistributedInfo {
+    #[serde(default, deserialize_with = "lenient_u32")]
+    rank: Option<u32>,
+}
+
+/// One entry of `deviceProperties`.
+#[derive(Deserialize)]
+struct DeviceProperties {
+    id: u32,
+    #[serde(default)]
+    name: String,
+}
+
+struct TopVisitor<'s> {
+    state: &'s mut State,
+}
+
+impl<'de> Visitor<'de> for TopVisitor<'_> {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object with traceEvents")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+        let mut top = Top::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "traceEvents" => {
+                    top.saw_events = true;
+                    map.next_value_seed(EventsSeed {
+                        state: &mut *self.state,
+                    })?;
+                }
+                "baseTimeNanoseconds" => top.base_ns = map.next_value::<Lenient>()?.0,
+                "distributedInfo" => top.distributed = Some(map.next_value()?),
+                "deviceProperties" => top.devices = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(top)
+    }
+}
+
+struct EventsSeed<'s> {
+    state: &'s mut State,
+}
+
+impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventsSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of trace events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut index = 0u64;
+        while let Some(event) = seq.next_element::<Event>()? {
+            if let Err(e) = self.state.add(&event) {
+                let e = e.context(format!("traceEvents[{index}] ({:?})", event.name));
+                self.state.error = Some(e);
+                return Err(de::Error::custom("stopped at a write error"));
+            }
+            index += 1;
+        }
+        Ok(())
+    }
+}
+
+/// One trace event, with the fields any translated category uses.
+#[derive(Deserialize)]
+struct Event {
+    #[serde(default)]
+    ph: String,
+    #[serde(default)]
+    cat: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default, deserialize_with = "lenient_id")]
+    pid: Option<u32>,
+    #[serde(default, deserialize_with = "lenient_id")]
+    tid: Option<u32>,
+    ts: Option<Box<RawValue>>,
+    dur: Option<Box<RawValue>>,
+    #[serde(default)]
+    args: Args,
+}
+
+/// The `args` fields translated.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Args {
+    #[serde(deserialize_with = "lenient_u32")]
+    device: Option<u32>,
+    #[serde(deserialize_with = "lenient_u32")]
+    context: Option<u32>,
+    #[serde(deserialize_with = "lenient_u32")]
+    stream: Option<u32>,
+    #[serde(deserialize_with = "lenient_u32")]
+    correlation: Option<u32>,
+    grid: Option<[i64; 3]>,
+    block: Option<[i64; 3]>,
+    #[serde(rename = "registers per thread", deserialize_with = "lenient_i64")]
+    registers: Option<i64>,
+    #[serde(rename = "shared memory", deserialize_with = "lenient_i64")]
+    shared: Option<i64>,
+    #[serde(deserialize_with = "lenient_i64")]
+    bytes: Option<i64>,
+    /// A metadata event's name.
+    name: Option<String>,
+}
+
+impl State {
+    fn add(&mut self, e: &Event) -> Result<()> {
+        match e.ph.as_str() {
+            "X" => self.complete(e),
+            "M" => {
+                self.metadata(e);
+                Ok(())
+            }
+            _ => {
+                self.skip(e);
+                Ok(())
+            }
+        }
+    }
+
+    fn skip(&mut self, e: &Event) {
+        let key = match e.ph.as_str() {
+            "X" => e.cat.to_ascii_lowercase(),
+            ph => format!("ph {ph}"),
+        };
+        if !UNTRANSLATED.contains(&key.as_str()) && !matches!(e.ph.as_str(), "s" | "f" | "i") {
+            *self.skipped.entry(key).or_default() += 1;
+        }
+    }
+
+    /// A complete (`X`) event.
+    fn complete(&mut self, e: &Event) -> Result<()> {
+        let cat = e.cat.to_ascii_lowercase();
+        let span = || span(e);
+        let cpu = || Ok::<_, anyhow::Error>((need(e.pid, "pid")?, need(e.tid, "tid")?));
+        let a = &e.args;
+        match cat.as_str() {
+            "kernel" => {
+                let shape = KernelShape {
+                    grid: a.grid.unwrap_or([1, 1, 1]),
+                    block: a.block.unwrap_or([1, 1, 1]),
+                    registers: a.registers.unwrap_or(0),
+                    shared: a.shared.unwrap_or(0),
+                };
+                self.export.kernel(span()?, place(e)?, &e.name, &shape)?;
+            }
+            "gpu_memcpy" | "memcpy" => {
+                let copy = copy_kind(&e.name);
+                let bytes = a.bytes.unwrap_or(0);
+                self.export.memcpy(span()?, place(e)?, bytes, copy)?;
+            }
+            "gpu_memset" | "memset" => {
+                let bytes = a.bytes.unwrap_or(0);
+                self.export.memset(span()?, place(e)?, bytes)?;
+            }
+            "cuda_runtime" | "runtime" | "cuda_driver" => {
+                let correlation = a.correlation.unwrap_or(0);
+                let driver = cat == "cuda_driver";
+                self.export
+                    .api_call(span()?, cpu()?, correlation, &e.name, driver)?;
+            }
+            "cuda_sync" => {
+                self.export.sync(span()?, place(e)?, sync_type(&e.name))?;
+            }
+            "user_annotation" | "cpu_op" | "operator" => {
+                self.export.range(span()?, cpu()?, &e.name)?;
+            }
+            _ => self.skip(e),
+        }
+        Ok(())
+    }
+
+    /// A metadata (`M`) event: process, thread and GPU names.
+    fn metadata(&mut self, e: &Event) {
+        let (Some(pid), Some(name)) = (e.pid, e.args.name.as_deref()) else {
+            return;
+        };
+        match e.name.as_str() {
+            "process_name" => self.export.process_name(pid, name),
+            "thread_name" => {
+                if let Some(tid) = e.tid {
+                    self.export.thread_name((pid, tid), name.trim_end());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn need<T>(value: Option<T>, field: &str) -> Result<T> {
+    value.with_context(|| format!("no numeric {field}"))
+}
+
+/// An event's `[start, end]` in ns.
+fn span(e: &Event) -> Result<(i64, i64)> {
+    let ts = e.ts.as_deref().context("no ts")?;
+    let start = micros_to_ns(ts.get()).with_context(|| format!("ts {} is not a time", ts))?;
+    let dur = match e.dur.as_deref() {
+        Some(d) => micros_to_ns(d.get()).with_context(|| format!("dur {d} is not a duration"))?,
+        None => 0,
+    };
+    anyhow::ensure!(dur >= 0, "negative dur {}", dur);
+    let end = start.checked_add(dur).context("ts + dur overflows")?;
+    Ok((start, end))
+}
+
+/// A GPU event's device, stream and correlation.
+fn place(e: &Event) -> Result<GpuPlace> {
+    let a = &e.args;
+    Ok(GpuPlace {
+        device: a.device.or(e.pid).context("no device")?,
+        context: a.context.unwrap_or(1),
+        stream: a.stream.or(e.tid).context("no stream")?,
+        correlation: a.correlation.unwrap_or(0),
+    })
+}
+
+/// A number of µs, as JSON text, in ns: exact for decimals (digits past the third are
+/// rounded half away from zero), through a float only for exponent notation.
+pub fn micros_to_ns(text: &str) -> Option<i64> {
+    let text = text.trim().trim_matches('"');
+    if text.contains(['e', 'E']) {
+        let v: f64 = text.parse().ok()?;
+        let ns = (v * 1000.0).round();
+        return (ns.abs() < 9.2e18).then_some(ns as i64);
+    }
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let mut ns: i64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    ns = ns.checked_mul(1000)?;
+    let mut scale = 100;
+    for b in fraction.bytes().take(3) {
+        ns = ns.checked_add(i64::from(b - b'0') * scale)?;
+        scale /= 10;
+    }
+    if fraction.as_bytes().get(3).is_some_and(|&b| b >= b'5') {
+        ns = ns.checked_add(1)?;
+    }
+    Some(if negative { -ns } else { ns })
+}
+
+/// A copy's direction from Kineto's name (`Memcpy DtoH (Device -> Pageable)`).
+fn copy_kind(name: &str) -> CopyKind {
+    const PAGEABLE: i64 = 1;
+    const PINNED: i64 = 2;
+    const DEVICE: i64 = 3;
+    let memory = |side: &str| match side.trim() {
+        "Pageable" => PAGEABLE,
+        "Pinned" => PINNED,
+        "Device" => DEVICE,
+        _ => 0,
+    };
+    let (src, dst) = name
+        .split_once('(')
+        .and_then(|(_, rest)| rest.trim_end_matches(')').split_once("->"))
+        .map_or((0, 0), |(s, d)| (memory(s), memory(d)));
+    let kind = match name.split_whitespace().nth(1) {
+        Some("HtoD") => 1,
+        Some("DtoH") => 2,
+        Some("DtoD") => 8,
+        Some("HtoH") => 9,
+        Some("PtoP") => 10,
+        _ => 0,
+    };
+    CopyKind { kind, src, dst }
+}
+
+/// `CUpti_ActivitySynchronizationType` from a `cuda_sync` event's name.
+fn sync_type(name: &str) -> i64 {
+    match name {
+        "Event Sync" => 1,
+        "Stream Wait Event" => 2,
+        "Stream Sync" => 3,
+        "Context Sync" => 4,
+        _ => 0,
+    }
+}
+
+/// A number given as an integer, a float or a string, when it fits.
+struct Lenient(Option<i64>);
+
+impl<'de> Deserialize<'de> for Lenient {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Lenient, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Lenient;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Lenient, E> {
+                Ok(Lenient(Some(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Lenient, E> {
+                Ok(Lenient(i64::try_from(v).ok()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Lenient, E> {
+                Ok(Lenient(
+                    (v.fract() == 0.0 && v.abs() < 9.2e18).then_some(v as i64),
+                ))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Lenient, E> {
+                Ok(Lenient(v.trim().parse().ok()))
+            }
+            fn visit_unit<E>(self) -> Result<Lenient, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Lenient, E> {
+                Ok(Lenient(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn lenient_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    Ok(Lenient::deserialize(d)?.0)
+}
+
+/// A process or thread id: Kineto writes some thread ids as negative 32-bit numbers; they keep
+/// their 32 bits (and, like every id, the 24 that nsys's global ids hold).
+fn lenient_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    Ok(Lenient::deserialize(d)?.0.map(|v| v as u32))
+}
+
+fn lenient_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    Ok(Lenient::deserialize(d)?
+        .0
+        .and_then(|v| u32::try_from(v).ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_become_nanoseconds_exactly() {
+        assert_eq!(
+            micros_to_ns("4458676522690.655"),
+            Some(4_458_676_522_690_655)
+        );
+        assert_eq!(
+            micros_to_ns("1682725898236567"),
+            Some(1_682_725_898_236_567_000)
+        );
+        assert_eq!(micros_to_ns("156.777"), Some(156_777));
+        assert_eq!(micros_to_ns("68.0"), Some(68_000));
+        assert_eq!(micros_to_ns("0.5"), Some(500));
+        assert_eq!(micros_to_ns("1.23456"), Some(1_235));
+        assert_eq!(micros_to_ns("-2.5"), Some(-2_500));
+        assert_eq!(micros_to_ns("1.5e3"), Some(1_500_000));
+        assert_eq!(micros_to_ns("abc"), None);
+        assert_eq!(micros_to_ns("."), None);
+        // A float would not hold this time to the ns: 1.682725898236567123e15 µs.
+        assert_eq!(
+            micros_to_ns("1682725898236567.123"),
+            Some(1_682_725_898_236_567_123)
+        );
+    }
+
+    #[test]
+    fn copy_directions_come_from_the_name() {
+        let k = copy_kind("Memcpy DtoH (Device -> Pageable)");
+        assert_eq!((k.kind, k.src, k.dst), (2, 3, 1));
+        let k = copy_kind("Memcpy HtoD (Pinned -> Device)");
+        assert_eq!((k.kind, k.src, k.dst), (1, 2, 3));
+    }
+}

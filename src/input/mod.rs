@@ -1,0 +1,205 @@
+//! Inputs besides nsys exports: torch.profiler (Kineto) JSON and JAX/XLA `XSpace` traces.
+//!
+//! Each is recognised by its content, not its name ([`detect`]), and translated once into an
+//! export in nsys's own SQLite schema ([`resolve`]), which the one reader
+//! ([`crate::nsys::Report`]) then reads like any other: so every command, the streaming
+//! conversion, parts and the Python package take these traces wherever they take an nsys
+//! export, alone or mixed with exports of other ranks, and nothing after the reader knows which
+//! format a rank came from. The translation names its source in `META_DATA_EXPORT`
+//! ([`export::SOURCE_FORMAT`], [`export::SOURCE_PATH`]), which `info` shows.
+//!
+//! Translations are cached, never beside the input: in `--export-dir` when given, else in
+//! `$NSYS_LENS_CACHE`, `$XDG_CACHE_HOME/nsys-lens` or `~/.cache/nsys-lens`, under a name keyed
+//! by the input's path, size and modification time, and reused while those are unchanged.
+
+pub mod export;
+pub mod kineto;
+pub mod xplane;
+
+use crate::hash::FxHasher;
+use anyhow::{Context, Result};
+use std::hash::{Hash, Hasher};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// Bumped whenever a translation changes, so that older cached translations are not reused.
+const TRANSLATION_VERSION: u32 = 1;
+
+/// What an input file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// An nsys SQLite export (or anything else SQLite: the reader says whether it is one).
+    Nsys,
+    /// A torch.profiler (Kineto) Chrome-trace JSON, possibly gzip-compressed.
+    Kineto,
+    /// A JAX/XLA profiler `XSpace` protobuf (`*.xplane.pb`).
+    Xplane,
+}
+
+impl Format {
+    /// The id stored in a translation's metadata and printed by `info --format json`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Format::Nsys => "nsys",
+            Format::Kineto => "kineto",
+            Format::Xplane => "xplane",
+        }
+    }
+
+    /// The format for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Format::Nsys => "Nsight Systems SQLite export",
+            Format::Kineto => "torch.profiler (Kineto) trace",
+            Format::Xplane => "JAX/XLA profiler XSpace",
+        }
+    }
+
+    /// The format with this [`Format::id`].
+    pub fn from_id(id: &str) -> Option<Format> {
+        [Format::Nsys, Format::Kineto, Format::Xplane]
+            .into_iter()
+            .find(|f| f.id() == id)
+    }
+}
+
+/// What `path` holds, from its first bytes: SQLite (or anything unrecognised, which the
+/// reader then rejects with its own message), Kineto JSON (plain or gzip), or an `XSpace`.
+pub fn detect(path: &Path) -> Result<Format> {
+    let mut head = Vec::with_capacity(64);
+    let file =
+        std::fs::File::open(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    file.take(64).read_to_end(&mut head)?;
+    if head.starts_with(b"SQLite format 3\0") {
+        return Ok(Format::Nsys);
+    }
+    if head.starts_with(&[0x1f, 0x8b]) || first_non_space(&head) == Some(b'{') {
+        return Ok(Format::Kineto);
+    }
+    if xplane::looks_like_xspace(&head) {
+        return Ok(Format::Xplane);
+    }
+    Ok(Format::Nsys)
+}
+
+fn first_non_space(bytes: &[u8]) -> Option<u8> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    bytes.iter().copied().find(|b| !b.is_ascii_whitespace())
+}
+
+/// The SQLite file to read for `path`: the file itself when it is one, else its translation
+/// (made now, or reused from the cache).
+pub fn resolve(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> {
+    let format = detect(path)?;
+    if format == Format::Nsys {
+        return Ok(path.to_path_buf());
+    }
+    let target = cache_path(path, export_dir)?;
+    if target.is_file() {
+        return Ok(target);
+    }
+    if let Some(dir) = target.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the cache directory {}", dir.display()))?;
+    }
+    translate(path, format, &target)
+        .with_context(|| format!("{}: cannot read this {}", path.display(), format.describe()))
+}
+
+/// Translates `path`, a file of `format`, into an export at `target`; returns `target`.
+pub fn translate(path: &Path, format: Format, target: &Path) -> Result<PathBuf> {
+    match format {
+        Format::Nsys => anyhow::bail!("an nsys export needs no translation"),
+        Format::Kineto => kineto::translate(open_text(path)?, path, target),
+        Format::Xplane => xplane::translate(path, target),
+    }
+}
+
+/// Whether a JSON file in a directory given as input is a torch.profiler trace: Kineto opens
+/// with `schemaVersion` (or `traceEvents`), which other JSON beside the traces (a synth run's
+/// `truth.json`, a config) does not have near its start.
+pub fn is_kineto_trace(path: &Path) -> bool {
+    const HEAD: u64 = 64 * 1024;
+    let mut head = Vec::new();
+    let read = open_text(path).and_then(|r| Ok(r.take(HEAD).read_to_end(&mut head)?));
+    if read.is_err() {
+        return false;
+    }
+    let text = String::from_utf8_lossy(&head);
+    first_non_space(&head) == Some(b'{')
+        && (text.contains("\"schemaVersion\"") || text.contains("\"traceEvents\""))
+}
+
+/// A reader of `path`'s text, decompressed when it is gzip.
+fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
+    let mut file = BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+    let gzip = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
+    Ok(if gzip {
+        let decoder = flate2::bufread::MultiGzDecoder::new(file);
+        Box::new(BufReader::with_capacity(1 << 20, decoder))
+    } else {
+        Box::new(file)
+    })
+}
+
+/// The name a trace stands for: its file name without `.gz`, `.json`, `.pb`, `.xplane`
+/// (`rank-0.json.gz` is `rank-0`).
+pub fn trace_stem(path: &Path) -> String {
+    let mut name = path
+        .file_name()
+        .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
+    for suffix in [".gz", ".json", ".pb", ".xplane", ".trace"] {
+        if let Some(stripped) = name.strip_suffix(suffix)
+            && !stripped.is_empty()
+        {
+            name = stripped.to_string();
+        }
+    }
+    name
+}
+
+/// Where the translation of `path` is cached.
+fn cache_path(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> {
+    let dir = match export_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => cache_dir().context(
+            "no cache directory for translated traces: set NSYS_LENS_CACHE or pass --export-dir",
+        )?,
+    };
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let mut hasher = FxHasher::default();
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .hash(&mut hasher);
+    meta.len().hash(&mut hasher);
+    meta.modified().ok().hash(&mut hasher);
+    TRANSLATION_VERSION.hash(&mut hasher);
+    let name = format!("{}-{:016x}.sqlite", trace_stem(path), hasher.finish());
+    Ok(dir.join(name))
+}
+
+/// `$NSYS_LENS_CACHE`, else `$XDG_CACHE_HOME/nsys-lens`, else `~/.cache/nsys-lens`.
+fn cache_dir() -> Option<PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("NSYS_LENS_CACHE")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("nsys-lens")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache").join("nsys-lens")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_stems_drop_the_format_suffixes() {
+        assert_eq!(trace_stem(Path::new("a/rank-0.json.gz")), "rank-0");
+        assert_eq!(trace_stem(Path::new("host.xplane.pb")), "host");
+        assert_eq!(trace_stem(Path::new(".json")), ".json");
+    }
+}

@@ -1,0 +1,221 @@
+//! A synthetic run as torch.profiler would have written it (`synth --format kineto`): one
+//! Kineto Chrome-trace JSON per rank, made from the run's own exports read back, so that the
+//! same truth checks run on both input formats.
+//!
+//! Each rank's file holds its kernels, copies and sets (on the GPU pseudo-process `pid` =
+//! device, `tid` = stream, as Kineto lays them out), its CUDA API calls, its framework's NVTX ranges (not NCCL's: torch.profiler does not
+//! record them) as `user_annotation`s (marks as ranges of no length), process and thread names, `distributedInfo` and
+//! `baseTimeNanoseconds` (the earliest session start: every `ts` counts from it, in µs with
+//! three decimals, so no ns is lost).
+
+use crate::classify::{Activity, ranks};
+use crate::model::{Ns, NvtxKind, ProcessId, StringId, Timeline};
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Writes `dir/rank<R>.json` for every rank of the exports; returns their paths.
+pub fn write(exports: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>> {
+    let timeline = Timeline::load(exports).context("cannot read the synthetic exports back")?;
+    let activity = Activity::new(&timeline);
+    let ranks = ranks::discover(&activity)?;
+    let base = timeline
+        .reports
+        .iter()
+        .filter_map(|r| r.meta.session_start_utc_ns)
+        .min()
+        .unwrap_or(0);
+    let mut files: Vec<Option<RankFile>> = (0..timeline.processes.len()).map(|_| None).collect();
+    for rank in &ranks {
+        let path = dir.join(format!("rank{}.json", rank.rank));
+        let mut file = RankFile::create(&path)?;
+        file.head(&timeline, rank, ranks.len(), base)?;
+        files[rank.process.index()] = Some(file);
+    }
+    let mut sink = Sink {
+        timeline: &timeline,
+        files,
+    };
+    sink.events()?;
+    let mut written = Vec::new();
+    for file in sink.files.into_iter().flatten() {
+        written.push(file.finish()?);
+    }
+    written.sort();
+    Ok(written)
+}
+
+/// One rank's JSON being written.
+struct RankFile {
+    out: BufWriter<tempfile::NamedTempFile>,
+    path: PathBuf,
+    first: bool,
+}
+
+impl RankFile {
+    fn create(path: &Path) -> Result<RankFile> {
+        let temp = crate::output::temporary_beside(path)?;
+        Ok(RankFile {
+            out: BufWriter::new(temp),
+            path: path.to_path_buf(),
+            first: true,
+        })
+    }
+
+    /// The top-level keys, and the names as metadata events.
+    fn head(&mut self, t: &Timeline, rank: &ranks::Rank, world: usize, base: i64) -> Result<()> {
+        let process = t.process(rank.process);
+        let devices: Vec<Value> = t
+            .gpus
+            .iter()
+            .filter(|g| g.process == rank.process)
+            .map(|g| json!({"id": g.device, "name": t.text(g.name)}))
+            .collect();
+        let distributed = json!({"backend": "nccl", "rank": rank.rank, "world_size": world});
+        write!(
+            self.out,
+            "{{\"schemaVersion\": 1, \"distributedInfo\": {distributed}, \"deviceProperties\": {}, \
+             \"baseTimeNanoseconds\": {base}, \"traceEvents\": [",
+            Value::Array(devices)
+        )?;
+        let name = t.text(process.name);
+        self.event(
+            &json!({"ph": "M", "name": "process_name", "pid": process.pid, "tid": 0,
+            "args": {"name": name}}),
+        )?;
+        for thread in t.threads.iter().filter(|th| th.process == rank.process) {
+            self.event(
+                &json!({"ph": "M", "name": "thread_name", "pid": process.pid,
+                "tid": thread.tid, "args": {"name": t.text(thread.name)}}),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, event: &Value) -> Result<()> {
+        if !self.first {
+            self.out.write_all(b",\n")?;
+        }
+        self.first = false;
+        serde_json::to_writer(&mut self.out, event)?;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<PathBuf> {
+        self.out.write_all(b"\n]}\n")?;
+        let temp = self.out.into_inner().map_err(|e| e.into_error())?;
+        crate::output::persist(temp, &self.path)?;
+        Ok(self.path)
+    }
+}
+
+/// `ts` or `dur` in µs with three decimals (exact ns), as a JSON number.
+fn micros(ns: i64) -> Value {
+    let text = format!(
+        "{}{}.{:03}",
+        if ns < 0 { "-" } else { "" },
+        ns.abs() / 1000,
+        ns.abs() % 1000
+    );
+    serde_json::from_str(&text).expect("a decimal number")
+}
+
+fn times(start: Ns, end: Ns) -> (Value, Value) {
+    (micros(start.0), micros(end.0 - start.0))
+}
+
+/// Sends every event of a rank's process to its file.
+struct Sink<'t> {
+    timeline: &'t Timeline,
+    files: Vec<Option<RankFile>>,
+}
+
+impl Sink<'_> {
+    fn to(&mut self, process: ProcessId, event: &Value) -> Result<()> {
+        match &mut self.files[process.index()] {
+            Some(file) => file.event(event),
+            None => Ok(()),
+        }
+    }
+
+    fn events(&mut self) -> Result<()> {
+        let t = self.timeline;
+        for k in &t.kernels {
+            let s = t.stream(k.stream);
+            let device = t.gpu(s.gpu).device;
+            let (ts, dur) = times(k.start, k.end);
+            let args = json!({"device": device, "context": 1, "stream": s.stream,
+                "correlation": k.correlation, "registers per thread": k.registers,
+                "shared memory": k.static_shared + k.dynamic_shared,
+                "grid": k.grid, "block": k.block});
+            let event = json!({"ph": "X", "cat": "kernel", "name": t.text(k.name),
+                "pid": device, "tid": s.stream, "ts": ts, "dur": dur, "args": args});
+            self.to(s.process, &event)?;
+        }
+        for m in &t.memcpys {
+            let s = t.stream(m.stream);
+            let device = t.gpu(s.gpu).device;
+            let (ts, dur) = times(m.start, m.end);
+            let args = json!({"device": device, "context": 1, "stream": s.stream,
+                "correlation": m.correlation, "bytes": m.bytes});
+            let event = json!({"ph": "X", "cat": "gpu_memcpy", "name": copy_name(m.copy_kind),
+                "pid": device, "tid": s.stream, "ts": ts, "dur": dur, "args": args});
+            self.to(s.process, &event)?;
+        }
+        for m in &t.memsets {
+            let s = t.stream(m.stream);
+            let device = t.gpu(s.gpu).device;
+            let (ts, dur) = times(m.start, m.end);
+            let args = json!({"device": device, "context": 1, "stream": s.stream,
+                "correlation": m.correlation, "bytes": m.bytes});
+            let event = json!({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)",
+                "pid": device, "tid": s.stream, "ts": ts, "dur": dur, "args": args});
+            self.to(s.process, &event)?;
+        }
+        for a in &t.api_calls {
+            let thread = t.thread(a.thread);
+            let cat = if a.class == 1 {
+                "cuda_driver"
+            } else {
+                "cuda_runtime"
+            };
+            let (ts, dur) = times(a.start, a.end);
+            let pid = t.process(thread.process).pid;
+            let event = json!({"ph": "X", "cat": cat, "name": t.text(a.name), "pid": pid,
+                "tid": thread.tid, "ts": ts, "dur": dur,
+                "args": {"correlation": a.correlation}});
+            self.to(thread.process, &event)?;
+        }
+        // torch.profiler records the framework's ranges (record_function), not NCCL's own.
+        for n in t.nvtx.iter().filter(|n| n.domain == StringId::EMPTY) {
+            // A mark (the rank label) is a range of no length: record_function has no marks.
+            let end = match n.kind {
+                NvtxKind::Mark => n.start,
+                NvtxKind::Metadata => continue,
+                _ => match n.end {
+                    Some(end) => end,
+                    None => continue,
+                },
+            };
+            let thread = t.thread(n.thread);
+            let (ts, dur) = times(n.start, end);
+            let pid = t.process(thread.process).pid;
+            let event = json!({"ph": "X", "cat": "user_annotation", "name": t.text(n.text),
+                "pid": pid, "tid": thread.tid, "ts": ts, "dur": dur});
+            self.to(thread.process, &event)?;
+        }
+        Ok(())
+    }
+}
+
+/// Kineto's name of a copy of CUPTI kind `kind`.
+fn copy_name(kind: u8) -> &'static str {
+    match kind {
+        1 => "Memcpy HtoD (Pageable -> Device)",
+        2 => "Memcpy DtoH (Device -> Pageable)",
+        8 => "Memcpy DtoD (Device -> Device)",
+        10 => "Memcpy PtoP (Device -> Device)",
+        _ => "Memcpy",
+    }
+}

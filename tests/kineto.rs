@@ -1,0 +1,515 @@
+//! torch.profiler (Kineto) traces as inputs: HTA's real traces (skipped with a note when
+//! `../shared/real-data/kineto` is absent) against an independent parse done here with
+//! serde_json's `Value` (not the streaming reader under test), and HTA's overlap formula
+//! computed here from that parse.
+
+use crate::util::{merged, root, skipped, texts, uncovered};
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A real HTA trace, or None (with a note) when absent.
+fn real(name: &str) -> Option<PathBuf> {
+    let path = root().join("../shared/real-data/kineto").join(name);
+    if path.exists() {
+        Some(path)
+    } else {
+        skipped(&format!("{} is absent", path.display()));
+        None
+    }
+}
+
+/// The translation cache the tests of real traces share (translations are keyed by path, size
+/// and time, so sharing one is safe and saves translating each trace once per test).
+fn shared_cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kineto-cache")
+}
+
+/// Runs the binary with its translation cache in `cache`.
+fn run(cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+        .args(args)
+        .env("NSYS_LENS_CACHE", cache)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs a command that must succeed; its stdout as JSON.
+fn json(cache: &Path, args: &[&str]) -> Value {
+    let out = run(cache, args);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).expect("JSON output")
+}
+
+/// The trace's events, parsed whole.
+fn events(path: &Path) -> (Value, Vec<Value>) {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let mut trace: Value = serde_json::from_str(&text).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap().clone();
+    trace["traceEvents"] = Value::Null;
+    (trace, events)
+}
+
+fn category(e: &Value) -> &str {
+    e["cat"].as_str().unwrap_or("")
+}
+
+/// A µs number in ns, from its shortest decimal form (which is the text Kineto wrote).
+fn ns(v: &Value) -> i64 {
+    let text = v.to_string();
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let fraction = format!("{fraction:0<3}");
+    whole.parse::<i64>().unwrap() * 1000 + fraction[..3].parse::<i64>().unwrap()
+}
+
+fn span(e: &Value) -> (i64, i64) {
+    let start = ns(&e["ts"]);
+    (start, start + ns(&e["dur"]))
+}
+
+const TRACES: [&str; 5] = [
+    "hta_sampled_rank-0.json.gz",
+    "hta_sampled_rank-1.json.gz",
+    "hta_nccl_data.json.gz",
+    "hta_negative_queue_length_rank0.json.gz",
+    "hta_trace_diff_control.json.gz",
+];
+
+#[test]
+fn every_event_is_counted_once_and_times_are_exact() {
+    let cache = shared_cache();
+    for name in TRACES {
+        let Some(path) = real(name) else { return };
+        let (top, events) = events(&path);
+        let count = |cats: &[&str]| {
+            events
+                .iter()
+                .filter(|e| e["ph"] == "X" && cats.contains(&category(e)))
+                .count() as u64
+        };
+        let info = json(
+            &cache,
+            &["info", "--format", "json", path.to_str().unwrap()],
+        );
+        let row = &info["rows"][0];
+        assert_eq!(row["format"], "kineto", "{name}");
+        let rows = &row["rows"];
+        assert_eq!(rows["kernels"], count(&["kernel"]), "{name}");
+        assert_eq!(rows["memcpy"], count(&["gpu_memcpy"]), "{name}");
+        assert_eq!(rows["memset"], count(&["gpu_memset"]), "{name}");
+        assert_eq!(
+            rows["cuda_api"],
+            count(&["cuda_runtime", "cuda_driver"]),
+            "{name}"
+        );
+        assert_eq!(
+            rows["nvtx"],
+            count(&["user_annotation", "cpu_op"]),
+            "{name}"
+        );
+        // The first translated event is the session start, on the trace's own epoch.
+        let translated = [
+            "kernel",
+            "gpu_memcpy",
+            "gpu_memset",
+            "cuda_runtime",
+            "cuda_driver",
+        ];
+        let translated: Vec<(i64, i64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .filter(|e| translated.contains(&category(e)) || is_range(e))
+            .map(span)
+            .collect();
+        let first = translated.iter().map(|s| s.0).min().unwrap();
+        let last = translated.iter().map(|s| s.1).max().unwrap();
+        let base = top["baseTimeNanoseconds"].as_i64().unwrap_or(0);
+        assert_eq!(row["session_start_utc_ns"], base + first, "{name}");
+        assert_eq!(row["start_ns"], 0, "{name}");
+        assert_eq!(row["end_ns"], last - first, "{name}");
+        assert_eq!(
+            row["processes"][0]["mpi_rank"],
+            top["distributedInfo"]["rank"]
+        );
+    }
+}
+
+/// HTA's two sampled ranks of one job, when present.
+fn sampled_pair() -> Option<(PathBuf, PathBuf)> {
+    Some((
+        real("hta_sampled_rank-0.json.gz")?,
+        real("hta_sampled_rank-1.json.gz")?,
+    ))
+}
+
+fn is_range(e: &Value) -> bool {
+    matches!(category(e), "user_annotation" | "cpu_op")
+}
+
+/// From HTA's `get_comm_comp_overlap` (analyses.md §4), over the whole trace: the time
+/// communication runs without compute, |⋃COMM| − |⋃COMM ∩ ⋃COMP|, with COMM the kernels named
+/// `^nccl` or `ncclKernel` and COMP the other kernels.
+fn hta_exposed(events: &[Value]) -> i64 {
+    let kernels: Vec<&Value> = events.iter().filter(|e| category(e) == "kernel").collect();
+    let is_comm = |e: &&&Value| {
+        let n = e["name"].as_str().unwrap();
+        n.starts_with("nccl") || n.contains("ncclKernel")
+    };
+    let comm = merged(kernels.iter().filter(is_comm).map(|e| span(e)).collect());
+    let comp = merged(
+        kernels
+            .iter()
+            .filter(|e| !is_comm(e))
+            .map(|e| span(e))
+            .collect(),
+    );
+    uncovered(&comm, &comp)
+}
+
+#[test]
+fn exposed_communication_equals_htas_overlap_formula() {
+    let cache = shared_cache();
+    for name in TRACES {
+        let Some(path) = real(name) else { return };
+        let (_, events) = events(&path);
+        let exposed = hta_exposed(&events);
+        let args = [
+            "overlap",
+            "--whole",
+            "--format",
+            "json",
+            path.to_str().unwrap(),
+        ];
+        let out = json(&cache, &args);
+        let all = out["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == "all" && r["stage"] == "all" && r["rank"] != "all")
+            .expect("an all-roles row");
+        assert_eq!(all["exposed_wall_ns"], exposed, "{name}");
+    }
+}
+
+/// The innermost `nccl:` annotation around each SendRecv kernel's launch, per rank.
+fn sendrecv_purposes(events: &[Value]) -> Vec<String> {
+    let ranges: Vec<&Value> = events
+        .iter()
+        .filter(|e| is_range(e) && e["name"].as_str().unwrap().starts_with("nccl:"))
+        .collect();
+    let launches: Vec<&Value> = events
+        .iter()
+        .filter(|e| category(e) == "cuda_runtime")
+        .collect();
+    let mut purposes = Vec::new();
+    for k in events.iter().filter(|e| category(e) == "kernel") {
+        if !k["name"].as_str().unwrap().contains("SendRecv") {
+            continue;
+        }
+        let launch = launches
+            .iter()
+            .find(|l| l["args"]["correlation"] == k["args"]["correlation"])
+            .expect("every SendRecv kernel's launch is in these traces");
+        let (ls, le) = span(launch);
+        let around = ranges
+            .iter()
+            .filter(|r| r["tid"] == launch["tid"])
+            .filter(|r| span(r).0 <= ls && le <= span(r).1)
+            .min_by_key(|r| span(r).1 - span(r).0)
+            .expect("each sits under an nccl: annotation");
+        purposes.push(around["name"].as_str().unwrap().to_string());
+    }
+    purposes
+}
+
+#[test]
+fn two_sampled_ranks_merge_and_sendrecv_under_all_to_all_is_all_to_all() {
+    let Some((r0, r1)) = sampled_pair() else {
+        return;
+    };
+    let cache = shared_cache();
+    let inputs = [r0.to_str().unwrap(), r1.to_str().unwrap()];
+    let ranks = json(&cache, &["ranks", "--format", "json", inputs[0], inputs[1]]);
+    let numbers: Vec<(i64, String)> = ranks["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rank"].as_i64().unwrap(),
+                r["source"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let distributed = "distributed".to_string();
+    assert_eq!(numbers, [(0, distributed.clone()), (1, distributed)]);
+    let overlap = json(
+        &cache,
+        &[
+            "overlap", "--whole", "--format", "json", inputs[0], inputs[1],
+        ],
+    );
+    for (rank, path) in [(0, &r0), (1, &r1)] {
+        let (_, events) = events(path);
+        let purposes = sendrecv_purposes(&events);
+        let expected = |pattern: &str| purposes.iter().filter(|p| *p == pattern).count() as i64;
+        let kernels = |role: &str| {
+            overlap["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["rank"] == rank && r["stage"] == "all" && r["role"] == role)
+                .map(|r| r["kernels"].as_i64().unwrap())
+                .sum::<i64>()
+        };
+        assert!(expected("nccl:all_to_all") > 0);
+        assert_eq!(
+            kernels("nccl:AllToAll"),
+            expected("nccl:all_to_all"),
+            "rank {rank}"
+        );
+        assert_eq!(
+            kernels("nccl:AllReduce"),
+            expected("nccl:all_reduce"),
+            "rank {rank}"
+        );
+        assert_eq!(kernels("p2p"), 0, "rank {rank}: no pipeline traffic here");
+    }
+}
+
+#[test]
+fn traces_mix_with_nsys_exports_and_nothing_is_written_beside_them() {
+    let Some(trace) = real("hta_nccl_data.json.gz") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("rank1.json.gz");
+    std::fs::copy(&trace, &copy).unwrap();
+    let export = crate::util::fixture("megatron_pp2/node0.sqlite");
+    let cache = tempfile::tempdir().unwrap();
+    let args = [
+        "info",
+        "--format",
+        "json",
+        copy.to_str().unwrap(),
+        export.to_str().unwrap(),
+    ];
+    let info = json(cache.path(), &args);
+    let formats: Vec<&str> = info["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["format"].as_str().unwrap())
+        .collect();
+    assert_eq!(formats, ["kineto", "nsys"]);
+    assert_eq!(info["rows"][0]["file"], copy.to_str().unwrap());
+    let listed: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(listed.len(), 1, "only the trace itself beside it");
+    // The second run reuses the translation.
+    let cached: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
+    assert_eq!(cached.len(), 1);
+    json(cache.path(), &args);
+    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn broken_traces_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("object.json", b"{\"a\": 1}", "without traceEvents"),
+        ("cut.json", b"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\"", "EOF"),
+        (
+            "no_stream.json",
+            b"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, \"dur\": 2, \"pid\": \"x\", \"tid\": \"y\", \"args\": {}}]}",
+            "traceEvents[0] (\"k\"): no device",
+        ),
+        (
+            "bad_time.json",
+            b"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op\", \"ts\": \"soon\", \"dur\": 2, \"pid\": 1, \"tid\": 1}]}",
+            "ts \"soon\" is not a time",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = run(cache.path(), &["info", path.to_str().unwrap()]);
+        let (_, stderr) = texts(&out);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(name), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    assert_eq!(
+        std::fs::read_dir(cache.path()).unwrap().count(),
+        0,
+        "no half-written translation is left in the cache"
+    );
+}
+
+/// An output's rows without what names a host or a time on the clock (a trace's clock starts
+/// at its first event, an export's at its session start) or the evidence only nsys has (NCCL's
+/// own NVTX ranges, which torch.profiler does not record).
+fn comparable(output: &Value) -> Vec<Value> {
+    const DROPPED: [&str; 6] = [
+        "host",
+        "last_host",
+        "first_start_ns",
+        "last_start_ns",
+        "comm_roles",
+        "evidence",
+    ];
+    let mut rows = output["rows"].as_array().unwrap().clone();
+    for row in &mut rows {
+        let object = row.as_object_mut().unwrap();
+        for key in DROPPED {
+            object.remove(key);
+        }
+    }
+    rows
+}
+
+#[test]
+fn every_preset_reads_the_same_as_an_export_and_as_torch_profiler_traces() {
+    let cache = tempfile::tempdir().unwrap();
+    let presets: [(&str, &[&str]); 4] = [
+        ("ddp", &[]),
+        ("megatron", &["--pp", "2"]),
+        ("pithtrain", &[]),
+        ("fsdp", &[]),
+    ];
+    for (preset, bubble_options) in presets {
+        let dir = tempfile::tempdir().unwrap();
+        let (nsys, kineto) = (dir.path().join("nsys"), dir.path().join("kineto"));
+        for (out, format) in [(&nsys, "nsys"), (&kineto, "kineto")] {
+            let args = [
+                "synth",
+                "-o",
+                out.to_str().unwrap(),
+                "--preset",
+                preset,
+                "--format",
+            ];
+            let status = run(cache.path(), &[&args[..], &[format]].concat());
+            assert!(status.status.success(), "{preset} {format}");
+        }
+        let files = |dir: &Path, suffix: &str| -> Vec<String> {
+            let mut files: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path().display().to_string())
+                .filter(|p| p.ends_with(suffix))
+                .collect();
+            files.sort();
+            files
+        };
+        let (exports, traces) = (files(&nsys, ".sqlite"), files(&kineto, ".json"));
+        assert!(
+            files(&kineto, ".sqlite").is_empty(),
+            "only the traces are left"
+        );
+        assert!(traces.iter().any(|t| t.ends_with("truth.json")));
+        // The directory itself: its traces are read, its truth.json is not.
+        let traces = [kineto.display().to_string()];
+        let commands: [(&str, &[&str]); 6] = [
+            ("overlap", &[]),
+            ("streams", &[]),
+            ("kernels", &[]),
+            ("idle", &[]),
+            ("collectives", &[]),
+            ("bubbles", bubble_options),
+        ];
+        for (command, options) in commands {
+            let output = |inputs: &[String]| {
+                let mut args: Vec<&str> = vec![command, "--format", "json"];
+                args.extend(options.iter().copied());
+                args.extend(inputs.iter().map(String::as_str));
+                comparable(&json(cache.path(), &args))
+            };
+            assert_eq!(output(&exports), output(&traces), "{preset}: {command}");
+        }
+    }
+}
+
+#[test]
+fn two_ranks_convert_to_both_traces_with_every_event() {
+    let Some((r0, r1)) = sampled_pair() else {
+        return;
+    };
+    let cache = shared_cache();
+    let out = tempfile::tempdir().unwrap();
+    let base = out.path().join("sampled");
+    let args = [
+        "convert",
+        "-o",
+        base.to_str().unwrap(),
+        r0.to_str().unwrap(),
+        r1.to_str().unwrap(),
+    ];
+    let result = run(&cache, &args);
+    assert!(result.status.success(), "{}", texts(&result).1);
+    assert!(base.with_extension("prv").is_file());
+    let Some(summary) = crate::perfetto::check(&base.with_extension("perfetto-trace")) else {
+        return;
+    };
+    let (mut kernels, mut api, mut ranges) = (0, 0, 0);
+    for path in [&r0, &r1] {
+        let (_, events) = events(path);
+        let x = |cats: &[&str]| {
+            events
+                .iter()
+                .filter(|e| e["ph"] == "X" && cats.contains(&category(e)))
+                .count() as u64
+        };
+        kernels += x(&["kernel"]);
+        api += x(&["cuda_runtime", "cuda_driver"]);
+        ranges += x(&["user_annotation", "cpu_op"]);
+    }
+    let counts = &summary["counts"];
+    assert_eq!(counts["kernel"], kernels);
+    assert_eq!(counts["cuda_api"], api);
+    assert_eq!(counts["nvtx"], ranges);
+}
+
+#[test]
+fn events_of_unknown_kinds_are_counted_in_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rank0.json");
+    let kernel = r#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5,
+        "dur": 2, "args": {"device": 0, "stream": 7, "correlation": 1}}"#;
+    let counter = r#"{"ph": "C", "name": "Memory", "pid": 1, "tid": 1, "ts": 11}"#;
+    let mystery = r#"{"ph": "X", "cat": "mystery", "name": "m", "pid": 1, "tid": 1, "ts": 11,
+        "dur": 1}"#;
+    let flow = r#"{"ph": "s", "cat": "ac2g", "id": 1, "pid": 1, "tid": 1, "ts": 11}"#;
+    let text = format!("{{\"traceEvents\": [{kernel}, {counter}, {counter}, {mystery}, {flow}]}}");
+    std::fs::write(&path, text).unwrap();
+    // Twice: the second run reads the cached translation and still warns.
+    for _ in 0..2 {
+        let info = json(
+            cache.path(),
+            &["info", "--format", "json", path.to_str().unwrap()],
+        );
+        let warnings: Vec<&str> = info["rows"][0]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        assert!(
+            warnings.contains(&"2 trace event(s) of kind ph C skipped (not modelled by nsys-lens)"),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings
+                .contains(&"1 trace event(s) of kind mystery skipped (not modelled by nsys-lens)"),
+            "{warnings:?}"
+        );
+        assert_eq!(info["rows"][0]["rows"]["kernels"], 1);
+        assert_eq!(info["rows"][0]["end_ns"], 2000, "10.5 µs to 12.5 µs");
+    }
+}

@@ -1,0 +1,279 @@
+//! JAX/XLA `XSpace` traces as inputs: a small trace built here from the prost messages (a
+//! host thread launching three kernels inside a step marker, a compute and an NCCL stream, a
+//! copy, a derived `XLA Ops` line) and what every command reads from it.
+
+use crate::util::texts;
+use nsys_lens::input::xplane::protos::{
+    XEvent, XEventMetadata, XLine, XPlane, XSpace, XStat, XStatMetadata, x_event, x_stat,
+};
+use prost::Message;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+/// Line start on the host's clock, ns since the epoch (2025-01-01).
+const T0: i64 = 1_735_689_600_000_000_000;
+
+/// Stat metadata ids.
+const CORRELATION: i64 = 1;
+const KERNEL_DETAILS: i64 = 2;
+const MEMCPY_DETAILS: i64 = 3;
+
+fn stat_metadata() -> HashMap<i64, XStatMetadata> {
+    [
+        (CORRELATION, "correlation_id"),
+        (KERNEL_DETAILS, "kernel_details"),
+        (MEMCPY_DETAILS, "memcpy_details"),
+    ]
+    .into_iter()
+    .map(|(id, name)| {
+        let m = XStatMetadata {
+            id,
+            name: name.into(),
+            ..XStatMetadata::default()
+        };
+        (id, m)
+    })
+    .collect()
+}
+
+fn int_stat(id: i64, v: u64) -> XStat {
+    XStat {
+        metadata_id: id,
+        value: Some(x_stat::Value::Uint64Value(v)),
+    }
+}
+
+fn str_stat(id: i64, v: &str) -> XStat {
+    XStat {
+        metadata_id: id,
+        value: Some(x_stat::Value::StrValue(v.into())),
+    }
+}
+
+/// An event at `offset_ps` from its line's start lasting `duration_ps`.
+fn event(metadata_id: i64, offset_ps: i64, duration_ps: i64, stats: Vec<XStat>) -> XEvent {
+    XEvent {
+        metadata_id,
+        data: Some(x_event::Data::OffsetPs(offset_ps)),
+        duration_ps,
+        stats,
+    }
+}
+
+fn names(names: &[(i64, &str)]) -> HashMap<i64, XEventMetadata> {
+    names
+        .iter()
+        .map(|&(id, name)| {
+            let m = XEventMetadata {
+                id,
+                name: name.into(),
+                ..XEventMetadata::default()
+            };
+            (id, m)
+        })
+        .collect()
+}
+
+/// The trace: one step, three launches, two kernels on stream 7, one AllReduce on stream 13,
+/// one device-to-host copy on stream 7; and a TPU plane, which is not read.
+fn space() -> XSpace {
+    let host = XPlane {
+        id: 0,
+        name: "/host:CPU".into(),
+        lines: vec![XLine {
+            id: 4242,
+            name: "python3".into(),
+            timestamp_ns: T0,
+            events: vec![
+                event(1, 0, 1_000_000_000, vec![]),
+                event(2, 10_000_000, 5_000_000, vec![int_stat(CORRELATION, 1)]),
+                event(2, 20_000_000, 5_000_000, vec![int_stat(CORRELATION, 2)]),
+                event(2, 30_000_000, 5_000_000, vec![int_stat(CORRELATION, 3)]),
+            ],
+            ..XLine::default()
+        }],
+        event_metadata: names(&[(1, "train_step 1"), (2, "cuLaunchKernel")]),
+        stat_metadata: stat_metadata(),
+        ..XPlane::default()
+    };
+    let details = "regs:64 static_shared:0 dynamic_shared:1024 grid:132,1,1 block:256,1,1";
+    let kernel = |meta, offset, duration, correlation| {
+        let stats = vec![
+            int_stat(CORRELATION, correlation),
+            str_stat(KERNEL_DETAILS, details),
+        ];
+        event(meta, offset, duration, stats)
+    };
+    let device = XPlane {
+        id: 1,
+        name: "/device:GPU:0".into(),
+        lines: vec![
+            XLine {
+                id: 7,
+                name: "Stream #7(Compute)".into(),
+                timestamp_ns: T0,
+                events: vec![
+                    kernel(1, 16_000_000, 200_000_499, 1),
+                    kernel(1, 300_000_000, 100_000_000, 3),
+                    event(
+                        3,
+                        500_000_000,
+                        1_000_000,
+                        vec![str_stat(
+                            MEMCPY_DETAILS,
+                            "kind_src:device kind_dst:host size:4096",
+                        )],
+                    ),
+                ],
+                ..XLine::default()
+            },
+            XLine {
+                id: 13,
+                name: "Stream #13(Compute)".into(),
+                timestamp_ns: T0,
+                events: vec![kernel(2, 150_000_000, 100_000_000, 2)],
+                ..XLine::default()
+            },
+            XLine {
+                id: 9_999,
+                name: "XLA Ops".into(),
+                timestamp_ns: T0,
+                events: vec![event(4, 16_000_000, 200_000_000, vec![])],
+                ..XLine::default()
+            },
+        ],
+        event_metadata: names(&[
+            (1, "sm90_xmma_gemm_bf16bf16_bf16f32"),
+            (
+                2,
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            ),
+            (3, "MemcpyD2H"),
+            (4, "dot.12"),
+        ]),
+        stat_metadata: stat_metadata(),
+        ..XPlane::default()
+    };
+    let tpu = XPlane {
+        id: 2,
+        name: "/device:TPU:0".into(),
+        lines: vec![XLine {
+            timestamp_ns: T0,
+            events: vec![event(1, 0, 1_000, vec![])],
+            ..XLine::default()
+        }],
+        ..XPlane::default()
+    };
+    XSpace {
+        planes: vec![host, device, tpu],
+        hostnames: vec!["tpu-less-host".into()],
+        ..XSpace::default()
+    }
+}
+
+fn json(cache: &Path, args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+        .args(args)
+        .env("NSYS_LENS_CACHE", cache)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+#[test]
+fn an_xspace_reads_like_an_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host0.xplane.pb");
+    std::fs::write(&path, space().encode_to_vec()).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let p = path.to_str().unwrap();
+    let info = json(cache.path(), &["info", "--format", "json", p]);
+    let row = &info["rows"][0];
+    assert_eq!(row["format"], "xplane");
+    assert_eq!(row["host"], "tpu-less-host");
+    let rows = &row["rows"];
+    assert_eq!(
+        (
+            &rows["kernels"],
+            &rows["memcpy"],
+            &rows["cuda_api"],
+            &rows["nvtx"]
+        ),
+        (&3.into(), &1.into(), &3.into(), &1.into())
+    );
+    assert_eq!(
+        row["warnings"],
+        serde_json::json!([
+            "1 trace event(s) of kind plane /device:TPU:0 skipped (not modelled by nsys-lens)"
+        ])
+    );
+    // The step marker opens the trace: the session starts there.
+    assert_eq!(row["session_start_utc_ns"], T0);
+    // The last event is the step marker's end, 1 ms in; the first kernel ends at
+    // 16 µs + 200,000,499 ps = 216,000,499 ps, rounded once to 216,000 ns.
+    assert_eq!(row["end_ns"], 1_000_000);
+    let kernels = json(cache.path(), &["kernels", "--whole", "--format", "json", p]);
+    let family = |name: &str| {
+        kernels["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["family"] == name)
+            .unwrap_or_else(|| panic!("no {name} row in {kernels}"))
+            .clone()
+    };
+    let gemm = family("gemm_bf16_fp16");
+    assert_eq!(
+        (&gemm["kernels"], &gemm["time_ns"]),
+        (&2.into(), &300_000.into())
+    );
+    // MaxText's "step - total kernel time": 1 ms - (300 + 100 + 1) µs.
+    let all = family("all");
+    assert_eq!(
+        (
+            &all["step_ns"],
+            &all["kernel_ns"],
+            &all["step_minus_kernel_ns"]
+        ),
+        (&1_000_000.into(), &401_000.into(), &599_000.into())
+    );
+    let streams = json(cache.path(), &["streams", "--whole", "--format", "json", p]);
+    let roles: Vec<(u64, &str)> = streams["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["stream"].as_u64().unwrap(), r["role"].as_str().unwrap()))
+        .collect();
+    assert_eq!(roles, [(7, "compute"), (13, "nccl:AllReduce")]);
+    // The AllReduce [150, 250) µs meets the gemm [16, 216) µs for 66 µs.
+    let overlap = json(cache.path(), &["overlap", "--whole", "--format", "json", p]);
+    let all = &overlap["rows"][0];
+    assert_eq!(
+        (&all["comm_ns"], &all["hidden_ns"]),
+        (&100_000.into(), &66_000.into())
+    );
+}
+
+#[test]
+fn a_damaged_xspace_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.xplane.pb");
+    let bytes = space().encode_to_vec();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+        .args(["info", path.to_str().unwrap()])
+        .env("NSYS_LENS_CACHE", cache.path())
+        .output()
+        .unwrap();
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cut.xplane.pb") && stderr.contains("not a valid XSpace"),
+        "{stderr}"
+    );
+}
