@@ -107,11 +107,13 @@ fn every_event_is_counted_once_and_times_are_exact() {
             count(&["cuda_runtime", "cuda_driver"]),
             "{name}"
         );
-        assert_eq!(
-            rows["nvtx"],
-            count(&["user_annotation", "cpu_op"]),
-            "{name}"
-        );
+        // Ranges, and the record that names NCCL's domain when `record_param_comms` carries
+        // a collective's arguments (its range goes there, with them as its payload).
+        let comms = events
+            .iter()
+            .any(|e| e["name"] == "record_param_comms" && e["args"]["Collective name"].is_string());
+        let ranges = count(&["user_annotation", "cpu_op"]) + u64::from(comms);
+        assert_eq!(rows["nvtx"], ranges, "{name}");
         // The first translated event is the session start, on the trace's own epoch.
         let translated = [
             "kernel",
@@ -512,4 +514,78 @@ fn events_of_unknown_kinds_are_counted_in_a_warning() {
         assert_eq!(info["rows"][0]["rows"]["kernels"], 1);
         assert_eq!(info["rows"][0]["end_ns"], 2000, "10.5 µs to 12.5 µs");
     }
+}
+
+/// Per correlation id of an NCCL kernel launched inside a `record_param_comms` carrying its
+/// collective's arguments: (collective, input elements), from the independent parse.
+fn comms_of_nccl_kernels(events: &[Value]) -> std::collections::BTreeMap<i64, (String, i64)> {
+    let comms: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["name"] == "record_param_comms" && e["args"]["Collective name"].is_string())
+        .collect();
+    let launches: std::collections::HashMap<i64, &Value> = events
+        .iter()
+        .filter(|e| category(e) == "cuda_runtime")
+        .map(|e| (e["args"]["correlation"].as_i64().unwrap(), e))
+        .collect();
+    let mut found = std::collections::BTreeMap::new();
+    for k in events.iter().filter(|e| category(e) == "kernel") {
+        if !k["name"].as_str().unwrap().starts_with("nccl") {
+            continue;
+        }
+        let correlation = k["args"]["correlation"].as_i64().unwrap();
+        let Some(launch) = launches.get(&correlation) else {
+            continue;
+        };
+        let (ls, _) = span(launch);
+        let around = comms
+            .iter()
+            .filter(|c| c["tid"] == launch["tid"] && span(c).0 <= ls && ls < span(c).1)
+            .min_by_key(|c| span(c).1 - span(c).0);
+        if let Some(c) = around {
+            let args = &c["args"];
+            let collective = args["Collective name"].as_str().unwrap().to_string();
+            found.insert(
+                correlation,
+                (collective, args["In msg nelems"].as_i64().unwrap()),
+            );
+        }
+    }
+    found
+}
+
+#[test]
+fn the_collective_record_param_comms_names_reaches_its_nccl_kernel_in_paraver() {
+    let Some(path) = real("hta_nccl_data.json.gz") else {
+        return;
+    };
+    let (_, events) = events(&path);
+    let want = comms_of_nccl_kernels(&events);
+    assert!(want.len() >= 20, "{want:?}");
+    let out = tempfile::tempdir().unwrap();
+    let base = out.path().join("nccl");
+    let args = [
+        "convert",
+        "--to",
+        "paraver",
+        "-o",
+        base.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ];
+    let result = run(&shared_cache(), &args);
+    assert!(result.status.success(), "{}", texts(&result).1);
+    let trace = crate::paraver::parse(&base.with_extension("prv"));
+    assert_eq!(trace.pcf[&9501].0, "NCCL Collective name");
+    assert_eq!(trace.pcf[&9502].0, "NCCL In msg nelems");
+    let mut got = std::collections::BTreeMap::new();
+    for (_, _, _, pairs) in &trace.events {
+        let value = |ty: u32| pairs.iter().find(|p| p.0 == ty).map(|p| p.1);
+        let Some(name) = value(9501).filter(|&v| v != 0) else {
+            continue;
+        };
+        let collective = trace.pcf[&9501].1[&name].clone();
+        let correlation = value(9200).expect("a kernel's correlation") as i64;
+        got.insert(correlation, (collective, value(9502).unwrap() as i64));
+    }
+    assert_eq!(got, want);
 }

@@ -45,6 +45,10 @@ const VM_ID: i64 = 1 << 48;
 
 /// NVTX push/pop range (`ENUM_NSYS_EVENT_TYPE`).
 const NVTX_PUSH_POP: i64 = 59;
+/// NVTX domain creation.
+const NVTX_DOMAIN_CREATE: i64 = 75;
+/// The id of NCCL's NVTX domain in a translated export.
+const NCCL_DOMAIN: i64 = 1;
 
 /// The columns every GPU activity table opens with, followed by a table's own.
 macro_rules! gpu_columns {
@@ -120,6 +124,8 @@ pub struct TraceExport {
     calls: FxHashMap<u32, u64>,
     /// Kernels so far (each one's `gridId`).
     grids: i64,
+    /// Whether NCCL's NVTX domain was created.
+    nccl_domain: bool,
 }
 
 impl TraceExport {
@@ -133,6 +139,7 @@ impl TraceExport {
             gpus: BTreeMap::new(),
             calls: FxHashMap::default(),
             grids: 0,
+            nccl_domain: false,
         })
     }
 
@@ -280,6 +287,44 @@ impl TraceExport {
                 &text,
                 &GlobalId::encode(pid, tid),
                 &0,
+            ],
+        )
+    }
+
+    /// A range of thread `(pid, tid)` in NCCL's NVTX domain whose extended payload is `json`
+    /// (what NCCL 2.23 and later record, and what a framework says of its collective): its
+    /// fields reach the NCCL kernel launched inside it. Its text is not an NCCL API name, so it
+    /// is never taken for NCCL's own call.
+    pub fn nccl_payload_range(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        text: &str,
+        json: &str,
+    ) -> Result<()> {
+        self.saw(start);
+        self.cpu(pid);
+        let thread = GlobalId::encode(pid, tid);
+        if !self.nccl_domain {
+            self.nccl_domain = true;
+            let name = self.writer.string("NCCL");
+            self.writer.insert(
+                NVTX,
+                "start, eventType, globalTid, textId, domainId",
+                &[&start, &NVTX_DOMAIN_CREATE, &thread, &name, &NCCL_DOMAIN],
+            )?;
+        }
+        self.writer.insert(
+            NVTX,
+            "start, end, eventType, text, globalTid, domainId, jsonText",
+            &[
+                &start,
+                &end,
+                &NVTX_PUSH_POP,
+                &text,
+                &thread,
+                &NCCL_DOMAIN,
+                &json,
             ],
         )
     }

@@ -12,6 +12,7 @@
 //! | `gpu_memcpy`, `gpu_memset` | a memory copy (direction from its name) or set |
 //! | `cuda_runtime`, `cuda_driver` | a CUDA API call with its correlation id |
 //! | `cuda_sync` | a synchronization |
+//! | `cpu_op` `record_param_comms` with its collective's arguments | an NVTX range of NCCL's domain whose payload is the collective, element counts, dtype and process group (the fields reach the NCCL kernel launched inside, as NCCL's own payloads do) |
 //! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys |
 //! | `M` events | process, thread and GPU names |
 //!
@@ -25,6 +26,7 @@ use super::export::{CopyKind, GpuPlace, KernelShape, TraceExport, TraceFacts};
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -217,6 +219,56 @@ struct Args {
     bytes: Option<i64>,
     /// A metadata event's name.
     name: Option<String>,
+    /// What `record_param_comms` says of its collective.
+    #[serde(flatten)]
+    comms: Comms,
+}
+
+/// The arguments PyTorch records on `record_param_comms` (and newer Kineto on NCCL kernels):
+/// the collective, its sizes and its process group.
+#[derive(Deserialize, Default, serde::Serialize)]
+#[serde(default)]
+struct Comms {
+    #[serde(rename = "Collective name", skip_serializing_if = "Option::is_none")]
+    collective: Option<String>,
+    #[serde(
+        rename = "In msg nelems",
+        deserialize_with = "lenient_i64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    in_nelems: Option<i64>,
+    #[serde(
+        rename = "Out msg nelems",
+        deserialize_with = "lenient_i64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    out_nelems: Option<i64>,
+    #[serde(
+        rename = "Group size",
+        deserialize_with = "lenient_i64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    group_size: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dtype: Option<String>,
+    #[serde(
+        rename = "Process Group Name",
+        deserialize_with = "lenient_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    group_name: Option<String>,
+    #[serde(
+        rename = "Process Group Description",
+        deserialize_with = "lenient_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    group_description: Option<String>,
+    #[serde(
+        rename = "Process Group Ranks",
+        deserialize_with = "lenient_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    group_ranks: Option<String>,
 }
 
 impl State {
@@ -277,6 +329,11 @@ impl State {
             }
             "cuda_sync" => {
                 self.export.sync(span()?, place(e)?, sync_type(&e.name))?;
+            }
+            "cpu_op" if e.name == "record_param_comms" && a.comms.collective.is_some() => {
+                let json = serde_json::to_string(&a.comms)?;
+                self.export
+                    .nccl_payload_range(span()?, cpu()?, &e.name, &json)?;
             }
             "user_annotation" | "cpu_op" | "operator" => {
                 self.export.range(span()?, cpu()?, &e.name)?;
@@ -445,6 +502,15 @@ impl<'de> Deserialize<'de> for Lenient {
 
 fn lenient_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     Ok(Lenient::deserialize(d)?.0)
+}
+
+/// Text given as a string or a number.
+fn lenient_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Option::<Value>::deserialize(d)? {
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Null) | None => None,
+        Some(other) => Some(other.to_string()),
+    })
 }
 
 /// A process or thread id: Kineto writes some thread ids as negative 32-bit numbers; they keep

@@ -10,7 +10,8 @@
 //!
 //! Translations are cached, never beside the input: in `--export-dir` when given, else in
 //! `$NSYS_LENS_CACHE`, `$XDG_CACHE_HOME/nsys-lens` or `~/.cache/nsys-lens`, under a name keyed
-//! by the input's path, size and modification time, and reused while those are unchanged.
+//! by the input's path, size and modification time (and the translators' source), and reused
+//! while those are unchanged.
 
 pub mod export;
 pub mod kineto;
@@ -22,8 +23,14 @@ use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-/// Bumped whenever a translation changes, so that older cached translations are not reused.
-const TRANSLATION_VERSION: u32 = 1;
+/// The translators' own source: part of every cache key, so that a build whose translation
+/// differs never reuses an older build's cached translations.
+const TRANSLATORS: [&str; 4] = [
+    include_str!("mod.rs"),
+    include_str!("export.rs"),
+    include_str!("kineto.rs"),
+    include_str!("xplane.rs"),
+];
 
 /// What an input file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -175,7 +182,7 @@ fn cache_path(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> {
         .hash(&mut hasher);
     meta.len().hash(&mut hasher);
     meta.modified().ok().hash(&mut hasher);
-    TRANSLATION_VERSION.hash(&mut hasher);
+    TRANSLATORS.hash(&mut hasher);
     let name = format!("{}-{:016x}.sqlite", trace_stem(path), hasher.finish());
     Ok(dir.join(name))
 }
