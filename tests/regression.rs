@@ -442,3 +442,34 @@ fn every_help_example_runs() {
         assert!(run.status.success(), "`{example}` failed: {out}{err}");
     }
 }
+
+/// Tables printed raw nanoseconds (`1432111`): durations now carry units that fit them
+/// (`--timeunit auto`, the default) or the unit asked for, counts get thousands separators,
+/// and JSON and CSV keep integer ns under the same column names.
+#[test]
+fn tables_print_durations_in_units_and_scripts_keep_nanoseconds() {
+    let report = fixture("megatron_pp2/node0.sqlite");
+    let report = report.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = nsys_lens(args);
+        assert!(out.status.success(), "{args:?}");
+        texts(&out).0
+    };
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&["streams", "--format", "json", report])).unwrap();
+    let row = &json["rows"][0];
+    let comp = row["comp_ns"].as_i64().unwrap();
+    assert!(comp > 1_000_000, "{row}");
+    let auto = run(&["streams", report]);
+    let header = auto.lines().find(|l| l.starts_with("rank")).unwrap();
+    assert!(header.contains(" comp ") && !header.contains("comp_ns"), "{header}");
+    let ms = format!("{:.2} ms", comp as f64 / 1e6);
+    assert!(auto.contains(&ms), "{ms} in\n{auto}");
+    let micros = run(&["streams", "--timeunit", "us", report]);
+    assert!(micros.contains("comp_us"), "{micros}");
+    assert!(micros.contains(&format!("{:.3}", comp as f64 / 1e3)), "{micros}");
+    let nanos = run(&["streams", "--timeunit", "ns", report]);
+    assert!(nanos.contains("comp_ns") && nanos.contains(&comp.to_string()));
+    let csv = run(&["streams", "--format", "csv", "--timeunit", "ms", report]);
+    assert!(csv.starts_with("rank,") && csv.contains("comp_ns") && csv.contains(&comp.to_string()));
+}

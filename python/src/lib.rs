@@ -149,10 +149,16 @@ struct Column {
 /// A column's Arrow type: integers, numbers or yes/no when every present cell is one, else text.
 fn kind(cells: &[&Cell]) -> &'static str {
     let present = || cells.iter().filter(|c| !matches!(c, Cell::Empty));
-    if present().all(|c| matches!(c, Cell::Int(_))) && present().next().is_some() {
-        "int64"
-    } else if present().all(|c| matches!(c, Cell::Int(_) | Cell::Percent(_) | Cell::Number(_)))
+    if present().all(|c| matches!(c, Cell::Int(_) | Cell::Duration(_)))
         && present().next().is_some()
+    {
+        "int64"
+    } else if present().all(|c| {
+        matches!(
+            c,
+            Cell::Int(_) | Cell::Duration(_) | Cell::Percent(_) | Cell::Number(_)
+        )
+    }) && present().next().is_some()
     {
         "float64"
     } else if present().all(|c| matches!(c, Cell::Bool(_))) && present().next().is_some() {
@@ -165,7 +171,7 @@ fn kind(cells: &[&Cell]) -> &'static str {
 /// A cell as text: numbers as JSON writes them, structured detail as its JSON.
 fn text(cell: &Cell) -> String {
     match cell {
-        Cell::Int(v) => v.to_string(),
+        Cell::Int(v) | Cell::Duration(v) => v.to_string(),
         Cell::Text(s) => s.clone(),
         Cell::Percent(x) | Cell::Number(x) => serde_json::Value::from(*x).to_string(),
         Cell::Bool(b) => b.to_string(),
@@ -204,14 +210,17 @@ fn columns(output: &Output) -> Vec<Column> {
             match kind {
                 "int64" => {
                     for cell in &cells {
-                        let v = if let Cell::Int(v) = cell { *v } else { 0 };
+                        let v = match cell {
+                            Cell::Int(v) | Cell::Duration(v) => *v,
+                            _ => 0,
+                        };
                         column.values.extend(v.to_le_bytes());
                     }
                 }
                 "float64" => {
                     for cell in &cells {
                         let v = match cell {
-                            Cell::Int(v) => *v as f64,
+                            Cell::Int(v) | Cell::Duration(v) => *v as f64,
                             Cell::Percent(x) | Cell::Number(x) => *x,
                             _ => 0.0,
                         };

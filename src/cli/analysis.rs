@@ -3,7 +3,7 @@
 
 use super::Outcome;
 pub use super::inputs::FormatArg;
-use super::inputs::Inputs;
+use super::inputs::{Inputs, TimeUnitArg};
 use nsys_lens::analysis::pithtrain::{self, CompatError, Setup};
 use nsys_lens::classify::{Activity, RoleRules};
 use nsys_lens::model::Timeline;
@@ -21,6 +21,10 @@ pub struct Common {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: FormatArg,
+
+    /// Unit of durations in tables (JSON and CSV always hold integer ns).
+    #[arg(long, value_enum, default_value_t, value_name = "UNIT")]
+    pub timeunit: TimeUnitArg,
 }
 
 /// `--compat`, on the commands that reproduce another tool's tables (`ranks`, `window`,
@@ -162,7 +166,7 @@ impl Common {
     /// Prints a result in the chosen format.
     pub fn print(&self, output: &Output) -> anyhow::Result<Outcome> {
         let mut stdout = std::io::stdout().lock();
-        output.write(Format::from(self.format), &mut stdout)?;
+        output.write_in(Format::from(self.format), self.timeunit.into(), &mut stdout)?;
         stdout.flush()?;
         Ok(Outcome::Done)
     }

@@ -2,7 +2,7 @@
 
 use super::Outcome;
 use super::analysis::{self, FormatArg, WindowArgs};
-use super::inputs::{Align, Inputs};
+use super::inputs::{Align, Inputs, TimeUnitArg};
 use nsys_lens::query;
 use nsys_lens::report::{Cell, Format, Output, Table};
 use std::collections::BTreeMap;
@@ -38,6 +38,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t)]
     format: FormatArg,
 
+    /// Unit of durations in tables (JSON and CSV always hold integer ns).
+    #[arg(long, value_enum, default_value_t, value_name = "UNIT")]
+    timeunit: TimeUnitArg,
+
     #[command(flatten)]
     window: WindowArgs,
 }
@@ -53,6 +57,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let cell = |v: Option<f64>| match v {
             None => Cell::Empty,
             Some(v) if metric.ends_with("_pct") => Cell::Percent(v),
+            Some(v) if metric.contains("_ns") || metric.contains(" ns ") => {
+                Cell::Duration(v.round() as i64)
+            }
             Some(v) => Cell::Int(v.round() as i64),
         };
         let diff = x.zip(y).map(|(x, y)| y - x);
@@ -83,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         ..Output::default()
     };
     let mut stdout = std::io::stdout().lock();
-    output.write(Format::from(args.format), &mut stdout)?;
+    output.write_in(Format::from(args.format), args.timeunit.into(), &mut stdout)?;
     Ok(Outcome::Done)
 }
 
@@ -107,6 +114,7 @@ impl Args {
                 threads: None,
             },
             format: self.format,
+            timeunit: self.timeunit,
         };
         let timeline = common.load()?;
         query::run_metrics(&timeline, &self.window.options())

@@ -124,6 +124,34 @@ impl From<FormatArg> for nsys_lens::report::Format {
     }
 }
 
+/// `--timeunit` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TimeUnitArg {
+    /// A unit per value that fits it (`820 ns`, `1.432 ms`, `2.501 s`).
+    #[default]
+    Auto,
+    /// Integer nanoseconds.
+    Ns,
+    /// Microseconds.
+    Us,
+    /// Milliseconds.
+    Ms,
+    /// Seconds.
+    S,
+}
+
+impl From<TimeUnitArg> for nsys_lens::report::TimeUnit {
+    fn from(arg: TimeUnitArg) -> Self {
+        match arg {
+            TimeUnitArg::Auto => Self::Auto,
+            TimeUnitArg::Ns => Self::Ns,
+            TimeUnitArg::Us => Self::Us,
+            TimeUnitArg::Ms => Self::Ms,
+            TimeUnitArg::S => Self::S,
+        }
+    }
+}
+
 /// `512M`, `2G`, `64k`, `1.5GiB` or plain bytes.
 pub fn parse_size(text: &str) -> Result<usize, String> {
     let t = text.trim();

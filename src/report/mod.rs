@@ -25,7 +25,7 @@ pub use overlap::overlap_output;
 pub use ranks::{RankWindow, ranks_output, window_output};
 pub use streams::streams_output;
 pub use table::{Cell, Output, Table};
-pub use time::{format_seconds, utc_iso};
+pub use time::{TimeUnit, format_seconds, human_duration, utc_iso, with_separators};
 
 use std::io::{self, Write};
 

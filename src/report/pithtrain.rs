@@ -108,7 +108,7 @@ pub fn python_text(table: &Table) -> String {
 /// Python's `str()` of the cell's value.
 fn python_str(cell: &Cell) -> String {
     match cell {
-        Cell::Int(v) => v.to_string(),
+        Cell::Int(v) | Cell::Duration(v) => v.to_string(),
         Cell::Text(s) | Cell::Detail(s, _) => s.clone(),
         Cell::Percent(p) => python_percent(*p),
         Cell::Number(x) => x.to_string(),

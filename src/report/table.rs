@@ -2,6 +2,7 @@
 //! scripts, with the same column names (snake_case) in all three.
 
 use super::Format;
+use super::time::{TimeUnit, with_separators};
 use serde_json::{Map, Value};
 use std::io::{self, Write};
 
@@ -10,6 +11,9 @@ use std::io::{self, Write};
 pub enum Cell {
     /// An integer (ns, counts, ids).
     Int(i64),
+    /// A duration in ns in a column that is not all durations: in a table's time unit for
+    /// people, an integer in JSON and CSV. (In a `…_ns` column, [`Cell::Int`] is one too.)
+    Duration(i64),
     /// Text.
     Text(String),
     /// A percentage in 0..100: `58.4%` in tables, a number in JSON and CSV.
@@ -42,7 +46,7 @@ impl Cell {
 
     fn for_people(&self) -> String {
         match self {
-            Cell::Int(v) => v.to_string(),
+            Cell::Int(v) | Cell::Duration(v) => v.to_string(),
             Cell::Text(s) => s.clone(),
             Cell::Percent(p) => format!("{p:.1}%"),
             Cell::Number(x) => format!("{x:.2}"),
@@ -55,7 +59,7 @@ impl Cell {
 
     fn for_csv(&self) -> String {
         match self {
-            Cell::Int(v) => v.to_string(),
+            Cell::Int(v) | Cell::Duration(v) => v.to_string(),
             Cell::Text(s) | Cell::Detail(s, _) if s.contains([',', '"', '\n', '\r']) => {
                 format!("\"{}\"", s.replace('"', "\"\""))
             }
@@ -68,7 +72,7 @@ impl Cell {
 
     fn to_json(&self) -> Value {
         match self {
-            Cell::Int(v) => Value::from(*v),
+            Cell::Int(v) | Cell::Duration(v) => Value::from(*v),
             Cell::Text(s) => Value::from(s.as_str()),
             Cell::Percent(p) | Cell::Number(p) => Value::from(*p),
             Cell::Bool(b) => Value::from(*b),
@@ -78,7 +82,43 @@ impl Cell {
     }
 
     fn is_numeric(&self) -> bool {
-        matches!(self, Cell::Int(_) | Cell::Percent(_) | Cell::Number(_))
+        matches!(
+            self,
+            Cell::Int(_) | Cell::Duration(_) | Cell::Percent(_) | Cell::Number(_)
+        )
+    }
+}
+
+/// Columns holding counts, shown with thousands separators in tables.
+pub const COUNT_COLUMNS: &[&str] = &[
+    "kernels",
+    "n_comm",
+    "n_comp",
+    "ops",
+    "samples",
+    "instances",
+    "times_last",
+    "collectives_used",
+    "bytes",
+];
+
+/// What a column holds, from its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Duration,
+    Count,
+    Other,
+}
+
+impl Kind {
+    fn of(column: &str) -> Kind {
+        if column.ends_with("_ns") {
+            Kind::Duration
+        } else if COUNT_COLUMNS.contains(&column) {
+            Kind::Count
+        } else {
+            Kind::Other
+        }
     }
 }
 
@@ -119,19 +159,48 @@ impl Table {
         self.rows.push(row);
     }
 
-    /// Aligned text: text left-aligned, numbers right-aligned, a rule under the header.
+    /// Aligned text: text left-aligned, numbers right-aligned, a rule under the header;
+    /// durations with units that fit them and counts with thousands separators.
     pub fn to_text(&self) -> String {
+        self.to_text_in(TimeUnit::Auto)
+    }
+
+    /// [`Table::to_text`] with durations in `unit`. A column's name says what it holds, as the
+    /// JSON and CSV name it: `…_ns` columns are durations (or times) in ns, the columns of
+    /// [`COUNT_COLUMNS`] are counts.
+    pub fn to_text_in(&self, unit: TimeUnit) -> String {
+        let kinds: Vec<Kind> = self.columns.iter().map(|c| Kind::of(c)).collect();
         let cells: Vec<Vec<String>> = self
             .rows
             .iter()
-            .map(|r| r.iter().map(Cell::for_people).collect())
+            .map(|r| {
+                r.iter()
+                    .zip(&kinds)
+                    .map(|(cell, kind)| match (cell, kind) {
+                        (Cell::Int(ns), Kind::Duration) | (Cell::Duration(ns), _) => {
+                            unit.format(*ns)
+                        }
+                        (Cell::Int(n), Kind::Count) => with_separators(*n),
+                        _ => cell.for_people(),
+                    })
+                    .collect()
+            })
+            .collect();
+        let headers: Vec<String> = self
+            .columns
+            .iter()
+            .zip(&kinds)
+            .map(|(c, kind)| match kind {
+                Kind::Duration => unit.column(c),
+                _ => c.to_string(),
+            })
             .collect();
         let widths: Vec<usize> = (0..self.columns.len())
             .map(|c| {
                 cells
                     .iter()
                     .map(|r| r[c].chars().count())
-                    .chain([self.columns[c].len()])
+                    .chain([headers[c].len()])
                     .max()
                     .unwrap_or(0)
             })
@@ -154,7 +223,7 @@ impl Table {
             }
             parts.join("  ") + "\n"
         };
-        let mut out = line(&mut self.columns.iter().map(|c| c.to_string()).enumerate());
+        let mut out = line(&mut headers.into_iter().enumerate());
         out += &line(&mut widths.iter().map(|&w| "-".repeat(w)).enumerate());
         for row in cells {
             out += &line(&mut row.into_iter().enumerate());
@@ -189,14 +258,19 @@ impl Table {
 }
 
 impl Output {
-    /// Writes the output in `format`.
+    /// Writes the output in `format` (tables with durations in units that fit).
     pub fn write(&self, format: Format, out: &mut dyn Write) -> io::Result<()> {
+        self.write_in(format, TimeUnit::Auto, out)
+    }
+
+    /// Writes the output in `format`, a table's durations in `unit`.
+    pub fn write_in(&self, format: Format, unit: TimeUnit, out: &mut dyn Write) -> io::Result<()> {
         match format {
             Format::Table => {
                 for line in &self.heading {
                     writeln!(out, "{line}")?;
                 }
-                out.write_all(self.table.to_text().as_bytes())?;
+                out.write_all(self.table.to_text_in(unit).as_bytes())?;
                 for note in &self.notes {
                     writeln!(out, "note: {note}")?;
                 }
