@@ -116,7 +116,7 @@ fn the_real_three_node_report_renders() {
 }
 
 #[test]
-fn two_runs_side_by_side() {
+fn two_runs_side_by_side_share_one_scale_and_a_difference_table() {
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("both.html");
     let nodes = pithtrain_nodes();
@@ -132,4 +132,76 @@ fn two_runs_side_by_side() {
     assert!(out.status.success(), "{}", texts(&out).1);
     let html = std::fs::read_to_string(&page).unwrap();
     assert_eq!(html.matches("class=\"run\"").count(), 2);
+    assert!(html.contains("Differences (median over ranks)"));
+    // Every drawing scales into its column.
+    assert_eq!(
+        html.matches("<svg").count(),
+        html.matches("<svg viewBox=").count()
+    );
+    // One time axis for both strips: the same last tick on each side.
+    let last_tick = |run: &str| {
+        let strip = run.split("aria-label=\"timeline\"").nth(1).unwrap();
+        let strip = strip.split("</svg>").next().unwrap();
+        strip
+            .rsplit("text-anchor=\"middle\">")
+            .next()
+            .unwrap()
+            .split('<')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let runs: Vec<&str> = html.split("class=\"run\"").skip(1).collect();
+    assert_eq!(last_tick(runs[0]), last_tick(runs[1]));
+    if let Some((_, log)) = render(&page, &dir.path().join("both.png")) {
+        no_console_errors(&log);
+    }
+}
+
+#[test]
+fn a_report_of_512_ranks_shows_distributions_and_heatmaps_and_stays_small() {
+    let run = crate::util::synth("--preset megatron --tp 8 --pp 4 --dp 16 --gpus-per-node 8");
+    let out = tempfile::tempdir().unwrap();
+    let page = report(out.path(), &[run.path().to_path_buf()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.len() <= 1 << 20, "{} bytes", html.len());
+    for part in [
+        "512 rank(s)",
+        "Where the ranks' windows go",
+        "Exposed communication % per rank and stage",
+        "Pipeline bubble % per rank and step",
+        "<details><summary>Per-rank overlap per stage</summary>",
+        "and 56 more",
+    ] {
+        assert!(html.contains(part), "{part} missing");
+    }
+    // The per-rank rows are there, folded: one row per rank in the overlap grid.
+    let grid = html.split("Per-rank overlap per stage").nth(1).unwrap();
+    let grid = grid.split("</table>").next().unwrap();
+    assert_eq!(grid.matches("<tr>").count(), 513);
+    let screenshot = out.path().join("512.png");
+    if let Some((dom, log)) = render(&page, &screenshot) {
+        assert!(dom.contains("Where the ranks"));
+        no_console_errors(&log);
+    }
+}
+
+#[test]
+fn the_page_title_names_inputs_relative_to_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = report(dir.path(), &pithtrain_nodes());
+    let html = std::fs::read_to_string(&page).unwrap();
+    let title = html
+        .split("<h2>")
+        .nth(1)
+        .unwrap()
+        .split("</h2>")
+        .next()
+        .unwrap();
+    assert_eq!(
+        title,
+        "fixtures/pithtrain_pp2_ep2/node0.sqlite fixtures/pithtrain_pp2_ep2/node1.sqlite"
+    );
+    // PithTrain's DualPipeV chunk window is no 1F1B step: the ideal is absent, and said why.
+    assert!(html.contains("<td>–</td>") && html.contains("1F1B's ideal"));
 }

@@ -462,12 +462,18 @@ fn tables_print_durations_in_units_and_scripts_keep_nanoseconds() {
     assert!(comp > 1_000_000, "{row}");
     let auto = run(&["streams", report]);
     let header = auto.lines().find(|l| l.starts_with("rank")).unwrap();
-    assert!(header.contains(" comp ") && !header.contains("comp_ns"), "{header}");
+    assert!(
+        header.contains(" comp ") && !header.contains("comp_ns"),
+        "{header}"
+    );
     let ms = format!("{:.2} ms", comp as f64 / 1e6);
     assert!(auto.contains(&ms), "{ms} in\n{auto}");
     let micros = run(&["streams", "--timeunit", "us", report]);
     assert!(micros.contains("comp_us"), "{micros}");
-    assert!(micros.contains(&format!("{:.3}", comp as f64 / 1e3)), "{micros}");
+    assert!(
+        micros.contains(&format!("{:.3}", comp as f64 / 1e3)),
+        "{micros}"
+    );
     let nanos = run(&["streams", "--timeunit", "ns", report]);
     assert!(nanos.contains("comp_ns") && nanos.contains(&comp.to_string()));
     let csv = run(&["streams", "--format", "csv", "--timeunit", "ms", report]);

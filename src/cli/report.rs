@@ -101,30 +101,9 @@ impl Args {
             views.push(rank_view(&activity, (w, streams, pp), rules, &mut cache));
         }
         let mut summary = vec![
-            format!(
-                "{} host(s): {}",
-                timeline.hosts.len(),
-                timeline
-                    .hosts
-                    .iter()
-                    .map(|h| h.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            format!(
-                "{} rank(s); each measured over its own window (below)",
-                ranks.len()
-            ),
+            hosts_line(&timeline),
+            format!("{} rank(s); each measured over its own window", ranks.len()),
         ];
-        summary.extend(classified.iter().map(|(w, _)| {
-            let (s, e) = w.bounds;
-            format!(
-                "rank {}: window {} ({:.3} ms)",
-                w.rank.rank,
-                window_name(w),
-                (e - s) as f64 / 1e6
-            )
-        }));
         summary.push(match alignment {
             Some(a) => format!(
                 "clocks aligned from {} collective(s); end spread {} ns before, {} ns after",
@@ -136,7 +115,7 @@ impl Args {
         Ok(RunView {
             title: reports
                 .iter()
-                .map(|p| p.display().to_string())
+                .map(|p| relative(p).display().to_string())
                 .collect::<Vec<_>>()
                 .join(" "),
             summary,
@@ -144,6 +123,35 @@ impl Args {
             strip,
             strip_ns,
         })
+    }
+}
+
+/// `2 host(s): node0, node1`, the list cut after a few hosts.
+fn hosts_line(timeline: &Timeline) -> String {
+    const SHOWN: usize = 8;
+    let names: Vec<&str> = timeline.hosts.iter().map(|h| h.name.as_str()).collect();
+    let more = names.len().saturating_sub(SHOWN);
+    let mut line = format!(
+        "{} host(s): {}",
+        names.len(),
+        names[..names.len().min(SHOWN)].join(", ")
+    );
+    if more > 0 {
+        line += &format!(" and {more} more");
+    }
+    line
+}
+
+/// A path relative to the working directory when it lies under it (a page's title should not
+/// show where the user's home is).
+fn relative(path: &std::path::Path) -> PathBuf {
+    let cwd = std::env::current_dir().ok();
+    let absolute = std::fs::canonicalize(path).ok();
+    match (cwd, absolute) {
+        (Some(cwd), Some(abs)) => abs
+            .strip_prefix(&cwd)
+            .map_or_else(|_| path.to_path_buf(), std::path::Path::to_path_buf),
+        _ => path.to_path_buf(),
     }
 }
 
@@ -211,6 +219,10 @@ fn rank_view(
         overlap,
         families,
         bubble: Some((mean, ideal)),
+        steps: bubbles
+            .iter()
+            .map(|b| (b.step_ns, b.bubble_pct()))
+            .collect(),
     }
 }
 
