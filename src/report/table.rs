@@ -167,7 +167,7 @@ impl Table {
 
     /// [`Table::to_text`] with durations in `unit`. A column's name says what it holds, as the
     /// JSON and CSV name it: `…_ns` columns are durations (or times) in ns, the columns of
-    /// [`COUNT_COLUMNS`] are counts.
+    /// `COUNT_COLUMNS` are counts.
     pub fn to_text_in(&self, unit: TimeUnit) -> String {
         let kinds: Vec<Kind> = self.columns.iter().map(|c| Kind::of(c)).collect();
         let cells: Vec<Vec<String>> = self
