@@ -4,11 +4,13 @@
 //!
 //! The data flow reads top to bottom:
 //!
+//! * [`input`]: torch.profiler and JAX traces, recognised by content and translated into nsys's
+//!   schema, so that the one reader reads them;
 //! * [`nsys`]: the reader (schema probe, string ids, global ids, streaming row readers);
 //! * [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events);
 //! * [`classify`]: ranks, the steady-state window, stream roles;
 //! * [`analysis`]: interval algebra, overlap and exposed communication, PithTrain parity;
-//! * [`export`]: the merged, classified timeline as a Perfetto trace;
+//! * [`export`]: the merged, classified timeline as Perfetto and Paraver traces;
 //! * [`report`]: tables and JSON for people and scripts;
 //! * [`load`] and [`query`]: inputs as people give them, and every analysis command as one call
 //!   (what the CLI and the Python package share);
