@@ -10,9 +10,9 @@ use super::Format;
 use crate::hash::FxHashMap;
 use crate::nsys::GlobalId;
 use crate::synth::schema::SCHEMA_VERSION;
-use crate::synth::writer::ExportWriter;
+use crate::synth::writer::{ExportWriter, NVTX_PUSH_POP};
 use anyhow::Result;
-use indexmap::IndexMap;
+use indexmap::IndexSet;
 use rusqlite::ToSql;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,8 +43,6 @@ const EVENT_TABLES: [&str; 6] = [KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, NVTX];
 /// `VM id 1` as serialised in `vmId` columns.
 const VM_ID: i64 = 1 << 48;
 
-/// NVTX push/pop range (`ENUM_NSYS_EVENT_TYPE`).
-const NVTX_PUSH_POP: i64 = 59;
 /// NVTX domain creation.
 const NVTX_DOMAIN_CREATE: i64 = 75;
 /// The id of NCCL's NVTX domain in a translated export.
@@ -114,8 +112,10 @@ pub struct TraceFacts {
 pub struct TraceExport {
     writer: ExportWriter,
     first: Option<i64>,
-    /// CPU processes in order of first event, with their names.
-    processes: IndexMap<u32, Option<String>>,
+    /// CPU processes, in order of first event.
+    processes: IndexSet<u32>,
+    /// Process names the trace gives (its GPU pseudo-processes' too, which have no events).
+    process_names: FxHashMap<u32, String>,
     /// Named CPU threads.
     thread_names: BTreeMap<(u32, u32), String>,
     /// GPUs named by the trace.
@@ -134,7 +134,8 @@ impl TraceExport {
         Ok(TraceExport {
             writer: ExportWriter::create(path)?,
             first: None,
-            processes: IndexMap::new(),
+            processes: IndexSet::new(),
+            process_names: FxHashMap::default(),
             thread_names: BTreeMap::new(),
             gpus: BTreeMap::new(),
             calls: FxHashMap::default(),
@@ -148,7 +149,7 @@ impl TraceExport {
     }
 
     fn cpu(&mut self, pid: u32) {
-        self.processes.entry(pid).or_insert(None);
+        self.processes.insert(pid);
     }
 
     /// A GPU operation's row: the columns of [`gpu_columns!`], then `extra`.
@@ -251,20 +252,9 @@ impl TraceExport {
         self.saw(start);
         self.cpu(pid);
         *self.calls.entry(pid).or_default() += 1;
-        let name = self.writer.string(name);
-        self.writer.insert(
-            RUNTIME,
-            "start, end, eventClass, globalTid, correlationId, nameId, returnValue",
-            &[
-                &start,
-                &end,
-                &i64::from(driver),
-                &GlobalId::encode(pid, tid),
-                &correlation,
-                &name,
-                &0,
-            ],
-        )
+        let class = i64::from(driver);
+        self.writer
+            .api_call((start, end), (pid, tid), correlation, name, class)
     }
 
     /// A closed range of thread `(pid, tid)`, in NVTX's default domain (where PyTorch's
@@ -277,18 +267,7 @@ impl TraceExport {
     ) -> Result<()> {
         self.saw(start);
         self.cpu(pid);
-        self.writer.insert(
-            NVTX,
-            "start, end, eventType, text, globalTid, domainId",
-            &[
-                &start,
-                &end,
-                &NVTX_PUSH_POP,
-                &text,
-                &GlobalId::encode(pid, tid),
-                &0,
-            ],
-        )
+        self.writer.nvtx_range((start, end), (pid, tid), text, 0)
     }
 
     /// A range of thread `(pid, tid)` in NCCL's NVTX domain whose extended payload is `json`
@@ -329,13 +308,9 @@ impl TraceExport {
         )
     }
 
-    /// Names a process (used when it has events).
+    /// Names a process (written when it has events).
     pub fn process_name(&mut self, pid: u32, name: &str) {
-        if let Some(slot) = self.processes.get_mut(&pid) {
-            *slot = Some(name.to_string());
-        } else {
-            self.processes.insert(pid, Some(name.to_string()));
-        }
+        self.process_names.insert(pid, name.to_string());
     }
 
     /// Names a thread.
@@ -357,7 +332,7 @@ impl TraceExport {
             .max_by_key(|&(pid, n)| (*n, std::cmp::Reverse(*pid)))
             .map(|(&pid, _)| pid);
         busiest
-            .or_else(|| self.processes.keys().next().copied())
+            .or_else(|| self.processes.first().copied())
             .unwrap_or(0)
     }
 
@@ -421,21 +396,12 @@ impl TraceExport {
                 &[&VM_ID, &id, &name, &id],
             )?;
         }
-        for (pid, name) in std::mem::take(&mut self.processes) {
-            let name = name.unwrap_or_default();
-            self.writer.insert(
-                "PROCESSES",
-                "globalPid, pid, name",
-                &[&GlobalId::encode(pid, 0), &pid, &name],
-            )?;
+        for pid in std::mem::take(&mut self.processes) {
+            let name = self.process_names.get(&pid).map_or("", String::as_str);
+            self.writer.process(pid, name)?;
         }
-        for ((pid, tid), name) in std::mem::take(&mut self.thread_names) {
-            let name = self.writer.string(&name);
-            self.writer.insert(
-                "ThreadNames",
-                "nameId, priority, globalTid",
-                &[&name, &0, &GlobalId::encode(pid, tid)],
-            )?;
+        for (thread, name) in std::mem::take(&mut self.thread_names) {
+            self.writer.thread_name(thread, &name)?;
         }
         if let Some(rank) = facts.rank {
             self.writer.insert(

@@ -4,7 +4,7 @@
 
 use super::kernels::KernelKind;
 use super::schema::{PRODUCT_VERSION, SCHEMA_VERSION};
-use super::writer::ExportWriter;
+use super::writer::{ExportWriter, NVTX_PUSH_POP};
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::model::AccTable;
 use crate::nsys::GlobalId;
@@ -56,9 +56,7 @@ macro_rules! gpu_op_columns {
     };
 }
 
-/// NVTX event types written (`ENUM_NSYS_EVENT_TYPE`).
-pub const NVTX_PUSH_POP: i64 = 59;
-/// NvtxThread: a thread's name.
+/// NvtxThread (`ENUM_NSYS_EVENT_TYPE`): a thread's name.
 const NVTX_THREAD_NAME: i64 = 39;
 /// The NVTX domain id nsys 2022.x records MPI calls in, in every process (after NCCL's).
 const MPI_DOMAIN: i64 = 2;
@@ -194,21 +192,9 @@ impl NodeExport {
         name: &str,
         class: i64,
     ) -> Result<()> {
-        let (start, end) = (self.local(start), self.local(end));
-        let name = self.writer.string(name);
-        self.writer.insert(
-            "CUPTI_ACTIVITY_KIND_RUNTIME",
-            "start, end, eventClass, globalTid, correlationId, nameId, returnValue",
-            &[
-                &start,
-                &end,
-                &class,
-                &GlobalId::encode(pid, tid),
-                &correlation,
-                &name,
-                &0,
-            ],
-        )
+        let span = (self.local(start), self.local(end));
+        self.writer
+            .api_call(span, (pid, tid), correlation, name, class)
     }
 
     /// An OS runtime call; the first one of the export is preceded by the marker nsys writes
@@ -521,11 +507,10 @@ impl NodeExport {
         let (start, end) = (self.local(start), self.local(end));
         let gtid = GlobalId::encode(pid, tid);
         match text {
-            NvtxText::Inline(text) => self.writer.insert(
-                "NVTX_EVENTS",
-                "start, end, eventType, text, globalTid, domainId",
-                &[&start, &end, &NVTX_PUSH_POP, &text, &gtid, &domain],
-            ),
+            NvtxText::Inline(text) => {
+                self.writer
+                    .nvtx_range((start, end), (pid, tid), text, domain)
+            }
             NvtxText::Registered(text) => {
                 let id = self.writer.string(text);
                 self.writer.insert(
@@ -840,23 +825,11 @@ impl NodeExport {
     }
 
     fn write_processes(&mut self) -> Result<()> {
-        let processes = self.processes.clone();
-        for (pid, _) in processes {
-            let global = GlobalId::encode(pid, 0);
-            self.writer.insert(
-                "PROCESSES",
-                "globalPid, pid, name",
-                &[&global, &pid, &"python3"],
-            )?;
+        for &(pid, _) in &self.processes {
+            self.writer.process(pid, "python3")?;
         }
-        let threads = self.threads.clone();
-        for (pid, tid, name) in threads {
-            let name = self.writer.string(name);
-            self.writer.insert(
-                "ThreadNames",
-                "nameId, priority, globalTid",
-                &[&name, &0, &GlobalId::encode(pid, tid)],
-            )?;
+        for &(pid, tid, name) in &self.threads {
+            self.writer.thread_name((pid, tid), name)?;
         }
         Ok(())
     }

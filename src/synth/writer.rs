@@ -4,11 +4,15 @@
 
 use super::schema;
 use crate::hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use crate::nsys::GlobalId;
 use anyhow::{Context, Result};
 use indexmap::IndexSet;
 use rusqlite::{Connection, ToSql};
 use std::path::{Path, PathBuf};
 use tempfile::NamedTempFile;
+
+/// NVTX push/pop range (`ENUM_NSYS_EVENT_TYPE`).
+pub const NVTX_PUSH_POP: i64 = 59;
 
 /// A node's export being written.
 pub struct ExportWriter {
@@ -64,6 +68,74 @@ impl ExportWriter {
             .execute(values)
             .with_context(|| format!("inserting into {table}"))?;
         Ok(())
+    }
+
+    /// A CUDA API call of thread `(pid, tid)` (`CUPTI_ACTIVITY_KIND_RUNTIME`; `class` 0 runtime,
+    /// 1 driver), its name interned.
+    pub fn api_call(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        correlation: u32,
+        name: &str,
+        class: i64,
+    ) -> Result<()> {
+        let name = self.string(name);
+        self.insert(
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            "start, end, eventClass, globalTid, correlationId, nameId, returnValue",
+            &[
+                &start,
+                &end,
+                &class,
+                &GlobalId::encode(pid, tid),
+                &correlation,
+                &name,
+                &0,
+            ],
+        )
+    }
+
+    /// A closed NVTX push/pop range of thread `(pid, tid)` with inline text, in `domain` (0:
+    /// the default domain).
+    pub fn nvtx_range(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        text: &str,
+        domain: i64,
+    ) -> Result<()> {
+        self.insert(
+            "NVTX_EVENTS",
+            "start, end, eventType, text, globalTid, domainId",
+            &[
+                &start,
+                &end,
+                &NVTX_PUSH_POP,
+                &text,
+                &GlobalId::encode(pid, tid),
+                &domain,
+            ],
+        )
+    }
+
+    /// A process's `PROCESSES` row.
+    pub fn process(&mut self, pid: u32, name: &str) -> Result<()> {
+        self.insert(
+            "PROCESSES",
+            "globalPid, pid, name",
+            &[&GlobalId::encode(pid, 0), &pid, &name],
+        )
+    }
+
+    /// A thread's name (`ThreadNames`), interned.
+    pub fn thread_name(&mut self, (pid, tid): (u32, u32), name: &str) -> Result<()> {
+        let name = self.string(name);
+        self.insert(
+            "ThreadNames",
+            "nameId, priority, globalTid",
+            &[&name, &0, &GlobalId::encode(pid, tid)],
+        )
     }
 
     /// Whether a row of `table` has been inserted (nsys creates tables lazily, and so does this).
