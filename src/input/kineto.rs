@@ -279,20 +279,19 @@ impl State {
                 self.metadata(e);
                 Ok(())
             }
-            _ => {
-                self.skip(e);
+            // Flow arrows and instants: derived or decorative.
+            "s" | "f" | "i" => Ok(()),
+            ph => {
+                self.skip(format!("ph {ph}"));
                 Ok(())
             }
         }
     }
 
-    fn skip(&mut self, e: &Event) {
-        let key = match e.ph.as_str() {
-            "X" => e.cat.to_ascii_lowercase(),
-            ph => format!("ph {ph}"),
-        };
-        if !UNTRANSLATED.contains(&key.as_str()) && !matches!(e.ph.as_str(), "s" | "f" | "i") {
-            *self.skipped.entry(key).or_default() += 1;
+    /// Counts an event of kind `kind` not translated (unless it is one of [`UNTRANSLATED`]).
+    fn skip(&mut self, kind: String) {
+        if !UNTRANSLATED.contains(&kind.as_str()) {
+            *self.skipped.entry(kind).or_default() += 1;
         }
     }
 
@@ -338,7 +337,7 @@ impl State {
             "user_annotation" | "cpu_op" | "operator" => {
                 self.export.range(span()?, cpu()?, &e.name)?;
             }
-            _ => self.skip(e),
+            _ => self.skip(cat),
         }
         Ok(())
     }
