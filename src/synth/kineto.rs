@@ -9,7 +9,7 @@
 //! three decimals, so no ns is lost).
 
 use crate::classify::{Activity, ranks};
-use crate::model::{Ns, NvtxKind, ProcessId, StringId, Timeline};
+use crate::model::{Ns, NvtxKind, ProcessId, StreamId, StringId, Timeline};
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use std::io::{BufWriter, Write};
@@ -139,39 +139,49 @@ impl Sink<'_> {
         }
     }
 
+    /// A GPU operation of category and name `(cat, name)` on `stream`, as Kineto lays it out
+    /// (`pid` the device, `tid` the stream), its `extra` arguments beside its place and
+    /// correlation.
+    fn gpu_op(
+        &mut self,
+        stream: StreamId,
+        (cat, name): (&str, &str),
+        (start, end): (Ns, Ns),
+        correlation: u32,
+        extra: Value,
+    ) -> Result<()> {
+        let t = self.timeline;
+        let s = t.stream(stream);
+        let device = t.gpu(s.gpu).device;
+        let (ts, dur) = times(start, end);
+        let mut args = json!({"device": device, "context": 1, "stream": s.stream,
+            "correlation": correlation});
+        if let (Value::Object(args), Value::Object(extra)) = (&mut args, extra) {
+            args.extend(extra);
+        }
+        let event = json!({"ph": "X", "cat": cat, "name": name, "pid": device,
+            "tid": s.stream, "ts": ts, "dur": dur, "args": args});
+        self.to(s.process, &event)
+    }
+
     fn events(&mut self) -> Result<()> {
         let t = self.timeline;
         for k in &t.kernels {
-            let s = t.stream(k.stream);
-            let device = t.gpu(s.gpu).device;
-            let (ts, dur) = times(k.start, k.end);
-            let args = json!({"device": device, "context": 1, "stream": s.stream,
-                "correlation": k.correlation, "registers per thread": k.registers,
+            let extra = json!({"registers per thread": k.registers,
                 "shared memory": k.static_shared + k.dynamic_shared,
                 "grid": k.grid, "block": k.block});
-            let event = json!({"ph": "X", "cat": "kernel", "name": t.text(k.name),
-                "pid": device, "tid": s.stream, "ts": ts, "dur": dur, "args": args});
-            self.to(s.process, &event)?;
+            let name = ("kernel", t.text(k.name));
+            self.gpu_op(k.stream, name, (k.start, k.end), k.correlation, extra)?;
         }
         for m in &t.memcpys {
-            let s = t.stream(m.stream);
-            let device = t.gpu(s.gpu).device;
-            let (ts, dur) = times(m.start, m.end);
-            let args = json!({"device": device, "context": 1, "stream": s.stream,
-                "correlation": m.correlation, "bytes": m.bytes});
-            let event = json!({"ph": "X", "cat": "gpu_memcpy", "name": copy_name(m.copy_kind),
-                "pid": device, "tid": s.stream, "ts": ts, "dur": dur, "args": args});
-            self.to(s.process, &event)?;
+            let name = ("gpu_memcpy", copy_name(m.copy_kind));
+            let extra = json!({"bytes": m.bytes});
+            self.gpu_op(m.stream, name, (m.start, m.end), m.correlation, extra)?;
         }
         for m in &t.memsets {
-            let s = t.stream(m.stream);
-            let device = t.gpu(s.gpu).device;
-            let (ts, dur) = times(m.start, m.end);
-            let args = json!({"device": device, "context": 1, "stream": s.stream,
-                "correlation": m.correlation, "bytes": m.bytes});
-            let event = json!({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)",
-                "pid": device, "tid": s.stream, "ts": ts, "dur": dur, "args": args});
-            self.to(s.process, &event)?;
+            let name = ("gpu_memset", "Memset (Device)");
+            let extra = json!({"bytes": m.bytes});
+            self.gpu_op(m.stream, name, (m.start, m.end), m.correlation, extra)?;
         }
         for a in &t.api_calls {
             let thread = t.thread(a.thread);
