@@ -223,10 +223,7 @@ fn solve(hosts: usize, observations: &BTreeMap<(usize, usize), Vec<i64>>) -> Vec
 
 /// The median of the observations within 3 median absolute deviations (+1 µs) of the median.
 fn robust(obs: &[i64]) -> i64 {
-    let median = |v: &mut Vec<i64>| {
-        v.sort_unstable();
-        v[v.len() / 2]
-    };
+    let median = |v: &mut Vec<i64>| super::upper_median(v).expect("observations");
     let m = median(&mut obs.to_vec());
     let mad = median(&mut obs.iter().map(|o| (o - m).abs()).collect());
     let mut kept: Vec<i64> = obs

@@ -271,8 +271,7 @@ fn median_ends(per_rank: &PerRank, ranks: &[usize]) -> Vec<i64> {
     (0..count)
         .map(|k| {
             let mut e: Vec<i64> = ranks.iter().map(|r| per_rank[r][k].1).collect();
-            e.sort_unstable();
-            e[e.len() / 2]
+            super::upper_median(&mut e).expect("a group has ranks")
         })
         .collect()
 }

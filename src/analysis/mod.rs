@@ -13,3 +13,10 @@ pub mod overlap;
 pub mod pithtrain;
 
 pub use crate::intervals::IntervalSet;
+
+/// The upper median of `values` (the element at `len / 2` once sorted, as every median of the
+/// tool is taken), sorting them in place; None when there are none.
+pub fn upper_median<T: Ord + Copy>(values: &mut [T]) -> Option<T> {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied()
+}

@@ -7,6 +7,7 @@ use crate::analysis::bubbles::StepBubble;
 use crate::analysis::idle::{Gap, StreamIdle};
 use crate::analysis::kernels::RankKernels;
 use crate::analysis::overlap::percent;
+use crate::analysis::upper_median;
 use crate::classify::{RankStreams, Role, RoleRules};
 use crate::model::Timeline;
 use serde_json::{Value, json};
@@ -85,10 +86,7 @@ pub fn kernels_output(timeline: &Timeline, ranks: &[RankBreakdown]) -> Output {
     }
     if ranks.len() > 1 {
         for (family, values) in per_family {
-            let median = |mut v: Vec<i64>| {
-                v.sort_unstable();
-                v[v.len() / 2]
-            };
+            let median = |mut v: Vec<i64>| upper_median(&mut v).expect("a family has ranks");
             let mut row = vec![
                 Cell::text("all"),
                 Cell::Empty,

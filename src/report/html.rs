@@ -201,9 +201,9 @@ fn collapsed(out: &mut String, title: &str, body: impl FnOnce(&mut String)) {
 }
 
 /// The median (upper) of some values, with the smallest and the largest.
-fn spread<T: Copy + PartialOrd>(values: &mut [T]) -> Option<(T, T, T)> {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    Some((*values.first()?, values[values.len() / 2], *values.last()?))
+fn spread<T: Copy + Ord>(values: &mut [T]) -> Option<(T, T, T)> {
+    let median = crate::analysis::upper_median(values)?;
+    Some((*values.first()?, median, *values.last()?))
 }
 
 /// Each rank's window, one line each.
