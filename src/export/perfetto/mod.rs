@@ -20,6 +20,7 @@ mod lanes;
 mod process;
 mod protos;
 mod sequence;
+mod wire;
 
 use super::Plan;
 use super::capture::Joined;

@@ -7,10 +7,11 @@
 //! repeated string values are interned: defined once on the packet that first uses them.
 
 use super::protos::{
-    ClockSnapshot, DebugAnnotation, DebugAnnotationName, EventCategory, EventName, InternedData,
-    InternedString, TracePacket, TracePacketDefaults, TrackDescriptor, TrackEvent,
-    TrackEventDefaults, clock_snapshot, trace_packet::SequenceFlags, track_event,
+    ClockSnapshot, DebugAnnotationName, EventCategory, EventName, InternedData, InternedString,
+    TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults, clock_snapshot,
+    trace_packet::SequenceFlags, track_event,
 };
+use super::wire::{Annotation, EventPacket};
 use crate::classify::{Purpose, Role, RoleRules};
 use crate::hash::FxHashMap;
 use crate::model::{StringId, Timeline};
@@ -27,7 +28,8 @@ pub const DESCRIPTOR_SEQUENCE: u32 = 1;
 /// Writes `Trace.packet` records (`0x0A`, length, bytes) one by one.
 pub struct PacketStream<W: Write> {
     out: W,
-    buf: Vec<u8>,
+    /// The packet being framed.
+    body: Vec<u8>,
     /// Bytes written so far.
     pub bytes: u64,
 }
@@ -37,21 +39,35 @@ impl<W: Write> PacketStream<W> {
     pub fn new(out: W) -> Self {
         PacketStream {
             out,
-            buf: Vec::with_capacity(256),
+            body: Vec::with_capacity(256),
             bytes: 0,
         }
     }
 
     /// Appends one packet.
     pub fn write(&mut self, packet: &TracePacket) -> io::Result<()> {
-        self.buf.clear();
-        self.buf.push(0x0A);
-        prost::encoding::encode_varint(packet.encoded_len() as u64, &mut self.buf);
+        self.body.clear();
         packet
-            .encode(&mut self.buf)
+            .encode(&mut self.body)
             .map_err(|e| io::Error::other(e.to_string()))?;
-        self.out.write_all(&self.buf)?;
-        self.bytes += self.buf.len() as u64;
+        self.frame()
+    }
+
+    /// Appends one event's packet.
+    fn write_event(&mut self, packet: &mut EventPacket) -> io::Result<()> {
+        self.body.clear();
+        packet.encode(&mut self.body);
+        self.frame()
+    }
+
+    /// Writes the packet in `body` as one `Trace.packet` record.
+    fn frame(&mut self) -> io::Result<()> {
+        let mut head = Vec::with_capacity(11);
+        head.push(0x0A);
+        super::wire::varint(&mut head, self.body.len() as u64);
+        self.out.write_all(&head)?;
+        self.out.write_all(&self.body)?;
+        self.bytes += (head.len() + self.body.len()) as u64;
         Ok(())
     }
 
@@ -255,7 +271,7 @@ pub struct Sequence {
     values: FxHashMap<Value, u64>,
     categories: u32,
     args: u32,
-    packet: TracePacket,
+    packet: EventPacket,
 }
 
 impl Sequence {
@@ -269,7 +285,7 @@ impl Sequence {
             values: FxHashMap::default(),
             categories: 0,
             args: 0,
-            packet: TracePacket::default(),
+            packet: EventPacket::new(id),
         }
     }
 
@@ -340,7 +356,7 @@ impl Sequence {
         out: &mut PacketStream<W>,
         ts: u64,
         kind: track_event::Type,
-    ) -> io::Result<&mut TrackEvent> {
+    ) -> io::Result<&mut EventPacket> {
         let last = match self.last {
             Some(last) => last,
             None => {
@@ -350,19 +366,9 @@ impl Sequence {
         };
         debug_assert!(ts >= last, "sequence {} goes back in time", self.id);
         self.last = Some(ts);
-        let p = &mut self.packet;
-        p.timestamp = Some(ts - last);
-        p.trusted_packet_sequence_id = Some(self.id);
-        p.sequence_flags = Some(SequenceFlags::SeqNeedsIncrementalState as u32);
-        p.interned_data = None;
-        let event = p.track_event.get_or_insert_with(TrackEvent::default);
-        event.r#type = Some(kind as i32);
-        event.name_iid = None;
-        event.category_iids.clear();
-        event.debug_annotations.clear();
-        event.flow_ids.clear();
-        event.counter_value = None;
-        Ok(event)
+        let flags = SequenceFlags::SeqNeedsIncrementalState as u32;
+        self.packet.reset(ts - last, flags, kind as i32);
+        Ok(&mut self.packet)
     }
 
     /// The sequence's first packet: cleared state, default track, the delta clock at `ts`.
@@ -415,8 +421,6 @@ impl Sequence {
                 name: Some(Category::NAMES[category as usize].to_string()),
             });
         }
-        let event = self.packet.track_event.as_mut().expect("event started");
-        let mut annotations = std::mem::take(&mut event.debug_annotations);
         for &(arg, value) in args {
             let arg_iid = arg as u64 + 1;
             if self.args & (1 << arg as u32) == 0 {
@@ -426,37 +430,29 @@ impl Sequence {
                     name: Some(Arg::NAMES[arg as usize].to_string()),
                 });
             }
-            let mut a = DebugAnnotation {
-                name_iid: Some(arg_iid),
-                ..DebugAnnotation::default()
+            let annotation = match value {
+                Value::Uint(v) => Annotation::Uint(v),
+                Value::Int(v) => Annotation::Int(v),
+                _ => Annotation::StringIid(intern(&mut self.values, value, |iid| {
+                    interned
+                        .debug_annotation_string_values
+                        .push(InternedString {
+                            iid: Some(iid),
+                            str: Some(value_text(value, texts).into_bytes()),
+                        });
+                })),
             };
-            match value {
-                Value::Uint(v) => a.uint_value = Some(v),
-                Value::Int(v) => a.int_value = Some(v),
-                _ => {
-                    a.string_value_iid = Some(intern(&mut self.values, value, |iid| {
-                        interned
-                            .debug_annotation_string_values
-                            .push(InternedString {
-                                iid: Some(iid),
-                                str: Some(value_text(value, texts).into_bytes()),
-                            });
-                    }))
-                }
-            }
-            annotations.push(a);
+            self.packet.annotate(arg_iid, annotation);
         }
-        let event = self.packet.track_event.as_mut().expect("event started");
-        event.name_iid = Some(name_iid);
-        event.category_iids.push(category_iid);
-        event.debug_annotations = annotations;
+        self.packet.name_iid = Some(name_iid);
+        self.packet.category_iid = Some(category_iid);
         if interned != InternedData::default() {
-            self.packet.interned_data = Some(interned);
+            self.packet.interned = Some(interned);
         }
     }
 
     fn flush<W: Write>(&mut self, out: &mut PacketStream<W>) -> io::Result<()> {
-        out.write(&self.packet)
+        out.write_event(&mut self.packet)
     }
 }
 
