@@ -4,8 +4,9 @@
 //! ([`remove_temporaries_on_interrupt`]).
 
 use anyhow::Context as _;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, mpsc};
 use tempfile::NamedTempFile;
 
 /// Temporary outputs not yet renamed into place.
@@ -77,5 +78,126 @@ pub fn remove_temporaries_on_interrupt() {
         eprintln!(
             "nsys-lens: warning: cannot handle Ctrl-C ({e}); an interrupt may leave temporary files"
         );
+    }
+}
+
+/// Bytes handed to the writing thread at a time.
+const CHUNK: usize = 1 << 20;
+/// Chunks in flight between the formatting thread and the writing thread.
+const IN_FLIGHT: usize = 4;
+
+/// A large output file written by a thread of its own: the thread that formats hands it full
+/// buffers of [`CHUNK`] bytes (at most [`IN_FLIGHT`] waiting), so copying into the page cache
+/// and gzip compression run beside the formatting instead of inside it. The bytes are those a
+/// plain buffered writer would write.
+pub struct Background {
+    buf: Vec<u8>,
+    full: Option<mpsc::SyncSender<Vec<u8>>>,
+    empty: mpsc::Receiver<Vec<u8>>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl Background {
+    /// Writes to `file`, gzipped (at the fastest level) when `gzip`; fails when the system
+    /// cannot start the thread.
+    pub fn new(file: std::fs::File, gzip: bool) -> io::Result<Background> {
+        let (full, chunks) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT);
+        let (recycle, empty) = mpsc::channel();
+        let write = move |out: &mut dyn Write| -> io::Result<()> {
+            for mut chunk in chunks {
+                out.write_all(&chunk)?;
+                chunk.clear();
+                // The formatting thread may have finished; the buffer is then dropped.
+                let _ = recycle.send(chunk);
+            }
+            Ok(())
+        };
+        let thread = std::thread::Builder::new().name("write-out".to_string());
+        let thread = thread.spawn(move || -> io::Result<()> {
+            if gzip {
+                let buffered = io::BufWriter::with_capacity(CHUNK, file);
+                let mut gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
+                write(&mut gz)?;
+                gz.finish()?.flush()
+            } else {
+                let mut file = file;
+                write(&mut file)?;
+                file.flush()
+            }
+        });
+        Ok(Background {
+            buf: Vec::with_capacity(CHUNK),
+            full: Some(full),
+            empty,
+            thread: Some(thread?),
+        })
+    }
+
+    /// Hands the buffer to the writing thread; its error if it stopped on one.
+    fn hand_over(&mut self) -> io::Result<()> {
+        let next = self
+            .empty
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+        let chunk = std::mem::replace(&mut self.buf, next);
+        let sent = self.full.as_ref().map(|full| full.send(chunk));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            // The thread stopped: its error says why.
+            _ => self.join(),
+        }
+    }
+
+    /// Waits for the writing thread; its result.
+    fn join(&mut self) -> io::Result<()> {
+        self.full = None;
+        match self.thread.take() {
+            Some(thread) => thread
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the writing thread panicked"))),
+            None => Err(io::Error::other("the output was already finished")),
+        }
+    }
+
+    /// Writes what is left and waits until every byte is written (and the gzip stream
+    /// finished).
+    pub fn finish(mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.hand_over()?;
+        }
+        self.join()
+    }
+}
+
+impl Write for Background {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        if self.buf.len() + data.len() > CHUNK && !self.buf.is_empty() {
+            self.hand_over()?;
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Hands what is buffered to the writing thread (which writes it in its turn).
+    fn flush(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.hand_over()
+    }
+}
+
+impl Drop for Background {
+    /// Stops the writing thread when the output is abandoned (an error elsewhere).
+    fn drop(&mut self) {
+        self.full = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
