@@ -273,11 +273,11 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
         gzip: false,
         memory: 1 << 12,
     };
-    paraver::write(&plan, &captures.parts, &prepared, &base, options).unwrap();
+    paraver::write(&plan, &captures.parts, &prepared, &base, options, None).unwrap();
     crate::paraver::check(&crate::paraver::parse(&base.with_extension("prv")));
     let trace = base.with_extension("perfetto-trace");
     let options = perfetto::Options::default();
-    perfetto::write(&plan, &captures.parts, &prepared, &trace, options, 1).unwrap();
+    perfetto::write(&plan, &captures.parts, &prepared, &trace, (options, 1), None).unwrap();
     if check_perfetto {
         crate::perfetto::check(&trace);
     }

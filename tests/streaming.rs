@@ -86,17 +86,10 @@ fn a_small_budget_spills_the_events_and_the_waiting_records() {
             gzip: false,
             memory: budget,
         };
-        paraver::write(&plan, &captures.parts, &prepared, &base, options).unwrap();
+        paraver::write(&plan, &captures.parts, &prepared, &base, options, None).unwrap();
         let trace = base.with_extension("perfetto-trace");
-        perfetto::write(
-            &plan,
-            &captures.parts,
-            &prepared,
-            &trace,
-            Default::default(),
-            1,
-        )
-        .unwrap();
+        let options = (Default::default(), 1);
+        perfetto::write(&plan, &captures.parts, &prepared, &trace, options, None).unwrap();
         if budget < 4096 {
             assert!(runs > 0, "the events did not spill");
         } else {
@@ -107,6 +100,48 @@ fn a_small_budget_spills_the_events_and_the_waiting_records() {
         bytes
     };
     assert!(write(1024, "small") == write(1 << 30, "large"));
+}
+
+/// Conversion runs one stream of events on a thread of its own for both writers; each writer
+/// given no share runs a stream of its own. Both give the same bytes, for one report (both
+/// writers share) and two (Perfetto streams each report apart), with spilled events.
+#[test]
+fn writers_sharing_one_stream_write_what_a_stream_each_writes() {
+    for fixture in ["pithtrain_pp2_ep2", "ddp_2node"] {
+        let paths = reports(&root().join("fixtures").join(fixture));
+        let out = tempfile::tempdir().unwrap();
+        let budget = 4096;
+        let reports = paths.iter().map(|p| nsys_lens::nsys::Report::open(p).unwrap());
+        let captures = Captures::read(reports.collect(), 1, Budget::new(budget)).unwrap();
+        let activity = Activity::new(&captures.light);
+        let rules = RoleRules::default();
+        let ranks = classify::ranks::discover(&activity).unwrap();
+        let plan = Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true);
+        let own = out.path().join("own");
+        let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
+        let options = paraver::Options {
+            gzip: false,
+            memory: budget,
+        };
+        paraver::write(&plan, &captures.parts, &prepared, &own, options, None).unwrap();
+        let options = (Default::default(), 1);
+        let trace = own.with_extension("perfetto-trace");
+        perfetto::write(&plan, &captures.parts, &prepared, &trace, options, None).unwrap();
+        let shared = out.path().join("shared");
+        let targets = nsys_lens::export::Targets {
+            perfetto: Some(shared.with_extension("perfetto-trace")),
+            paraver: Some(shared.clone()),
+            gzip: false,
+            memory: budget,
+            threads: 1,
+        };
+        nsys_lens::export::write(&plan, &captures.parts, &targets).unwrap();
+        for ext in ["prv", "pcf", "row", "perfetto-trace"] {
+            let a = std::fs::read(own.with_extension(ext)).unwrap();
+            let b = std::fs::read(shared.with_extension(ext)).unwrap();
+            assert!(a == b, "{fixture}: .{ext} differs");
+        }
+    }
 }
 
 #[test]

@@ -76,7 +76,7 @@ pub fn encode(
     let mut chunks = Vec::new();
     if formats.perfetto {
         for joined in part {
-            chunks.extend(perfetto::encode_part(plan, joined, &prepared)?);
+            chunks.extend(perfetto::encode_part(plan, joined, &prepared, None)?);
         }
         chunks.sort_by_key(|(position, _)| *position);
     }

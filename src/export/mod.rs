@@ -195,15 +195,24 @@ pub struct Written {
 }
 
 /// Writes the traces of `plan` from the joined captures `parts`: one pass prepares every
-/// exported process, then both formats are written at once.
+/// exported process, then both formats are written at once. Where one stream of events covers
+/// a format's trace (always for Paraver; for Perfetto with one part or one exported process),
+/// that stream runs once, on a thread of its own, and each such writer reads its groups.
 pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyhow::Result<Written> {
     let prepared = prepare::prepare_all(plan, parts, targets.threads)?;
+    let all: Vec<&capture::Joined> = parts.iter().collect();
+    let one_stream = parts.len() == 1 || plan.exported.len() == 1;
+    let perfetto_reads = targets.perfetto.is_some() && one_stream;
+    let readers = usize::from(targets.paraver.is_some()) + usize::from(perfetto_reads);
+    let (run_stream, mut shares) = stream::share(stream::Stream::new(plan, &all), readers);
+    let perfetto_share = if perfetto_reads { shares.pop() } else { None };
+    let paraver_share = shares.pop();
     let perfetto = || -> anyhow::Result<Option<perfetto::Summary>> {
         let Some(path) = &targets.perfetto else {
             return Ok(None);
         };
-        let options = perfetto::Options { gzip: targets.gzip };
-        let written = perfetto::write(plan, parts, &prepared, path, options, targets.threads)?;
+        let options = (perfetto::Options { gzip: targets.gzip }, targets.threads);
+        let written = perfetto::write(plan, parts, &prepared, path, options, perfetto_share)?;
         Ok(Some(written))
     };
     let paraver = || -> anyhow::Result<Option<paraver::Summary>> {
@@ -214,10 +223,18 @@ pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyho
             gzip: targets.gzip,
             memory: targets.memory,
         };
-        Ok(Some(paraver::write(plan, parts, &prepared, base, options)?))
+        let written = paraver::write(plan, parts, &prepared, base, options, paraver_share)?;
+        Ok(Some(written))
     };
     let (perfetto, paraver) = std::thread::scope(|scope| {
-        let paraver = scope.spawn(paraver);
+        // Named for profilers and debuggers; failing to start one panics, as `scope.spawn`.
+        let named = |name: &str| std::thread::Builder::new().name(name.to_string());
+        if readers > 0 {
+            let started = named("events").spawn_scoped(scope, run_stream);
+            started.expect("the system starts a thread");
+        }
+        let paraver = named("paraver").spawn_scoped(scope, paraver);
+        let paraver = paraver.expect("the system starts a thread");
         let perfetto = perfetto();
         let paraver = paraver
             .join()

@@ -25,7 +25,9 @@ use crate::spill::Record;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Events streamed so far by every pass, and how many the passes will stream.
 static STREAMED: AtomicU64 = AtomicU64::new(0);
@@ -319,7 +321,156 @@ pub trait Writer<X> {
     fn due(&self) -> Option<i64>;
 }
 
-impl Stream<'_, '_, '_> {
+/// Events handed out time by time: [`Stream`] itself, or its groups received from the thread
+/// that runs it ([`Shared`]).
+pub enum Events<'p, 'a, 't> {
+    /// A stream run by the pass itself.
+    Own(Stream<'p, 'a, 't>),
+    /// A stream run on another thread.
+    Shared(Shared),
+}
+
+impl<'p, 'a, 't> Events<'p, 'a, 't> {
+    /// `shared` when given, else a stream of its own over `parts`.
+    pub fn new(
+        plan: &'p Plan<'a, 't>,
+        parts: &[&'p Joined],
+        shared: Option<Shared>,
+    ) -> Events<'p, 'a, 't> {
+        match shared {
+            Some(shared) => Events::Shared(shared),
+            None => Events::Own(Stream::new(plan, parts)),
+        }
+    }
+
+    /// The start of the next group, or None at the end.
+    pub fn peek(&mut self) -> io::Result<Option<i64>> {
+        match self {
+            Events::Own(stream) => stream.peek(),
+            Events::Shared(shared) => shared.peek(),
+        }
+    }
+
+    /// Every event starting at `t` (the time [`Events::peek`] gave or earlier), in their fixed
+    /// order.
+    pub fn group(&mut self, t: i64, out: &mut Vec<Item>) -> io::Result<()> {
+        match self {
+            Events::Own(stream) => stream.group(t, out),
+            Events::Shared(shared) => {
+                shared.group(t, out);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Groups of events in a batch.
+const BATCH_ITEMS: usize = 4096;
+/// Batches in flight to each reader.
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// Consecutive groups of a stream: their events, and each group's time and end in `items`.
+#[derive(Default)]
+struct Batch {
+    items: Vec<Item>,
+    groups: Vec<(i64, usize)>,
+}
+
+/// A reader's share of a stream run on another thread ([`share`]): the same groups, a batch at
+/// a time.
+pub struct Shared {
+    batches: Receiver<io::Result<Arc<Batch>>>,
+    batch: Arc<Batch>,
+    /// The next group in `batch`.
+    next: usize,
+}
+
+impl Shared {
+    fn peek(&mut self) -> io::Result<Option<i64>> {
+        while self.next == self.batch.groups.len() {
+            match self.batches.recv() {
+                Ok(batch) => {
+                    self.batch = batch?;
+                    self.next = 0;
+                }
+                // The stream ended.
+                Err(_) => return Ok(None),
+            }
+        }
+        Ok(Some(self.batch.groups[self.next].0))
+    }
+
+    /// The group at `t`, when the next one is at `t` (after [`Shared::peek`]).
+    fn group(&mut self, t: i64, out: &mut Vec<Item>) {
+        out.clear();
+        let Some(&(time, end)) = self.batch.groups.get(self.next) else {
+            return;
+        };
+        if time == t {
+            let start = match self.next {
+                0 => 0,
+                n => self.batch.groups[n - 1].1,
+            };
+            out.extend_from_slice(&self.batch.items[start..end]);
+            self.next += 1;
+        }
+    }
+}
+
+/// Runs `stream` for `readers` readers: returns the function that runs it (on a thread of its
+/// own, while the readers read) and each reader's share. A reader that stops early (on an
+/// error) does not stop the others; a read error reaches every reader.
+pub fn share<'p, 'a, 't>(
+    mut stream: Stream<'p, 'a, 't>,
+    readers: usize,
+) -> (impl FnOnce() + Send + use<'p, 'a, 't>, Vec<Shared>) {
+    let (senders, shares): (Vec<SyncSender<_>>, Vec<Shared>) = (0..readers)
+        .map(|_| {
+            let (send, batches) = sync_channel(BATCHES_IN_FLIGHT);
+            let shared = Shared {
+                batches,
+                batch: Arc::default(),
+                next: 0,
+            };
+            (send, shared)
+        })
+        .unzip();
+    let run = move || {
+        let send = |batch: io::Result<Arc<Batch>>| {
+            for sender in &senders {
+                let copy = match &batch {
+                    Ok(b) => Ok(Arc::clone(b)),
+                    Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+                };
+                // A reader that stopped has nothing more to read.
+                let _ = sender.send(copy);
+            }
+        };
+        let mut batch = Batch::default();
+        let mut group = Vec::new();
+        loop {
+            let t = match stream.peek() {
+                Ok(Some(t)) => t,
+                Ok(None) => break,
+                Err(e) => return send(Err(e)),
+            };
+            if let Err(e) = stream.group(t, &mut group) {
+                return send(Err(e));
+            }
+            batch.items.extend_from_slice(&group);
+            batch.groups.push((t, batch.items.len()));
+            if batch.items.len() >= BATCH_ITEMS {
+                send(Ok(Arc::new(std::mem::take(&mut batch))));
+            }
+        }
+        if !batch.groups.is_empty() {
+            send(Ok(Arc::new(batch)));
+        }
+    };
+    (run, shares)
+}
+
+impl Events<'_, '_, '_> {
     /// Feeds every event, time by time, to the writer of its process (`writers` by position in
     /// the plan), then ends the time for each writer that had an event or something due, then
     /// calls `after`; until no event is left and nothing is due.

@@ -148,3 +148,138 @@ impl<W: Write> Gate<W> {
         Ok((self.out, self.records))
     }
 }
+
+/// One call on the gate, as the writer made it (lines by their place in [`Batch::bytes`]).
+enum Op {
+    Record(Key, usize, usize),
+    WaitFor(Key),
+    Comm(Key, usize, usize),
+    Resolved(Key),
+    Drain,
+}
+
+/// Calls on the gate, in the order they were made, with the lines they carry.
+#[derive(Default)]
+struct Batch {
+    ops: Vec<Op>,
+    bytes: Vec<u8>,
+}
+
+impl Batch {
+    /// Makes the calls on `gate`.
+    fn apply<W: Write>(&self, gate: &mut Gate<W>) -> io::Result<()> {
+        for op in &self.ops {
+            match *op {
+                Op::Record(key, from, to) => gate.record(key, &self.bytes[from..to])?,
+                Op::WaitFor(key) => gate.wait_for(key),
+                Op::Comm(key, from, to) => gate.comm(key, &self.bytes[from..to]),
+                Op::Resolved(key) => gate.resolved(key),
+                Op::Drain => gate.drain()?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of lines a batch carries before it is handed over.
+const BATCH_BYTES: usize = 1 << 20;
+/// Batches in flight to the gate's thread.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// A [`Gate`] run on a thread of its own ([`on_thread`]): the same calls, handed over in
+/// batches, so that holding records in order and writing them run beside their formatting.
+pub struct Remote {
+    batch: Batch,
+    send: std::sync::mpsc::SyncSender<Batch>,
+    recycle: std::sync::mpsc::Receiver<Batch>,
+}
+
+impl Remote {
+    /// [`Gate::record`].
+    pub fn record(&mut self, key: Key, line: &[u8]) {
+        let from = self.batch.bytes.len();
+        self.batch.bytes.extend_from_slice(line);
+        let to = self.batch.bytes.len();
+        self.batch.ops.push(Op::Record(key, from, to));
+    }
+
+    /// [`Gate::wait_for`].
+    pub fn wait_for(&mut self, key: Key) {
+        self.batch.ops.push(Op::WaitFor(key));
+    }
+
+    /// [`Gate::comm`].
+    pub fn comm(&mut self, key: Key, line: &[u8]) {
+        let from = self.batch.bytes.len();
+        self.batch.bytes.extend_from_slice(line);
+        let to = self.batch.bytes.len();
+        self.batch.ops.push(Op::Comm(key, from, to));
+    }
+
+    /// [`Gate::resolved`].
+    pub fn resolved(&mut self, key: Key) {
+        self.batch.ops.push(Op::Resolved(key));
+    }
+
+    /// [`Gate::drain`]; fails when the gate's thread stopped (on a write error).
+    pub fn drain(&mut self) -> io::Result<()> {
+        self.batch.ops.push(Op::Drain);
+        if self.batch.bytes.len() < BATCH_BYTES {
+            return Ok(());
+        }
+        self.hand_over()
+    }
+
+    fn hand_over(&mut self) -> io::Result<()> {
+        let next = self.recycle.try_recv().unwrap_or_default();
+        let batch = std::mem::replace(&mut self.batch, next);
+        self.send
+            .send(batch)
+            .map_err(|_| io::Error::other("the Paraver body's writer stopped"))
+    }
+}
+
+/// Runs `make` with a [`Remote`] gate writing to `out` on a thread of its own; returns what
+/// `make` returned, the writer, and the records written (as [`Gate::finish`]). A write error
+/// of the gate comes first: it is why `make` could not hand over its calls.
+pub fn on_thread<W: Write + Send, R>(
+    out: W,
+    memory: usize,
+    make: impl FnOnce(&mut Remote) -> io::Result<R>,
+) -> io::Result<(R, W, u64)> {
+    let (send, batches) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+    let (give_back, recycle) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        let gate = move || -> io::Result<(W, u64)> {
+            let mut gate = Gate::new(out, memory);
+            for mut batch in batches {
+                batch.apply(&mut gate)?;
+                batch.ops.clear();
+                batch.bytes.clear();
+                // The writer may be done; the batch is then dropped.
+                let _ = give_back.send(batch);
+            }
+            gate.finish()
+        };
+        let gate = std::thread::Builder::new()
+            .name("paraver-order".to_string())
+            .spawn_scoped(scope, gate)
+            .expect("the system starts a thread");
+        let mut remote = Remote {
+            batch: Batch::default(),
+            send,
+            recycle,
+        };
+        let made = make(&mut remote);
+        let handed = match made {
+            Ok(_) if !remote.batch.ops.is_empty() => remote.hand_over(),
+            _ => Ok(()),
+        };
+        drop(remote);
+        let (out, records) = gate
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the Paraver body's writer panicked")))?;
+        handed?;
+        Ok((made?, out, records))
+    })
+}

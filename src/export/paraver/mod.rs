@@ -19,13 +19,14 @@ pub use records::{Counts, Used};
 use super::Plan;
 use super::capture::Joined;
 use super::prepare::Prepared;
+use super::stream::Shared;
 use crate::model::ACC_EVENT_KINDS;
 use crate::report::utc_iso;
 use layout::{GpuName, Layout};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt::Write as _;
-use std::io::{self, BufRead, BufWriter, Write};
+use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
 /// How to write.
@@ -56,13 +57,15 @@ pub struct Summary {
 }
 
 /// Writes `base.prv[.gz]`, `base.pcf` and `base.row`, each under a temporary name first: the
-/// plan's processes, from the joined captures `parts` and what was `prepared` for each.
+/// plan's processes, from the joined captures `parts` and what was `prepared` for each; their
+/// events come from `shared` when given (a stream over all `parts` run elsewhere).
 pub fn write(
     plan: &Plan,
     parts: &[Joined],
     prepared: &[Option<Prepared>],
     base: &Path,
     options: Options,
+    shared: Option<Shared>,
 ) -> anyhow::Result<Summary> {
     let nodes = layout::nodes(plan).1;
     let tasks: Vec<TaskNames> = prepared
@@ -78,8 +81,8 @@ pub fn write(
     let all: Vec<&Joined> = parts.iter().collect();
     let values = &layout.values;
     write_files(plan, &layout, base, options, |out| {
-        let (_, counts, used) =
-            records::write_body(plan, &all, prepared, values, out, options.memory)?;
+        let out = (out, options.memory);
+        let (_, counts, used) = records::write_body(plan, &all, prepared, values, out, shared)?;
         Ok((counts, used))
     })
 }
@@ -99,7 +102,7 @@ pub struct Encoded {
 
 /// Writes the body of the processes of `part` (some of the joined captures `parts`) to `out`:
 /// its lines as the whole body holds them, to be merged with the other parts'.
-pub fn encode_part<W: Write>(
+pub fn encode_part<W: Write + Send>(
     plan: &Plan,
     parts: &[Joined],
     part: &[&Joined],
@@ -118,7 +121,8 @@ pub fn encode_part<W: Write>(
         .collect();
     let end = prepared.iter().flatten().filter_map(|p| p.end).max();
     let values = layout::values(plan, parts);
-    let (out, counts, used) = records::write_body(plan, part, prepared, &values, out, memory)?;
+    let (out, counts, used) =
+        records::write_body(plan, part, prepared, &values, (out, memory), None)?;
     let encoded = Encoded {
         tasks,
         end,
@@ -172,24 +176,14 @@ fn write_files(
     layout: &Layout,
     base: &Path,
     options: Options,
-    body: impl FnOnce(&mut dyn Write) -> io::Result<(Counts, Used)>,
+    body: impl FnOnce(&mut (dyn Write + Send)) -> io::Result<(Counts, Used)>,
 ) -> anyhow::Result<Summary> {
     let prv = path_with(base, if options.gzip { "prv.gz" } else { "prv" });
     let temp = crate::output::temporary_beside(&prv)?;
-    let mut buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
-    let head = header(plan, layout) + &provenance(plan);
-    let (counts, used) = if options.gzip {
-        let mut gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
-        gz.write_all(head.as_bytes())?;
-        let written = body(&mut gz)?;
-        gz.finish()?.flush()?;
-        written
-    } else {
-        buffered.write_all(head.as_bytes())?;
-        let written = body(&mut buffered)?;
-        buffered.flush()?;
-        written
-    };
+    let mut out = crate::output::Background::new(temp.as_file().try_clone()?, options.gzip)?;
+    out.write_all((header(plan, layout) + &provenance(plan)).as_bytes())?;
+    let (counts, used) = body(&mut out)?;
+    out.finish()?;
     let bytes = temp.as_file().metadata()?.len();
     write_text(&path_with(base, "pcf"), &pcf(layout, &used))?;
     write_text(&path_with(base, "row"), &row(layout))?;

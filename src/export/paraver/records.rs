@@ -6,10 +6,10 @@
 //! depend on which other processes the same pass writes. Nothing is formatted before it is due.
 //!
 //! A launch's communication record (API call to GPU operation) belongs right after the call's
-//! own record, but is only known when its operation starts: the [`Gate`] holds the records after
+//! own record, but is only known when its operation starts: the [`Gate`](super::gate::Gate) holds the records after
 //! a call whose operations have not all started, and writes them once they have.
 
-use super::gate::{Gate, Key};
+use super::gate::{Key, Remote};
 use super::layout::{GpuName, Task, Values};
 use super::types;
 use crate::classify::mpi::MpiClass;
@@ -19,7 +19,7 @@ use crate::export::Plan;
 use crate::export::capture::Joined;
 use crate::export::counters::Counters;
 use crate::export::prepare::{FirstFit, Prepared};
-use crate::export::stream::{Event, Item, Stream, Writer, copy_names};
+use crate::export::stream::{Event, Events, Item, Shared, Writer, copy_names};
 use crate::hash::FxHashMap;
 use crate::model::{AccTable, GpuId, MpiCall, MpiTable, NvtxKind, StreamId, StringId, ThreadId};
 use std::cmp::Reverse;
@@ -90,14 +90,14 @@ pub struct Used {
 }
 
 /// Writes the body of the plan's processes in `parts` to `out`, with the value tables
-/// `values`.
-pub fn write_body<W: Write>(
+/// `values`; their events come from `shared` when given, else from a stream of its own.
+pub fn write_body<W: Write + Send>(
     plan: &Plan,
     parts: &[&Joined],
     prepared: &[Option<Prepared>],
     values: &Values,
-    out: W,
-    memory: usize,
+    (out, memory): (W, usize),
+    shared: Option<Shared>,
 ) -> io::Result<(W, Counts, Used)> {
     let timeline = plan.activity.timeline;
     let nodes = super::layout::nodes(plan).1;
@@ -113,35 +113,32 @@ pub fn write_body<W: Write>(
             _ => None,
         });
     }
-    let mut body = Body {
-        plan,
-        values,
-        gate: Gate::new(out, memory),
-        counts: Counts::default(),
-        used: Used::default(),
-        records: Vec::new(),
-        seq: 0,
-        lines: Vec::with_capacity(1 << 16),
-        comm: Vec::with_capacity(128),
-        closes: FxHashMap::default(),
-    };
-    Stream::new(plan, parts).drive(&mut tasks, &mut body, Body::flush_group)?;
-    let Body {
-        gate,
-        mut counts,
-        used,
-        ..
-    } = body;
-    let (out, records) = gate.finish()?;
+    let mut events = Events::new(plan, parts, shared);
+    let ((mut counts, used), out, records) = super::gate::on_thread(out, memory, |gate| {
+        let mut body = Body {
+            plan,
+            values,
+            gate,
+            counts: Counts::default(),
+            used: Used::default(),
+            records: Vec::new(),
+            seq: 0,
+            lines: Vec::with_capacity(1 << 16),
+            comm: Vec::with_capacity(128),
+            closes: FxHashMap::default(),
+        };
+        events.drive(&mut tasks, &mut body, Body::flush_group)?;
+        Ok((body.counts, body.used))
+    })?;
     counts.records = records;
     Ok((out, counts, used))
 }
 
 /// The records being made: the group of one time, and where they go.
-struct Body<'p, 'a, 't, W: Write> {
+struct Body<'p, 'a, 't, 'g> {
     plan: &'p Plan<'a, 't>,
     values: &'p Values,
-    gate: Gate<W>,
+    gate: &'g mut Remote,
     counts: Counts,
     used: Used,
     /// This time's records: their keys and where their lines are in `lines`.
@@ -164,7 +161,7 @@ enum Close {
     Gpu(EndKind),
 }
 
-impl<W: Write> Body<'_, '_, '_, W> {
+impl Body<'_, '_, '_, '_> {
     /// Makes an event record of `thread` of `task` at merged-clock time `t`; returns its key.
     fn event(&mut self, task: u32, thread: u32, t: i64, pairs: &[(u32, u64)]) -> Key {
         let time = self.plan.rebase(t);
@@ -232,7 +229,7 @@ impl<W: Write> Body<'_, '_, '_, W> {
     fn flush_group(&mut self, _t: i64) -> io::Result<()> {
         self.records.sort_unstable_by_key(|r| r.0);
         for &(key, from, to) in &self.records {
-            self.gate.record(key, &self.lines[from..to])?;
+            self.gate.record(key, &self.lines[from..to]);
         }
         self.records.clear();
         self.lines.clear();
@@ -396,7 +393,7 @@ impl<'p> TaskWriter<'p> {
     }
 }
 
-impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
+impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
     /// A close, a counter change, a memory step at the window's start.
     fn due(&self) -> Option<i64> {
         let closes = self.closes.peek().map(|Reverse((t, _))| *t);
@@ -409,7 +406,7 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
         closes.into_iter().chain(counters).chain(memory).min()
     }
 
-    fn item(&mut self, body: &mut Body<'_, '_, '_, W>, item: &Item) -> io::Result<()> {
+    fn item(&mut self, body: &mut Body<'_, '_, '_, '_>, item: &Item) -> io::Result<()> {
         let values = &body.values;
         match item.event {
             Event::Api(a) => {
@@ -515,7 +512,7 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
 
     /// After every event at `t`: the closes due, the counters that changed, metric samples and
     /// memory steps.
-    fn end_group(&mut self, body: &mut Body<'_, '_, '_, W>, t: i64) -> io::Result<()> {
+    fn end_group(&mut self, body: &mut Body<'_, '_, '_, '_>, t: i64) -> io::Result<()> {
         while let Some(&Reverse((end, closer))) = self.closes.peek()
             && end <= t
         {
@@ -582,9 +579,9 @@ impl<W: Write> Writer<Body<'_, '_, '_, W>> for TaskWriter<'_> {
 impl TaskWriter<'_> {
     /// Opens an interval on a CPU thread (after closing what ended by its start); returns the
     /// record's key.
-    fn cpu_begin<W: Write>(
+    fn cpu_begin(
         &mut self,
-        body: &mut Body<'_, '_, '_, W>,
+        body: &mut Body<'_, '_, '_, '_>,
         thread: ThreadId,
         item: &Item,
         pairs: &[(u32, u64)],
@@ -601,7 +598,7 @@ impl TaskWriter<'_> {
 
     /// An MPI call under its class's type, valued by function (a collective with its sizes);
     /// a send's record is followed by one communication record per message it sent.
-    fn mpi<W: Write>(&mut self, body: &mut Body<'_, '_, '_, W>, m: &MpiCall, item: &Item) {
+    fn mpi(&mut self, body: &mut Body<'_, '_, '_, '_>, m: &MpiCall, item: &Item) {
         let plan = body.plan;
         let timeline = plan.activity.timeline;
         let class = MpiClass::of(m.table, timeline.text(m.name));
@@ -655,7 +652,7 @@ impl TaskWriter<'_> {
 
     /// An API call's launch: its operations' communication records follow its record, once
     /// they have all started.
-    fn launch<W: Write>(&mut self, body: &mut Body<'_, '_, '_, W>, key: Key, correlation: u32) {
+    fn launch(&mut self, body: &mut Body<'_, '_, '_, '_>, key: Key, correlation: u32) {
         let ops = self.prepared.launches.ops(correlation);
         if ops == 0 {
             return;
@@ -671,11 +668,7 @@ impl TaskWriter<'_> {
     }
 
     /// Opens a GPU operation on the first idle lane of its stream.
-    fn gpu_begin<W: Write>(
-        &mut self,
-        body: &mut Body<'_, '_, '_, W>,
-        item: &Item,
-    ) -> io::Result<()> {
+    fn gpu_begin(&mut self, body: &mut Body<'_, '_, '_, '_>, item: &Item) -> io::Result<()> {
         let values = &body.values;
         let (stream, correlation) = match item.event {
             Event::Kernel(k) => (k.stream, k.correlation),
@@ -695,7 +688,8 @@ impl TaskWriter<'_> {
         close_gpu(body, self.task, s, item.start);
         let lane = s.lanes.place(item.start, item.end);
         let thread = s.first_thread + lane;
-        let (pairs, kind, tag, size) = begin_pairs(body, self.prepared, item, s.role);
+        let mut pairs = Pairs::new();
+        let (kind, tag, size) = begin_pairs(body, self.prepared, item, s.role, &mut pairs);
         s.ends.push(Reverse((item.end, lane, kind)));
         self.closes.push(Reverse((item.end, Closer::Gpu(stream))));
         body.event(self.task, thread, item.start, pairs.as_slice());
@@ -727,7 +721,7 @@ impl TaskWriter<'_> {
 }
 
 /// Writes a CPU thread's closes due by `t`.
-fn close_cpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, c: &mut CpuThread, t: i64) {
+fn close_cpu(body: &mut Body<'_, '_, '_, '_>, task: u32, c: &mut CpuThread, t: i64) {
     while let Some(&Reverse((end, _, ty, also))) = c.ends.peek()
         && end <= t
     {
@@ -737,7 +731,7 @@ fn close_cpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, c: &mut CpuThr
 }
 
 /// Writes a stream's closes due by `t`.
-fn close_gpu<W: Write>(body: &mut Body<'_, '_, '_, W>, task: u32, s: &mut GpuStream, t: i64) {
+fn close_gpu(body: &mut Body<'_, '_, '_, '_>, task: u32, s: &mut GpuStream, t: i64) {
     while let Some(&Reverse((end, lane, kind))) = s.ends.peek()
         && end <= t
     {
@@ -771,19 +765,20 @@ impl Pairs {
     }
 }
 
-/// A GPU operation's begin pairs, what its end closes, and its communication tag and size.
-fn begin_pairs<W: Write>(
-    body: &mut Body<'_, '_, '_, W>,
+/// Puts a GPU operation's begin pairs in `pairs`; returns what its end closes, and its
+/// communication tag and size.
+fn begin_pairs(
+    body: &mut Body<'_, '_, '_, '_>,
     prepared: &Prepared,
     item: &Item,
     role: u64,
-) -> (Pairs, EndKind, u32, u64) {
+    pairs: &mut Pairs,
+) -> (EndKind, u32, u64) {
     let plan = body.plan;
     let timeline = plan.activity.timeline;
     let values = &body.values;
     let gpu_id = |name: GpuName| u64::from(values.gpu.get(&name).copied().unwrap_or(0));
     let role = (types::STREAM_ROLE, role);
-    let mut pairs = Pairs::new();
     match item.event {
         Event::Kernel(k) => {
             body.counts.kernels += 1;
@@ -847,7 +842,7 @@ fn begin_pairs<W: Write>(
                 graph_node: k.graph_node != 0,
                 payload,
             };
-            (pairs, kind, types::TAG_KERNEL, 0)
+            (kind, types::TAG_KERNEL, 0)
         }
         Event::Graph(g) => {
             body.counts.graphs += 1;
@@ -860,7 +855,7 @@ fn begin_pairs<W: Write>(
             ] {
                 pairs.push(pair);
             }
-            (pairs, EndKind::Graph, types::TAG_KERNEL, 0)
+            (EndKind::Graph, types::TAG_KERNEL, 0)
         }
         Event::Memcpy(_) | Event::Memset(_) => {
             body.counts.memops += 1;
@@ -877,7 +872,7 @@ fn begin_pairs<W: Write>(
             ] {
                 pairs.push(pair);
             }
-            (pairs, EndKind::Memop, types::TAG_MEMOP, bytes)
+            (EndKind::Memop, types::TAG_MEMOP, bytes)
         }
         _ => unreachable!("a GPU operation"),
     }

@@ -25,7 +25,7 @@ mod wire;
 use super::Plan;
 use super::capture::Joined;
 use super::prepare::Prepared;
-use super::stream::Stream;
+use super::stream::{Events, Shared};
 use protos::{TrackDescriptor, track_descriptor::ProcessOrdering};
 use sequence::{Arg, Category, Name, PacketStream, Sequence, Texts, Value};
 use std::io::{self, BufWriter, Write};
@@ -118,25 +118,34 @@ pub struct Summary {
 /// are the joined captures, `prepared` what [`super::prepare`] found for every exported process,
 /// `threads` how many parts are encoded at once. With one exported process its chunk is encoded
 /// straight into the file; otherwise each part is encoded into one temporary file per process,
-/// and the files are appended in the plan's order.
+/// and the files are appended in the plan's order. The events come from `shared` when given:
+/// a stream over all `parts` run elsewhere, given only when one stream covers the trace (one
+/// exported process, or one part).
 pub fn write(
     plan: &Plan,
     parts: &[Joined],
     prepared: &[Option<Prepared>],
     path: &Path,
-    options: Options,
-    threads: usize,
+    (options, threads): (Options, usize),
+    shared: Option<Shared>,
 ) -> anyhow::Result<Summary> {
     write_file(path, options, |out| {
         let mut stream = PacketStream::new(out);
         let mut counts = head(plan, &mut stream)?;
         if plan.exported.len() != 1 {
-            let chunks = encode_parts(plan, parts, prepared, threads)?;
+            let chunks = match (parts, shared) {
+                ([part], Some(shared)) => {
+                    let chunks = encode_part(plan, part, prepared, Some(shared));
+                    let chunks = chunks.map_err(|cause| part.error(cause))?;
+                    chunks.into_iter().map(|(_, chunk)| Some(chunk)).collect()
+                }
+                _ => encode_parts(plan, parts, prepared, threads)?,
+            };
             return append(stream, counts, chunks.into_iter().flatten());
         }
         let all: Vec<&Joined> = parts.iter().collect();
         let mut out = Some(stream);
-        let encoded = encode(plan, &all, prepared, |_| {
+        let encoded = encode(plan, &all, prepared, shared, |_| {
             Ok(out.take().expect("one exported process"))
         })?;
         let (stream, one) = encoded
@@ -172,17 +181,9 @@ fn write_file(
     body: impl FnOnce(&mut dyn Write) -> anyhow::Result<(u64, Counts)>,
 ) -> anyhow::Result<Summary> {
     let temp = crate::output::temporary_beside(path)?;
-    let mut buffered = BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
-    let (trace_bytes, counts) = if options.gzip {
-        let mut gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
-        let written = body(&mut gz)?;
-        gz.finish()?.flush()?;
-        written
-    } else {
-        let written = body(&mut buffered)?;
-        buffered.flush()?;
-        written
-    };
+    let mut out = crate::output::Background::new(temp.as_file().try_clone()?, options.gzip)?;
+    let (trace_bytes, counts) = body(&mut out)?;
+    out.finish()?;
     let bytes = temp.as_file().metadata()?.len();
     crate::output::persist(temp, path)?;
     Ok(Summary {
@@ -234,7 +235,7 @@ fn encode_parts(
         parts.iter().collect(),
         threads,
         |part: &Joined| -> crate::nsys::Result<Vec<(usize, Chunk)>> {
-            encode_part(plan, part, prepared).map_err(|cause| part.error(cause))
+            encode_part(plan, part, prepared, None).map_err(|cause| part.error(cause))
         },
     );
     let mut chunks: Vec<Option<Chunk>> = (0..plan.exported.len()).map(|_| None).collect();
@@ -247,13 +248,14 @@ fn encode_parts(
 }
 
 /// Encodes one part's processes, each into a temporary file of its own; their chunks by
-/// position in the plan.
+/// position in the plan. The events come from `shared` when given (a stream over `part`).
 pub fn encode_part(
     plan: &Plan,
     part: &Joined,
     prepared: &[Option<Prepared>],
+    shared: Option<Shared>,
 ) -> io::Result<Vec<(usize, Chunk)>> {
-    let encoded = encode(plan, &[part], prepared, |_| {
+    let encoded = encode(plan, &[part], prepared, shared, |_| {
         let file = tempfile::tempfile()?;
         Ok(PacketStream::new(BufWriter::with_capacity(1 << 18, file)))
     })?;
@@ -287,6 +289,7 @@ fn encode<W: Write>(
     plan: &Plan,
     parts: &[&Joined],
     prepared: &[Option<Prepared>],
+    shared: Option<Shared>,
     mut make: impl FnMut(usize) -> io::Result<PacketStream<W>>,
 ) -> io::Result<Vec<Option<Encoded<W>>>> {
     let timeline = plan.activity.timeline;
@@ -302,7 +305,7 @@ fn encode<W: Write>(
             _ => None,
         });
     }
-    Stream::new(plan, parts).drive(&mut writers, &mut (), |_, _| Ok(()))?;
+    Events::new(plan, parts, shared).drive(&mut writers, &mut (), |_, _| Ok(()))?;
     writers
         .into_iter()
         .map(|w| w.map(|w| w.finish()).transpose())
