@@ -277,7 +277,15 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
     crate::paraver::check(&crate::paraver::parse(&base.with_extension("prv")));
     let trace = base.with_extension("perfetto-trace");
     let options = perfetto::Options::default();
-    perfetto::write(&plan, &captures.parts, &prepared, &trace, (options, 1), None).unwrap();
+    perfetto::write(
+        &plan,
+        &captures.parts,
+        &prepared,
+        &trace,
+        (options, 1),
+        None,
+    )
+    .unwrap();
     if check_perfetto {
         crate::perfetto::check(&trace);
     }

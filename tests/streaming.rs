@@ -111,7 +111,9 @@ fn writers_sharing_one_stream_write_what_a_stream_each_writes() {
         let paths = reports(&root().join("fixtures").join(fixture));
         let out = tempfile::tempdir().unwrap();
         let budget = 4096;
-        let reports = paths.iter().map(|p| nsys_lens::nsys::Report::open(p).unwrap());
+        let reports = paths
+            .iter()
+            .map(|p| nsys_lens::nsys::Report::open(p).unwrap());
         let captures = Captures::read(reports.collect(), 1, Budget::new(budget)).unwrap();
         let activity = Activity::new(&captures.light);
         let rules = RoleRules::default();

@@ -126,6 +126,7 @@ pub fn write_body<W: Write + Send>(
             lines: Vec::with_capacity(1 << 16),
             comm: Vec::with_capacity(128),
             closes: FxHashMap::default(),
+            kernel_shapes: FxHashMap::default(),
         };
         events.drive(&mut tasks, &mut body, Body::flush_group)?;
         Ok((body.counts, body.used))
@@ -150,6 +151,49 @@ struct Body<'p, 'a, 't, 'g> {
     comm: Vec<u8>,
     /// The pairs (`:type:0...` and the newline) of each kind of closing record.
     closes: FxHashMap<Close, Vec<u8>>,
+    /// The first pairs of kernel begins (`:type:value...`), by what they show.
+    kernel_shapes: FxHashMap<KernelShape, Vec<u8>>,
+}
+
+/// Kernel shapes whose pairs are kept formatted, at most (about 200 bytes each).
+const MAX_KERNEL_SHAPES: usize = 1 << 14;
+
+/// What a kernel's begin shows besides its correlation and roles: its type and name, grid,
+/// block, shared memory and registers. Kernels of one shape repeat by the thousand.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct KernelShape {
+    ty: u32,
+    name: u64,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: [u32; 2],
+    registers: u32,
+}
+
+impl KernelShape {
+    /// Its pairs, formatted (without a newline).
+    fn pairs(&self) -> Vec<u8> {
+        let [gx, gy, gz] = self.grid.map(u64::from);
+        let [bx, by, bz] = self.block.map(u64::from);
+        let [shared, dynamic] = self.shared.map(u64::from);
+        let mut line = Vec::new();
+        append_pairs(
+            &[
+                (self.ty, self.name),
+                (types::GEOMETRY[0], gx),
+                (types::GEOMETRY[1], gy),
+                (types::GEOMETRY[2], gz),
+                (types::GEOMETRY[3], bx),
+                (types::GEOMETRY[4], by),
+                (types::GEOMETRY[5], bz),
+                (types::GEOMETRY[6], shared),
+                (types::GEOMETRY[7], dynamic),
+                (types::REGISTERS, u64::from(self.registers)),
+            ],
+            &mut line,
+        );
+        line
+    }
 }
 
 /// A kind of closing record.
@@ -167,6 +211,31 @@ impl Body<'_, '_, '_, '_> {
         let time = self.plan.rebase(t);
         let from = self.lines.len();
         format_event(task, thread, time, pairs, &mut self.lines);
+        self.made(task, thread, time, from)
+    }
+
+    /// Makes a kernel's begin record: the pairs its shape gives (formatted once per shape),
+    /// then `pairs`.
+    fn kernel_event(
+        &mut self,
+        (task, thread, t): (u32, u32, i64),
+        shape: KernelShape,
+        pairs: &[(u32, u64)],
+    ) -> Key {
+        let time = self.plan.rebase(t);
+        let from = self.lines.len();
+        format_head(task, thread, time, &mut self.lines);
+        if self.kernel_shapes.len() >= MAX_KERNEL_SHAPES && !self.kernel_shapes.contains_key(&shape)
+        {
+            // Shapes that vary call by call (dynamic grids) would grow it with the kernels.
+            self.kernel_shapes.clear();
+        }
+        let shaped = self
+            .kernel_shapes
+            .entry(shape)
+            .or_insert_with(|| shape.pairs());
+        self.lines.extend_from_slice(shaped);
+        format_pairs(pairs, &mut self.lines);
         self.made(task, thread, time, from)
     }
 
@@ -689,10 +758,15 @@ impl TaskWriter<'_> {
         let lane = s.lanes.place(item.start, item.end);
         let thread = s.first_thread + lane;
         let mut pairs = Pairs::new();
-        let (kind, tag, size) = begin_pairs(body, self.prepared, item, s.role, &mut pairs);
+        let (kind, tag, size, shape) = begin_pairs(body, self.prepared, item, s.role, &mut pairs);
         s.ends.push(Reverse((item.end, lane, kind)));
         self.closes.push(Reverse((item.end, Closer::Gpu(stream))));
-        body.event(self.task, thread, item.start, pairs.as_slice());
+        match shape {
+            Some(shape) => {
+                body.kernel_event((self.task, thread, item.start), shape, pairs.as_slice())
+            }
+            None => body.event(self.task, thread, item.start, pairs.as_slice()),
+        };
         if correlation != 0 && self.prepared.launches.has_call(correlation) {
             let time = body.plan.rebase(item.start);
             match self.pending.get_mut(&correlation) {
@@ -765,15 +839,15 @@ impl Pairs {
     }
 }
 
-/// Puts a GPU operation's begin pairs in `pairs`; returns what its end closes, and its
-/// communication tag and size.
+/// Puts a GPU operation's begin pairs in `pairs` (a kernel's after those of its shape); returns
+/// what its end closes, its communication tag and size, and a kernel's shape.
 fn begin_pairs(
     body: &mut Body<'_, '_, '_, '_>,
     prepared: &Prepared,
     item: &Item,
     role: u64,
     pairs: &mut Pairs,
-) -> (EndKind, u32, u64) {
+) -> (EndKind, u32, u64, Option<KernelShape>) {
     let plan = body.plan;
     let timeline = plan.activity.timeline;
     let values = &body.values;
@@ -787,24 +861,16 @@ fn begin_pairs(
             } else {
                 types::KERNEL
             };
-            let [gx, gy, gz] = k.grid.map(u64::from);
-            let [bx, by, bz] = k.block.map(u64::from);
-            for pair in [
-                (ty, gpu_id(GpuName::Kernel(k.short_name))),
-                (types::GEOMETRY[0], gx),
-                (types::GEOMETRY[1], gy),
-                (types::GEOMETRY[2], gz),
-                (types::GEOMETRY[3], bx),
-                (types::GEOMETRY[4], by),
-                (types::GEOMETRY[5], bz),
-                (types::GEOMETRY[6], u64::from(k.static_shared)),
-                (types::GEOMETRY[7], u64::from(k.dynamic_shared)),
-                (types::REGISTERS, u64::from(k.registers)),
-                (types::CORRELATION, u64::from(k.correlation)),
-                role,
-            ] {
-                pairs.push(pair);
-            }
+            let shape = KernelShape {
+                ty,
+                name: gpu_id(GpuName::Kernel(k.short_name)),
+                grid: k.grid,
+                block: k.block,
+                shared: [k.static_shared, k.dynamic_shared],
+                registers: k.registers,
+            };
+            pairs.push((types::CORRELATION, u64::from(k.correlation)));
+            pairs.push(role);
             let nccl = prepared.streams.nccl_at(k.stream, item.start);
             if let Some(n) = nccl {
                 let kind = n.evidence.kind();
@@ -842,7 +908,7 @@ fn begin_pairs(
                 graph_node: k.graph_node != 0,
                 payload,
             };
-            (kind, types::TAG_KERNEL, 0)
+            (kind, types::TAG_KERNEL, 0, Some(shape))
         }
         Event::Graph(g) => {
             body.counts.graphs += 1;
@@ -855,7 +921,7 @@ fn begin_pairs(
             ] {
                 pairs.push(pair);
             }
-            (EndKind::Graph, types::TAG_KERNEL, 0)
+            (EndKind::Graph, types::TAG_KERNEL, 0, None)
         }
         Event::Memcpy(_) | Event::Memset(_) => {
             body.counts.memops += 1;
@@ -872,7 +938,7 @@ fn begin_pairs(
             ] {
                 pairs.push(pair);
             }
-            (EndKind::Memop, types::TAG_MEMOP, bytes)
+            (EndKind::Memop, types::TAG_MEMOP, bytes, None)
         }
         _ => unreachable!("a GPU operation"),
     }
@@ -954,6 +1020,12 @@ fn format_head(task: u32, thread: u32, time: u64, line: &mut Vec<u8>) {
 
 /// Appends an event record's pairs (`:type:value...`) and its newline.
 fn format_pairs(pairs: &[(u32, u64)], line: &mut Vec<u8>) {
+    append_pairs(pairs, line);
+    line.push(b'\n');
+}
+
+/// Appends pairs (`:type:value...`).
+fn append_pairs(pairs: &[(u32, u64)], line: &mut Vec<u8>) {
     let mut num = itoa::Buffer::new();
     for &(ty, value) in pairs {
         line.push(b':');
@@ -961,7 +1033,6 @@ fn format_pairs(pairs: &[(u32, u64)], line: &mut Vec<u8>) {
         line.push(b':');
         line.extend_from_slice(num.format(value).as_bytes());
     }
-    line.push(b'\n');
 }
 
 /// Formats a communication record sent by the record at `key` (logical and physical send at its
