@@ -195,12 +195,15 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// [`Gate::record`].
-    pub fn record(&mut self, key: Key, line: &[u8]) {
-        let from = self.batch.bytes.len();
-        self.batch.bytes.extend_from_slice(line);
-        let to = self.batch.bytes.len();
-        self.batch.ops.push(Op::Record(key, from, to));
+    /// Where record lines are formatted, in place: [`Remote::record`] names them by their
+    /// range. It is handed over (and emptied) only by [`Remote::drain`].
+    pub fn bytes(&mut self) -> &mut Vec<u8> {
+        &mut self.batch.bytes
+    }
+
+    /// [`Gate::record`] of the line at `range` of [`Remote::bytes`].
+    pub fn record(&mut self, key: Key, range: std::ops::Range<usize>) {
+        self.batch.ops.push(Op::Record(key, range.start, range.end));
     }
 
     /// [`Gate::wait_for`].

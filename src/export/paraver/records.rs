@@ -123,7 +123,6 @@ pub fn write_body<W: Write + Send>(
             used: Used::default(),
             records: Vec::new(),
             seq: 0,
-            lines: Vec::with_capacity(1 << 16),
             comm: Vec::with_capacity(128),
             closes: FxHashMap::default(),
             kernel_shapes: FxHashMap::default(),
@@ -142,11 +141,9 @@ struct Body<'p, 'a, 't, 'g> {
     gate: &'g mut Remote,
     counts: Counts,
     used: Used,
-    /// This time's records: their keys and where their lines are in `lines`.
+    /// This time's records: their keys and where their lines are in the gate's bytes.
     records: Vec<(Key, usize, usize)>,
     seq: u64,
-    /// This time's lines, one after another.
-    lines: Vec<u8>,
     /// A communication record's line.
     comm: Vec<u8>,
     /// The pairs (`:type:0...` and the newline) of each kind of closing record.
@@ -209,8 +206,8 @@ impl Body<'_, '_, '_, '_> {
     /// Makes an event record of `thread` of `task` at merged-clock time `t`; returns its key.
     fn event(&mut self, task: u32, thread: u32, t: i64, pairs: &[(u32, u64)]) -> Key {
         let time = self.plan.rebase(t);
-        let from = self.lines.len();
-        format_event(task, thread, time, pairs, &mut self.lines);
+        let from = self.gate.bytes().len();
+        format_event(task, thread, time, pairs, self.gate.bytes());
         self.made(task, thread, time, from)
     }
 
@@ -223,8 +220,8 @@ impl Body<'_, '_, '_, '_> {
         pairs: &[(u32, u64)],
     ) -> Key {
         let time = self.plan.rebase(t);
-        let from = self.lines.len();
-        format_head(task, thread, time, &mut self.lines);
+        let from = self.gate.bytes().len();
+        format_head(task, thread, time, self.gate.bytes());
         if self.kernel_shapes.len() >= MAX_KERNEL_SHAPES && !self.kernel_shapes.contains_key(&shape)
         {
             // Shapes that vary call by call (dynamic grids) would grow it with the kernels.
@@ -234,8 +231,8 @@ impl Body<'_, '_, '_, '_> {
             .kernel_shapes
             .entry(shape)
             .or_insert_with(|| shape.pairs());
-        self.lines.extend_from_slice(shaped);
-        format_pairs(pairs, &mut self.lines);
+        self.gate.bytes().extend_from_slice(shaped);
+        format_pairs(pairs, self.gate.bytes());
         self.made(task, thread, time, from)
     }
 
@@ -249,15 +246,15 @@ impl Body<'_, '_, '_, '_> {
             seq: self.seq,
             sub: 0,
         };
-        self.records.push((key, from, self.lines.len()));
+        self.records.push((key, from, self.gate.bytes().len()));
         key
     }
 
     /// Makes the closing record of an interval: its types at 0, formatted once per kind.
     fn close(&mut self, task: u32, thread: u32, t: i64, close: Close) {
         let time = self.plan.rebase(t);
-        let from = self.lines.len();
-        format_head(task, thread, time, &mut self.lines);
+        let from = self.gate.bytes().len();
+        format_head(task, thread, time, self.gate.bytes());
         let pairs = self.closes.entry(close).or_insert_with(|| {
             let mut line = Vec::new();
             match close {
@@ -290,7 +287,7 @@ impl Body<'_, '_, '_, '_> {
             }
             line
         });
-        self.lines.extend_from_slice(pairs);
+        self.gate.bytes().extend_from_slice(pairs);
         self.made(task, thread, time, from);
     }
 
@@ -298,10 +295,9 @@ impl Body<'_, '_, '_, '_> {
     fn flush_group(&mut self, _t: i64) -> io::Result<()> {
         self.records.sort_unstable_by_key(|r| r.0);
         for &(key, from, to) in &self.records {
-            self.gate.record(key, &self.lines[from..to]);
+            self.gate.record(key, from..to);
         }
         self.records.clear();
-        self.lines.clear();
         self.gate.drain()
     }
 }

@@ -56,8 +56,10 @@ impl<W: Write> PacketStream<W> {
     /// Appends one event's packet.
     fn write_event(&mut self, packet: &mut EventPacket) -> io::Result<()> {
         self.body.clear();
-        packet.encode(&mut self.body);
-        self.frame()
+        packet.encode_record(&mut self.body);
+        self.out.write_all(&self.body)?;
+        self.bytes += self.body.len() as u64;
+        Ok(())
     }
 
     /// Writes the packet in `body` as one `Trace.packet` record.

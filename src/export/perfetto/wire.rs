@@ -2,9 +2,10 @@
 //! into bytes, without building prost messages: nearly every packet of a trace is one, and
 //! prost's generic encoding computes each nested message's length once per enclosing level.
 //!
-//! The bytes are exactly prost's for the same `TracePacket` (fields in tag order, proto2
-//! repeated fields unpacked, optional fields written whenever set); a test encodes random
-//! events both ways.
+//! Each packet is written as its `Trace.packet` record, lengths added up first so that every
+//! byte is written once, in place. The bytes are exactly prost's for a `Trace` of the same one
+//! `TracePacket` (fields in tag order, proto2 repeated fields unpacked, optional fields written
+//! whenever set); a test encodes random events both ways.
 
 use super::protos::InternedData;
 use prost::Message;
@@ -14,6 +15,8 @@ const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
 const LENGTH_DELIMITED: u32 = 2;
 
+/// Field number of `Trace.packet`.
+const TRACE_PACKET: u32 = 1;
 /// Field numbers of `TracePacket`.
 const PACKET_TIMESTAMP: u32 = 8;
 const PACKET_SEQUENCE_ID: u32 = 10;
@@ -40,6 +43,21 @@ pub fn varint(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+/// Bytes of `v` as a varint.
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Bytes of a varint field.
+fn uint_len(field: u32, v: u64) -> usize {
+    varint_len(u64::from(field << 3)) + varint_len(v)
+}
+
+/// Bytes of a length-delimited field holding `len` bytes.
+fn delimited_len(field: u32, len: usize) -> usize {
+    varint_len(u64::from(field << 3)) + varint_len(len as u64) + len
 }
 
 fn key(out: &mut Vec<u8>, field: u32, wire_type: u32) {
@@ -91,9 +109,8 @@ pub struct EventPacket {
     annotations: Vec<u8>,
     /// What this packet interns, when it interns anything.
     pub interned: Option<InternedData>,
-    /// Scratch for one annotation and for the event.
+    /// Scratch for one annotation and for the interned data.
     scratch: Vec<u8>,
-    event: Vec<u8>,
 }
 
 impl EventPacket {
@@ -131,33 +148,54 @@ impl EventPacket {
         length_delimited(&mut self.annotations, EVENT_DEBUG_ANNOTATIONS, a);
     }
 
-    /// Appends the encoded `TracePacket` to `out`.
-    pub fn encode(&mut self, out: &mut Vec<u8>) {
-        let e = &mut self.event;
-        e.clear();
-        if let Some(iid) = self.category_iid {
-            uint(e, EVENT_CATEGORY_IIDS, iid);
+    /// Appends the packet as one `Trace.packet` record (field 1: its key, length and bytes).
+    pub fn encode_record(&mut self, out: &mut Vec<u8>) {
+        let interned = &mut self.scratch;
+        interned.clear();
+        if let Some(data) = &self.interned {
+            data.encode(interned).expect("a Vec grows as needed");
         }
-        e.extend_from_slice(&self.annotations);
-        uint(e, EVENT_TYPE, self.kind as u64);
-        if let Some(iid) = self.name_iid {
-            uint(e, EVENT_NAME_IID, iid);
-        }
-        if let Some(v) = self.counter_value {
-            uint(e, EVENT_COUNTER_VALUE, v as u64);
-        }
-        for &flow in &self.flow_ids {
-            key(e, EVENT_FLOW_IDS, FIXED64);
-            e.extend_from_slice(&flow.to_le_bytes());
-        }
+        let flow_len = varint_len(u64::from(EVENT_FLOW_IDS << 3)) + 8;
+        let event_len = self
+            .category_iid
+            .map_or(0, |iid| uint_len(EVENT_CATEGORY_IIDS, iid))
+            + self.annotations.len()
+            + uint_len(EVENT_TYPE, self.kind as u64)
+            + self.name_iid.map_or(0, |iid| uint_len(EVENT_NAME_IID, iid))
+            + (self.counter_value).map_or(0, |v| uint_len(EVENT_COUNTER_VALUE, v as u64))
+            + self.flow_ids.len() * flow_len;
+        let packet_len = uint_len(PACKET_TIMESTAMP, self.timestamp)
+            + uint_len(PACKET_SEQUENCE_ID, u64::from(self.sequence))
+            + delimited_len(PACKET_TRACK_EVENT, event_len)
+            + match self.interned {
+                Some(_) => delimited_len(PACKET_INTERNED_DATA, interned.len()),
+                None => 0,
+            }
+            + uint_len(PACKET_SEQUENCE_FLAGS, u64::from(self.flags));
+        out.reserve(delimited_len(TRACE_PACKET, packet_len));
+        key(out, TRACE_PACKET, LENGTH_DELIMITED);
+        varint(out, packet_len as u64);
         uint(out, PACKET_TIMESTAMP, self.timestamp);
         uint(out, PACKET_SEQUENCE_ID, u64::from(self.sequence));
-        length_delimited(out, PACKET_TRACK_EVENT, e);
-        if let Some(interned) = &self.interned {
-            key(out, PACKET_INTERNED_DATA, LENGTH_DELIMITED);
-            interned
-                .encode_length_delimited(out)
-                .expect("a Vec grows as needed");
+        key(out, PACKET_TRACK_EVENT, LENGTH_DELIMITED);
+        varint(out, event_len as u64);
+        if let Some(iid) = self.category_iid {
+            uint(out, EVENT_CATEGORY_IIDS, iid);
+        }
+        out.extend_from_slice(&self.annotations);
+        uint(out, EVENT_TYPE, self.kind as u64);
+        if let Some(iid) = self.name_iid {
+            uint(out, EVENT_NAME_IID, iid);
+        }
+        if let Some(v) = self.counter_value {
+            uint(out, EVENT_COUNTER_VALUE, v as u64);
+        }
+        for &flow in &self.flow_ids {
+            key(out, EVENT_FLOW_IDS, FIXED64);
+            out.extend_from_slice(&flow.to_le_bytes());
+        }
+        if self.interned.is_some() {
+            length_delimited(out, PACKET_INTERNED_DATA, interned);
         }
         uint(out, PACKET_SEQUENCE_FLAGS, u64::from(self.flags));
     }
@@ -167,7 +205,7 @@ impl EventPacket {
 mod tests {
     use super::*;
     use crate::export::perfetto::protos::{
-        DebugAnnotation, EventName, InternedString, TracePacket, TrackEvent,
+        DebugAnnotation, EventName, InternedString, Trace, TracePacket, TrackEvent,
     };
 
     /// A small deterministic generator (xorshift), so failures repeat.
@@ -269,9 +307,11 @@ mod tests {
                 });
             }
             let mut ours = Vec::new();
-            packet.encode(&mut ours);
-            let theirs = as_prost(&packet, &annotations).encode_to_vec();
-            assert_eq!(ours, theirs, "round {round}");
+            packet.encode_record(&mut ours);
+            let theirs = Trace {
+                packet: vec![as_prost(&packet, &annotations)],
+            };
+            assert_eq!(ours, theirs.encode_to_vec(), "round {round}");
         }
     }
 }
