@@ -1,15 +1,16 @@
 //! The benchmark suite: `cargo bench` (see docs/performance.md).
 //!
 //! A plain harness (no criterion or divan): each measurement is one run of the release binary
-//! on a synthetic export, and what matters is wall time, peak RSS and output size of whole
-//! commands, which a statistics framework over in-process closures would not measure. Exports
-//! are generated once into `target/bench-data/` by `nsys-lens synth` at six sizes (10 k, 100 k,
-//! 1 M and 4 M kernels on one node, 1 M GPU-metric samples, and 4 nodes x 250 k, on which the
-//! cluster path runs too: `part`, `--encode`, `--merge`). The floor is the `sqlite3` shell summing
+//! (or the median of several) on a synthetic export, and what matters is wall time, peak RSS
+//! and output size of whole commands, which a statistics framework over in-process closures
+//! would not measure. Exports are generated once into `target/bench-data/` by `nsys-lens synth`
+//! at six sizes (10 k, 100 k, 1 M and 4 M kernels on one node, 1 M GPU-metric samples, and 4
+//! nodes x 250 k, on which the cluster path runs too: `part`, `--encode`, `--merge`). The floor is the `sqlite3` shell summing
 //! every column the reader reads, table by table (C speed, nothing done per row): every figure
 //! is printed as a multiple of it (`x floor`). Without `sqlite3` on PATH the floor is a bare
 //! rusqlite scan of the same rows, and the output says so. `NSYS_LENS_BENCH_SIZES=10k,100k`
-//! picks sizes.
+//! picks sizes; `NSYS_LENS_BENCH_RUNS=3` runs every command (and the floor) three times and
+//! keeps the run of median wall time, for a machine whose speed varies.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -422,10 +423,23 @@ impl From<Timed> for Run {
     }
 }
 
-/// Runs a command to its end, its output discarded.
+/// Runs a command to its end, its output discarded, `NSYS_LENS_BENCH_RUNS` times (default
+/// once): the run of median wall time.
+fn timed(mut command: Command) -> Timed {
+    let runs = std::env::var("NSYS_LENS_BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut all: Vec<Timed> = (0..runs).map(|_| timed_once(&mut command)).collect();
+    all.sort_by(|a, b| a.wall.total_cmp(&b.wall));
+    all.swap_remove(all.len() / 2)
+}
+
+/// Runs `command` once.
 // The child is reaped by wait4, which std's wait cannot replace: it also returns the rusage.
 #[allow(clippy::zombie_processes)]
-fn timed(mut command: Command) -> Timed {
+fn timed_once(command: &mut Command) -> Timed {
     let started = Instant::now();
     let child = command
         .stdout(std::process::Stdio::null())

@@ -131,8 +131,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         plan = plan.with_collective_flows();
     }
     let base = args.base();
-    // Every pass streams every event it writes: one to prepare, one per format (NVTX ranges
-    // included; a join passes none).
+    // Every pass streams every event it writes (NVTX ranges included): one to prepare, then
+    // one per format on a cluster, or what the writers share here; a join passes none.
     let mine = |input: usize| args.encode.is_none_or(|n| n == input);
     let events: u64 = parts
         .iter()
@@ -140,10 +140,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .filter(|&(_, &input)| mine(input))
         .map(|(part, _)| part.events.size().0 + light.report(part.report).counts.nvtx)
         .sum();
-    let passes = if args.merge {
-        0
-    } else {
-        1 + args.to.len() as u64
+    let passes = match (args.encode, args.merge) {
+        (_, true) => 0,
+        (Some(_), _) => 1 + args.to.len() as u64,
+        (None, false) => nsys_lens::export::passes(&plan, &parts, &args.targets(&base)),
     };
     nsys_lens::export::stream::expect(events, passes);
     let progress = super::progress::Progress::writing("writing".to_string(), args.inputs.quiet);

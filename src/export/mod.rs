@@ -201,8 +201,7 @@ pub struct Written {
 pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyhow::Result<Written> {
     let prepared = prepare::prepare_all(plan, parts, targets.threads)?;
     let all: Vec<&capture::Joined> = parts.iter().collect();
-    let one_stream = parts.len() == 1 || plan.exported.len() == 1;
-    let perfetto_reads = targets.perfetto.is_some() && one_stream;
+    let perfetto_reads = targets.perfetto.is_some() && one_stream(plan, parts);
     let readers = usize::from(targets.paraver.is_some()) + usize::from(perfetto_reads);
     let (run_stream, mut shares) = stream::share(stream::Stream::new(plan, &all), readers);
     let perfetto_share = if perfetto_reads { shares.pop() } else { None };
@@ -245,6 +244,21 @@ pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyho
         perfetto: perfetto?,
         paraver: paraver?,
     })
+}
+
+/// Whether one stream of events covers the Perfetto trace (one part, or one exported process);
+/// otherwise each part is streamed apart.
+fn one_stream(plan: &Plan, parts: &[capture::Joined]) -> bool {
+    parts.len() == 1 || plan.exported.len() == 1
+}
+
+/// Passes over every event [`write`] makes (for a progress share): one to prepare, one for
+/// the stream the writers share, and one more when Perfetto streams each part apart.
+pub fn passes(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> u64 {
+    let one = one_stream(plan, parts);
+    let shared = targets.paraver.is_some() || (targets.perfetto.is_some() && one);
+    let apart = targets.perfetto.is_some() && !one;
+    1 + u64::from(shared) + u64::from(apart)
 }
 
 /// First start and last end of everything a process draws: its own span and its GPUs' metric

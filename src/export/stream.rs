@@ -12,6 +12,10 @@
 //! per exported process whose GPU they sampled, inside `[start, end]` of its window; device
 //! memory events come from the start of the capture (the allocated total counts them all) up
 //! to the window's end.
+//!
+//! A stream read by several writers runs once, on a thread of its own ([`share`]): it hands
+//! each writer the same groups, a batch at a time, and a writer reads them as [`Events`] as it
+//! would read a stream of its own.
 
 use super::Plan;
 use super::capture::Joined;
@@ -364,7 +368,7 @@ impl<'p, 'a, 't> Events<'p, 'a, 't> {
     }
 }
 
-/// Groups of events in a batch.
+/// Events a batch holds before it is handed over (groups are never split).
 const BATCH_ITEMS: usize = 4096;
 /// Batches in flight to each reader.
 const BATCHES_IN_FLIGHT: usize = 8;
