@@ -9,7 +9,7 @@
 
 use super::Plan;
 use super::capture::Joined;
-use super::stream::{Event, Item, Stream};
+use super::stream::{Event, Item, Kinds, Stream};
 use crate::classify::RankStreams;
 use crate::classify::rules::is_nccl;
 use crate::classify::streams::Usage;
@@ -174,8 +174,27 @@ pub fn prepare_all(
 }
 
 /// What each exported process of `parts` draws, by position in [`Plan::exported`] (None for
-/// processes of other parts).
+/// processes of other parts). The GPU operations (what lanes and roles need in time order) and
+/// the other events are gathered at once, on two threads, then joined.
 pub fn prepare(plan: &Plan, parts: &[&Joined]) -> io::Result<Vec<Option<Prepared>>> {
+    let (gpu, others) = std::thread::scope(|scope| {
+        let gpu = scope.spawn(|| gather(plan, parts, Kinds::GpuOperations));
+        let others = gather(plan, parts, Kinds::Others);
+        let gpu = gpu
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("preparing the GPU operations panicked")));
+        (gpu, others)
+    });
+    Ok(gpu?
+        .into_iter()
+        .zip(others?)
+        .zip(&plan.exported)
+        .map(|((g, o), e)| Some(g?.join(o?).finish(plan, e.process)))
+        .collect())
+}
+
+/// What the events of `kinds` of `parts` show of each exported process.
+fn gather(plan: &Plan, parts: &[&Joined], kinds: Kinds) -> io::Result<Vec<Option<Gathering>>> {
     let timeline = plan.activity.timeline;
     let mut gathering: Vec<Option<Gathering>> = plan
         .exported
@@ -188,7 +207,7 @@ pub fn prepare(plan: &Plan, parts: &[&Joined]) -> io::Result<Vec<Option<Prepared
             })
         })
         .collect();
-    let mut stream = Stream::new(plan, parts);
+    let mut stream = Stream::of(plan, parts, kinds);
     let mut group = Vec::new();
     while let Some(t) = stream.peek()? {
         stream.group(t, &mut group)?;
@@ -198,11 +217,7 @@ pub fn prepare(plan: &Plan, parts: &[&Joined]) -> io::Result<Vec<Option<Prepared
             }
         }
     }
-    Ok(gathering
-        .into_iter()
-        .zip(&plan.exported)
-        .map(|(g, e)| g.map(|g| g.finish(plan, e.process)))
-        .collect())
+    Ok(gathering)
 }
 
 impl Gathering {
@@ -260,6 +275,23 @@ impl Gathering {
         let key = (timeline.gpu(st.gpu).device, st.stream, stream);
         self.lanes.entry(key).or_default().place(s, e);
         self.launches.op(correlation);
+    }
+
+    /// What the GPU operations showed (`self`) and what the other events showed, together.
+    fn join(self, others: Gathering) -> Gathering {
+        Gathering {
+            usage: self.usage,
+            threads: others.threads,
+            lanes: self.lanes,
+            domains: others.domains,
+            memory: others.memory,
+            counters: self.counters,
+            launches: Launches {
+                calls: others.launches.calls,
+                ..self.launches
+            },
+            end: self.end.max(others.end),
+        }
     }
 
     fn finish(self, plan: &Plan, process: crate::model::ProcessId) -> Prepared {

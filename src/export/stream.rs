@@ -27,6 +27,7 @@ use crate::model::{
 };
 use crate::spill::Record;
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io;
 use std::sync::Arc;
@@ -126,18 +127,35 @@ pub struct Stream<'p, 'a, 't> {
     counted: u64,
 }
 
+/// Which of its events a stream carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kinds {
+    /// Every kind.
+    All,
+    /// Kernels, copies, sets and graph launches.
+    GpuOperations,
+    /// Every kind but those.
+    Others,
+}
+
 impl<'p, 'a, 't> Stream<'p, 'a, 't> {
     /// The events of `parts` (captures joined into the plan's timeline), and the NVTX events of
     /// their processes.
     pub fn new(plan: &'p Plan<'a, 't>, parts: &[&'p Joined]) -> Stream<'p, 'a, 't> {
+        Stream::of(plan, parts, Kinds::All)
+    }
+
+    /// The events of `kinds` of `parts`: the same events, in the same order, as those kinds
+    /// have in [`Stream::new`].
+    pub fn of(plan: &'p Plan<'a, 't>, parts: &[&'p Joined], kinds: Kinds) -> Stream<'p, 'a, 't> {
         let timeline = plan.activity.timeline;
         let mut sources: Vec<Source<'p>> = Vec::new();
         for part in parts {
-            sources.extend(event_sources(part));
+            sources.extend(event_sources(part, kinds));
         }
         for e in &plan.exported {
             let report = timeline.process(e.process).report;
-            if parts.iter().any(|part| part.report == report) {
+            if kinds != Kinds::GpuOperations && parts.iter().any(|part| part.report == report) {
                 let nvtx = plan
                     .activity
                     .nvtx(e.process)
@@ -235,18 +253,34 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
     /// start before the ready ones.
     fn fill(&mut self) {
         while self.ready.is_empty() {
-            let Some(Reverse((start, i))) = self.heap.pop() else {
+            let Some(mut top) = self.heap.peek_mut() else {
                 return;
             };
+            let Reverse((start, i)) = *top;
             let event = self.heads[i]
                 .take()
                 .expect("a source in the heap has a head");
+            // The source's next event takes its place at the top (one sift instead of a pop
+            // and a push).
+            match self.sources[i].next() {
+                Some(Ok((next, head))) => {
+                    self.heads[i] = Some(head);
+                    *top = Reverse((next, i));
+                    drop(top);
+                }
+                Some(Err(e)) => {
+                    PeekMut::pop(top);
+                    self.error.get_or_insert(e);
+                }
+                None => {
+                    PeekMut::pop(top);
+                }
+            }
             self.counted += 1;
             if self.counted == BATCH {
                 STREAMED.fetch_add(BATCH, Ordering::Relaxed);
                 self.counted = 0;
             }
-            self.pull(i);
             self.place(start, event);
         }
     }
@@ -558,22 +592,31 @@ fn process_of(timeline: &crate::model::Timeline, event: &Event) -> ProcessId {
     }
 }
 
-/// One source per kind of a capture's events, moved onto the merged ids and clock.
-fn event_sources(part: &Joined) -> Vec<Source<'_>> {
+/// One source per kind (of `kinds`) of a capture's events, moved onto the merged ids and clock.
+fn event_sources(part: &Joined, kinds: Kinds) -> Vec<Source<'_>> {
     let e = &part.events;
-    vec![
-        source(&e.api_calls, part, Event::Api),
-        source(&e.os_calls, part, Event::Os),
-        mpi_source(part),
-        source(&e.acc_events, part, Event::Acc),
+    let gpu = vec![
         source(&e.kernels, part, Event::Kernel),
         source(&e.memcpys, part, Event::Memcpy),
         source(&e.memsets, part, Event::Memset),
         source(&e.graph_launches, part, Event::Graph),
-        // The GPU a sample is drawn for is set where it is placed.
-        source(&e.metrics, part, |m| Event::Metric(m, GpuId(0))),
-        source(&e.memory, part, Event::Memory),
-    ]
+    ];
+    let others = || {
+        vec![
+            source(&e.api_calls, part, Event::Api),
+            source(&e.os_calls, part, Event::Os),
+            mpi_source(part),
+            source(&e.acc_events, part, Event::Acc),
+            // The GPU a sample is drawn for is set where it is placed.
+            source(&e.metrics, part, |m| Event::Metric(m, GpuId(0))),
+            source(&e.memory, part, Event::Memory),
+        ]
+    };
+    match kinds {
+        Kinds::All => gpu.into_iter().chain(others()).collect(),
+        Kinds::GpuOperations => gpu,
+        Kinds::Others => others(),
+    }
 }
 
 /// A source of one kind: the sorted events, each checked and moved onto the merged timeline,
