@@ -54,7 +54,7 @@ impl Chunking {
         if self.workers <= 1 || !report.schema.has_table(table) {
             return Ok(None);
         }
-        let sql = format!("SELECT min(rowid), max(rowid) FROM \"{table}\"");
+        let sql = bounds_sql(table);
         let bounds: (Option<i64>, Option<i64>) = report
             .conn
             .query_row(&sql, [], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -226,4 +226,41 @@ pub(crate) fn read_in_order<R: Send>(
         changed.notify_all();
         result
     })
+}
+
+/// The first and last rowid of `table`, each read at an end of its B-tree: SQLite finds a lone
+/// `min()` or `max()` of the rowid without a scan, but scans the whole table for both in one
+/// query.
+fn bounds_sql(table: &str) -> String {
+    format!("SELECT (SELECT min(rowid) FROM \"{table}\"), (SELECT max(rowid) FROM \"{table}\")")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounds_sql;
+
+    /// What SQLite plans for `sql` on a table `t`: one line per step.
+    fn plan(sql: &str) -> Vec<String> {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute("CREATE TABLE t (start INTEGER, end INTEGER)", [])
+            .unwrap();
+        let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = statement
+            .query_map([], |row| row.get::<_, String>(3))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn the_rowid_bounds_are_read_without_a_scan() {
+        let steps = plan(&bounds_sql("t"));
+        assert!(steps.iter().all(|s| !s.starts_with("SCAN t")), "{steps:?}");
+        assert_eq!(
+            steps.iter().filter(|s| s.starts_with("SEARCH t")).count(),
+            2
+        );
+        // The one query both ends would take scans: the test can tell.
+        let both = plan("SELECT min(rowid), max(rowid) FROM t");
+        assert!(both.iter().any(|s| s.starts_with("SCAN t")), "{both:?}");
+    }
 }
