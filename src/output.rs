@@ -87,9 +87,9 @@ const CHUNK: usize = 1 << 20;
 const IN_FLIGHT: usize = 4;
 
 /// A large output file written by a thread of its own: the thread that formats hands it full
-/// buffers of [`CHUNK`] bytes (at most [`IN_FLIGHT`] waiting), so copying into the page cache
-/// and gzip compression run beside the formatting instead of inside it. The bytes are those a
-/// plain buffered writer would write.
+/// buffers of a megabyte (at most four waiting), so copying into the page cache and gzip
+/// compression run beside the formatting instead of inside it. The bytes are those a plain
+/// buffered writer would write.
 pub struct Background {
     buf: Vec<u8>,
     full: Option<mpsc::SyncSender<Vec<u8>>>,

@@ -201,9 +201,15 @@ pub struct Written {
 pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyhow::Result<Written> {
     let prepared = prepare::prepare_all(plan, parts, targets.threads)?;
     let all: Vec<&capture::Joined> = parts.iter().collect();
-    let perfetto_reads = targets.perfetto.is_some() && one_stream(plan, parts);
-    let readers = usize::from(targets.paraver.is_some()) + usize::from(perfetto_reads);
-    let (run_stream, mut shares) = stream::share(stream::Stream::new(plan, &all), readers);
+    let (perfetto_reads, paraver_reads) = sharing(plan, parts, targets);
+    let readers = usize::from(perfetto_reads) + usize::from(paraver_reads);
+    let (run_stream, mut shares) = match readers {
+        0 => (None, Vec::new()),
+        n => {
+            let (run, shares) = stream::share(stream::Stream::new(plan, &all), n);
+            (Some(run), shares)
+        }
+    };
     let perfetto_share = if perfetto_reads { shares.pop() } else { None };
     let paraver_share = shares.pop();
     let perfetto = || -> anyhow::Result<Option<perfetto::Summary>> {
@@ -228,8 +234,8 @@ pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyho
     let (perfetto, paraver) = std::thread::scope(|scope| {
         // Named for profilers and debuggers; failing to start one panics, as `scope.spawn`.
         let named = |name: &str| std::thread::Builder::new().name(name.to_string());
-        if readers > 0 {
-            let started = named("events").spawn_scoped(scope, run_stream);
+        if let Some(run) = run_stream {
+            let started = named("events").spawn_scoped(scope, run);
             started.expect("the system starts a thread");
         }
         let paraver = named("paraver").spawn_scoped(scope, paraver);
@@ -252,13 +258,18 @@ fn one_stream(plan: &Plan, parts: &[capture::Joined]) -> bool {
     parts.len() == 1 || plan.exported.len() == 1
 }
 
-/// Passes over every event [`write`] makes (for a progress share): one to prepare, one for
+/// Which writers read the one stream [`write()`] runs for them: (Perfetto, Paraver).
+fn sharing(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> (bool, bool) {
+    let perfetto = targets.perfetto.is_some() && one_stream(plan, parts);
+    (perfetto, targets.paraver.is_some())
+}
+
+/// Passes over every event [`write()`] makes (for a progress share): one to prepare, one for
 /// the stream the writers share, and one more when Perfetto streams each part apart.
 pub fn passes(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> u64 {
-    let one = one_stream(plan, parts);
-    let shared = targets.paraver.is_some() || (targets.perfetto.is_some() && one);
-    let apart = targets.perfetto.is_some() && !one;
-    1 + u64::from(shared) + u64::from(apart)
+    let (perfetto, paraver) = sharing(plan, parts, targets);
+    let apart = targets.perfetto.is_some() && !perfetto;
+    1 + u64::from(perfetto || paraver) + u64::from(apart)
 }
 
 /// First start and last end of everything a process draws: its own span and its GPUs' metric

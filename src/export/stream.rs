@@ -348,7 +348,7 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
     }
 }
 
-/// A writer of some exported processes, fed by [`Stream::drive`] with a context `X` it shares
+/// A writer of some exported processes, fed by [`Events::drive`] with a context `X` it shares
 /// with the others.
 pub trait Writer<X> {
     /// One event of its process.

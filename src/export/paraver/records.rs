@@ -1,4 +1,4 @@
-//! The `.prv` body, written in one pass over the events in time order ([`Stream`]): each thread
+//! The `.prv` body, written in one pass over the events in time order ([`Events`]): each thread
 //! (a CPU thread, a stream's lanes, the analysis thread, a GPU's metrics and memory threads)
 //! turns its events into records as they come, a closing event before an opening one at equal
 //! times. All records of one time are written task by task, thread by thread, in the order each
