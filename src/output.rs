@@ -201,3 +201,57 @@ impl Drop for Background {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Background;
+    use std::io::Write;
+
+    /// A line as a formatting thread writes them.
+    const LINE: &[u8] = b"2:0:1:1:1:123456789:63000000:17:63000101:4242\n";
+
+    /// Megabytes of [`LINE`], one write each.
+    fn write_lines(out: &mut Background, megabytes: usize) -> std::io::Result<()> {
+        for _ in 0..megabytes * (1 << 20) / LINE.len() {
+            out.write_all(LINE)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_file_holds_exactly_the_bytes_written_plain_or_gzipped() {
+        for gzip in [false, true] {
+            let file = tempfile::NamedTempFile::new().unwrap();
+            let mut out = Background::new(file.reopen().unwrap(), gzip).unwrap();
+            write_lines(&mut out, 5).unwrap();
+            out.write_all(b"last").unwrap();
+            out.finish().unwrap();
+            let bytes = std::fs::read(file.path()).unwrap();
+            let text = if gzip {
+                let mut plain = Vec::new();
+                let mut gz = flate2::read::GzDecoder::new(&bytes[..]);
+                std::io::Read::read_to_end(&mut gz, &mut plain).unwrap();
+                plain
+            } else {
+                bytes
+            };
+            let mut want = LINE.repeat(5 * (1 << 20) / LINE.len());
+            want.extend_from_slice(b"last");
+            assert!(text == want, "gzip {gzip}: the bytes differ");
+        }
+    }
+
+    /// `/dev/full` fails every write (ENOSPC): the error reaches the formatting thread, which
+    /// stops instead of waiting forever.
+    #[test]
+    fn a_full_disk_is_an_error_of_the_writer_not_a_hang() {
+        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+            eprintln!("SKIPPED: no /dev/full here");
+            return;
+        };
+        let mut out = Background::new(full, false).unwrap();
+        let error = write_lines(&mut out, 64).and_then(|()| out.finish());
+        let error = error.expect_err("a full disk fails");
+        assert_eq!(error.raw_os_error(), Some(28), "{error}");
+    }
+}

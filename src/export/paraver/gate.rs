@@ -286,3 +286,109 @@ pub fn on_thread<W: Write + Send, R>(
         Ok((made?, out, records))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Key, Remote, on_thread};
+    use std::io::{self, Write};
+
+    /// A writer that fails once it holds `room` bytes.
+    struct Cramped {
+        written: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Cramped {
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            if self.written.len() + data.len() > self.room {
+                return Err(io::Error::other("no room left"));
+            }
+            self.written.extend_from_slice(data);
+            Ok(data.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn key(time: u64, seq: u64) -> Key {
+        Key {
+            time,
+            task: 1,
+            thread: 1,
+            seq,
+            sub: 0,
+        }
+    }
+
+    /// Records `n` lines, each drained; with `launch`, the first is a launch whose operation
+    /// starts at the last record, so every line after it waits in the gate until then. Fails
+    /// with the line it stopped at.
+    fn record(remote: &mut Remote, n: u64, launch: bool) -> Result<(), (u64, io::Error)> {
+        for seq in 0..n {
+            let from = remote.bytes().len();
+            writeln!(remote.bytes(), "2:0:1:1:1:{seq}:1:1").map_err(|e| (seq, e))?;
+            let to = remote.bytes().len();
+            remote.record(key(seq, seq), from..to);
+            if launch && seq == 0 {
+                remote.wait_for(key(0, 0));
+            }
+            if launch && seq == n - 1 {
+                remote.comm(
+                    Key {
+                        sub: 1,
+                        ..key(0, 0)
+                    },
+                    b"3:comm\n",
+                );
+                remote.resolved(key(0, 0));
+            }
+            remote.drain().map_err(|e| (seq, e))?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_thread_writes_what_the_gate_would_in_the_order_it_would() {
+        let out = Cramped {
+            written: Vec::new(),
+            room: usize::MAX,
+        };
+        let made = on_thread(out, 1 << 10, |remote| {
+            record(remote, 50_000, true).map_err(|(_, e)| e)
+        });
+        let ((), out, records) = made.unwrap();
+        assert_eq!(records, 50_001);
+        let text = String::from_utf8(out.written).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        // The launch, then its communication, then the records that waited for it.
+        assert_eq!(
+            &lines[..3],
+            ["2:0:1:1:1:0:1:1", "3:comm", "2:0:1:1:1:1:1:1"]
+        );
+        assert_eq!(lines.last(), Some(&"2:0:1:1:1:49999:1:1"));
+    }
+
+    /// The gate's write error stops the writer at its next hand-over (not at the end of its
+    /// lines) and is the error returned.
+    #[test]
+    fn a_write_error_of_the_gate_is_returned_not_waited_on() {
+        let out = Cramped {
+            written: Vec::new(),
+            room: 1 << 16,
+        };
+        let lines = 10_000_000;
+        let mut stopped = lines;
+        let made = on_thread(out, 1 << 20, |remote| {
+            record(remote, lines, false).map_err(|(seq, e)| {
+                stopped = seq;
+                e
+            })
+        });
+        let error = made.map(|_| ()).expect_err("the writer has no room");
+        assert_eq!(error.to_string(), "no room left");
+        // 64 kB of room, batches of 1 MiB, a few batches in flight: well before the end.
+        assert!(stopped < lines / 10, "the writer went on to line {stopped}");
+    }
+}
