@@ -90,13 +90,13 @@ pub enum Annotation {
 #[derive(Debug, Default)]
 pub struct EventPacket {
     /// `timestamp` (the delta since the sequence's previous packet).
-    pub timestamp: u64,
+    timestamp: u64,
     /// `trusted_packet_sequence_id`.
     sequence: u32,
     /// `sequence_flags`.
-    pub flags: u32,
+    flags: u32,
     /// `TrackEvent.type`.
-    pub kind: i32,
+    kind: i32,
     /// `TrackEvent.name_iid`.
     pub name_iid: Option<u64>,
     /// `TrackEvent.category_iids` (at most one here).
