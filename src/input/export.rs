@@ -28,12 +28,7 @@ pub const UNTRANSLATED: &str = "NSYS_LENS_UNTRANSLATED";
 /// Times above this are UTC epoch ns (after 1973), not times since a start.
 const EPOCH_NS: i64 = 100_000_000_000_000_000;
 
-const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
-const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
-const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
-const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
-const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
-const NVTX: &str = "NVTX_EVENTS";
+use crate::nsys::tables::{KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, SYNC};
 
 /// Tables of GPU work, whose owning process is known only at the end.
 const GPU_TABLES: [&str; 4] = [KERNEL, MEMCPY, MEMSET, SYNC];

@@ -166,12 +166,7 @@ pub struct ApiRow<N = StringId> {
     pub class: u8,
 }
 
-const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
-const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
-const GRAPH: &str = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
-const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
-const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
-const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+use super::tables::{GRAPH, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC};
 
 /// The GPU-op columns, first in every activity `SELECT`, read by [`gpu_op`].
 macro_rules! gpu_op_columns {

@@ -20,6 +20,7 @@ mod rep;
 mod report;
 mod schema;
 mod strings;
+pub mod tables;
 mod warnings;
 
 pub use chunks::{CHUNK_ROWS, Chunking};

@@ -12,7 +12,7 @@ use super::warnings::{Warning, Warnings};
 use crate::hash::FxHashMap;
 use crate::model::{Ns, NvtxKind, StringId, StringTable};
 
-const NVTX: &str = "NVTX_EVENTS";
+use super::tables::NVTX;
 
 /// The NVTX domain in which nsys 2022.x records MPI calls (`--trace=mpi`).
 const MPI_DOMAIN: &str = "MPI";

@@ -25,11 +25,7 @@ const CONTEXT: i64 = 1;
 /// `greenContextId` of ordinary contexts.
 const GREEN_CONTEXT: i64 = 0;
 
-const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
-const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
-const GRAPH: &str = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
-const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
-const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
+use crate::nsys::tables::{GRAPH, KERNEL, MEMCPY, MEMSET, SYNC};
 
 const ACC_DATA: &str = "CUPTI_ACTIVITY_KIND_OPENACC_DATA";
 const ACC_LAUNCH: &str = "CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH";

@@ -5,6 +5,7 @@
 use super::schema;
 use crate::hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use crate::nsys::GlobalId;
+use crate::nsys::tables::{NVTX, RUNTIME};
 use anyhow::{Context, Result};
 use indexmap::IndexSet;
 use rusqlite::{Connection, ToSql};
@@ -82,7 +83,7 @@ impl ExportWriter {
     ) -> Result<()> {
         let name = self.string(name);
         self.insert(
-            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            RUNTIME,
             "start, end, eventClass, globalTid, correlationId, nameId, returnValue",
             &[
                 &start,
@@ -106,7 +107,7 @@ impl ExportWriter {
         domain: i64,
     ) -> Result<()> {
         self.insert(
-            "NVTX_EVENTS",
+            NVTX,
             "start, end, eventType, text, globalTid, domainId",
             &[
                 &start,
