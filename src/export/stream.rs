@@ -188,17 +188,10 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
         stream
     }
 
-    /// Reads the next event of source `i` into its head.
+    /// Reads the first event of source `i` into its head.
     fn pull(&mut self, i: usize) {
-        match self.sources[i].next() {
-            Some(Ok((start, event))) => {
-                self.heads[i] = Some(event);
-                self.heap.push(Reverse((start, i)));
-            }
-            Some(Err(e)) => {
-                self.error.get_or_insert(e);
-            }
-            None => {}
+        if let Some(start) = next_head(&mut self.sources[i], &mut self.heads[i], &mut self.error) {
+            self.heap.push(Reverse((start, i)));
         }
     }
 
@@ -262,15 +255,10 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
                 .expect("a source in the heap has a head");
             // The source's next event takes its place at the top (one sift instead of a pop
             // and a push).
-            match self.sources[i].next() {
-                Some(Ok((next, head))) => {
-                    self.heads[i] = Some(head);
+            match next_head(&mut self.sources[i], &mut self.heads[i], &mut self.error) {
+                Some(next) => {
                     *top = Reverse((next, i));
                     drop(top);
-                }
-                Some(Err(e)) => {
-                    PeekMut::pop(top);
-                    self.error.get_or_insert(e);
                 }
                 None => {
                     PeekMut::pop(top);
@@ -345,6 +333,25 @@ impl<'p, 'a, 't> Stream<'p, 'a, 't> {
     /// Readies an event whose clipped start is its own (events arrive in start order).
     fn push(&mut self, item: Item) {
         self.ready.push_back(item);
+    }
+}
+
+/// Reads the next event of `source` into `head`; its start, or None at the end or on a read
+/// error (kept in `error`, the first one only).
+fn next_head(
+    source: &mut Source,
+    head: &mut Option<Event>,
+    error: &mut Option<io::Error>,
+) -> Option<i64> {
+    match source.next()? {
+        Ok((start, event)) => {
+            *head = Some(event);
+            Some(start)
+        }
+        Err(e) => {
+            error.get_or_insert(e);
+            None
+        }
     }
 }
 

@@ -205,10 +205,18 @@ enum Close {
 impl Body<'_, '_, '_, '_> {
     /// Makes an event record of `thread` of `task` at merged-clock time `t`; returns its key.
     fn event(&mut self, task: u32, thread: u32, t: i64, pairs: &[(u32, u64)]) -> Key {
+        let (time, from) = self.head(task, thread, t);
+        format_pairs(pairs, self.gate.bytes());
+        self.made(task, thread, time, from)
+    }
+
+    /// Starts a record of `thread` of `task` at merged-clock time `t` with its head
+    /// (`2:0:1:task:thread:time`); its rebased time and where its line starts.
+    fn head(&mut self, task: u32, thread: u32, t: i64) -> (u64, usize) {
         let time = self.plan.rebase(t);
         let from = self.gate.bytes().len();
-        format_event(task, thread, time, pairs, self.gate.bytes());
-        self.made(task, thread, time, from)
+        format_head(task, thread, time, self.gate.bytes());
+        (time, from)
     }
 
     /// Makes a kernel's begin record: the pairs its shape gives (formatted once per shape),
@@ -219,9 +227,7 @@ impl Body<'_, '_, '_, '_> {
         shape: KernelShape,
         pairs: &[(u32, u64)],
     ) -> Key {
-        let time = self.plan.rebase(t);
-        let from = self.gate.bytes().len();
-        format_head(task, thread, time, self.gate.bytes());
+        let (time, from) = self.head(task, thread, t);
         if self.kernel_shapes.len() >= MAX_KERNEL_SHAPES && !self.kernel_shapes.contains_key(&shape)
         {
             // Shapes that vary call by call (dynamic grids) would grow it with the kernels.
@@ -252,9 +258,7 @@ impl Body<'_, '_, '_, '_> {
 
     /// Makes the closing record of an interval: its types at 0, formatted once per kind.
     fn close(&mut self, task: u32, thread: u32, t: i64, close: Close) {
-        let time = self.plan.rebase(t);
-        let from = self.gate.bytes().len();
-        format_head(task, thread, time, self.gate.bytes());
+        let (time, from) = self.head(task, thread, t);
         let pairs = self.closes.entry(close).or_insert_with(|| {
             let mut line = Vec::new();
             match close {
@@ -995,12 +999,6 @@ fn end_pairs(kind: EndKind) -> Pairs {
         }
     }
     pairs
-}
-
-/// Appends an event record: `2:0:1:task:thread:time:type:value...`.
-fn format_event(task: u32, thread: u32, time: u64, pairs: &[(u32, u64)], line: &mut Vec<u8>) {
-    format_head(task, thread, time, line);
-    format_pairs(pairs, line);
 }
 
 /// Appends an event record's head: `2:0:1:task:thread:time`.
