@@ -111,6 +111,13 @@ impl Inputs {
         Ok((joined, inputs))
     }
 
+    /// Fails unless every path of `outputs` may be written ([`crate::output::check`]): none is
+    /// an input (each input noted now), and only the null device takes several.
+    pub fn check_outputs(&self, outputs: &[PathBuf]) -> anyhow::Result<()> {
+        self.expanded()?;
+        crate::output::check(outputs)
+    }
+
     /// The input files: directories expanded, `.nsys-rep` reports exported, torch.profiler and
     /// JAX traces translated (each once, then cached).
     fn paths(&self) -> anyhow::Result<Vec<PathBuf>> {
@@ -122,7 +129,10 @@ impl Inputs {
                     return Ok(p.clone());
                 }
                 let export = nsys::resolve_input(p, export_dir)?;
-                crate::input::resolve(&export, export_dir)
+                let read = crate::input::resolve(&export, export_dir)?;
+                crate::output::note_input(&export);
+                crate::output::note_input(&read);
+                Ok(read)
             })
             .collect()
     }
@@ -149,6 +159,9 @@ impl Inputs {
             );
             found.sort();
             paths.extend(found);
+        }
+        for path in &paths {
+            crate::output::note_input(path);
         }
         Ok(paths)
     }

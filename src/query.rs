@@ -15,7 +15,6 @@ use crate::model::{Ns, Timeline};
 use crate::report::{
     self, GapContext, Output, RankBreakdown, RankBubbles, RankIdle, RankMetrics, RankWindow,
 };
-use anyhow::Context as _;
 use regex::Regex;
 use std::collections::BTreeMap;
 
@@ -136,7 +135,7 @@ pub fn window_spec(
 
 /// An anchor pattern, compiled.
 fn anchor_regex(pattern: &str) -> anyhow::Result<Regex> {
-    Regex::new(pattern).with_context(|| format!("bad --anchor regex `{pattern}`"))
+    crate::classify::rules::user_regex(pattern).map_err(|e| anyhow::anyhow!("--anchor: {e}"))
 }
 
 /// Which ranks, over which windows, with which role rules: what every per-rank command takes.

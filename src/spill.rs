@@ -59,7 +59,7 @@ impl Budget {
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let (f, end) = match &mut *file {
             Some(open) => open,
-            None => file.insert((Arc::new(tempfile::tempfile()?), 0)),
+            None => file.insert((Arc::new(temporary_file()?), 0)),
         };
         let at = *end;
         *end += bytes;
@@ -82,6 +82,22 @@ impl Budget {
     }
 }
 
+/// An anonymous temporary file in `$TMPDIR` (unlinked at once, so nothing is left of it
+/// whatever ends the process).
+pub fn temporary_file() -> io::Result<File> {
+    tempfile::tempfile().map_err(spill_error)
+}
+
+/// A failure to create or write a temporary file, saying where and what to do about it.
+fn spill_error(cause: io::Error) -> io::Error {
+    let message = format!(
+        "cannot write temporary files in {} ($TMPDIR): {cause}; point TMPDIR at a directory \
+         with room, or raise --memory-budget to keep more in memory",
+        std::env::temp_dir().display()
+    );
+    io::Error::new(cause.kind(), message)
+}
+
 /// One sorted run on disk.
 #[derive(Debug)]
 struct Run {
@@ -100,6 +116,8 @@ pub struct Sorter<T: Record> {
     budget: Arc<Budget>,
     /// Records pushed so far.
     len: u64,
+    /// Set when a spill failed: later records are dropped, not sorted and retried.
+    failed: Option<io::ErrorKind>,
 }
 
 impl<T: Record> Sorter<T> {
@@ -110,15 +128,24 @@ impl<T: Record> Sorter<T> {
             runs: Vec::new(),
             budget,
             len: 0,
+            failed: None,
         }
     }
 
-    /// Adds a record; writes the buffer out as a run when the budget is spent.
+    /// Adds a record; writes the buffer out as a run when the budget is spent. After a failed
+    /// write every push fails at once (the sort is not retried on each record).
     pub fn push(&mut self, record: T) -> io::Result<()> {
+        if let Some(kind) = self.failed {
+            return Err(io::Error::new(kind, "an earlier spill failed"));
+        }
         self.buffer.push(record);
         self.len += 1;
         if self.budget.take(size_of::<T>()) {
-            self.spill()?;
+            let spilled = self.spill();
+            if let Err(e) = &spilled {
+                self.failed = Some(e.kind());
+            }
+            spilled?;
         }
         Ok(())
     }
@@ -299,12 +326,12 @@ fn write_run<T: Record>(
         record?.encode(&mut bytes);
         block.extend_from_slice(&bytes);
         if block.len() + T::SIZE > RUN_BUFFER {
-            file.write_all_at(&block, at)?;
+            file.write_all_at(&block, at).map_err(spill_error)?;
             at += block.len() as u64;
             block.clear();
         }
     }
-    file.write_all_at(&block, at)?;
+    file.write_all_at(&block, at).map_err(spill_error)?;
     Ok(Run {
         level,
         file,
@@ -465,9 +492,10 @@ impl Fifo {
         if self.memory.len() - self.head > self.limit {
             let file = match &mut self.file {
                 Some(file) => file,
-                None => self.file.insert(tempfile::tempfile()?),
+                None => self.file.insert(temporary_file()?),
             };
-            file.write_all_at(&self.memory[self.head..], self.written)?;
+            let written = file.write_all_at(&self.memory[self.head..], self.written);
+            written.map_err(spill_error)?;
             self.written += (self.memory.len() - self.head) as u64;
             self.memory.clear();
             self.head = 0;

@@ -15,9 +15,9 @@ use crate::util::damaged_copy;
 use nsys_lens::analysis::{align, bubbles, collectives, idle, kernels, overlap};
 use nsys_lens::classify::families::{Families, FamilyCache};
 use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
+use nsys_lens::export::Plan;
 use nsys_lens::export::capture::Captures;
 use nsys_lens::export::prepare::prepare_all;
-use nsys_lens::export::{Plan, paraver, perfetto};
 use nsys_lens::model::Timeline;
 use nsys_lens::spill::Budget;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -269,23 +269,8 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
     let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
     let out = tempfile::tempdir().unwrap();
     let base = out.path().join("out");
-    let options = paraver::Options {
-        gzip: false,
-        memory: 1 << 12,
-    };
-    paraver::write(&plan, &captures.parts, &prepared, &base, options, None).unwrap();
+    let trace = crate::util::write_apart(&plan, &captures.parts, &prepared, &base, 1 << 12);
     crate::paraver::check(&crate::paraver::parse(&base.with_extension("prv")));
-    let trace = base.with_extension("perfetto-trace");
-    let options = perfetto::Options::default();
-    perfetto::write(
-        &plan,
-        &captures.parts,
-        &prepared,
-        &trace,
-        (options, 1),
-        None,
-    )
-    .unwrap();
     if check_perfetto {
         crate::perfetto::check(&trace);
     }

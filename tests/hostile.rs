@@ -267,7 +267,7 @@ fn outputs_that_cannot_be_written() {
     ]);
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("overwrite"), "{err}");
+    assert!(err.contains("input of this run"), "{err}");
     assert_eq!(
         std::fs::read(&as_prv).unwrap(),
         before,

@@ -27,25 +27,32 @@ fn without_nsys_the_error_shows_the_export_command() {
     assert!(stderr.contains("run.nsys-rep"), "{stderr}");
 }
 
+/// A stand-in `nsys` in `dir/bin` that logs its arguments to `dir/calls`, waits `delay`
+/// seconds (a real export takes time) and exports a fixture; the `PATH` that finds it.
 #[cfg(unix)]
-#[test]
-fn a_stand_in_nsys_exports_once_and_the_cache_is_reused() {
+fn stand_in_nsys(dir: &std::path::Path, delay: u32) -> String {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
+    let bin = dir.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    let calls = dir.path().join("calls");
     let script = format!(
-        "#!/bin/sh\necho \"$@\" >> {calls}\nfor a in \"$@\"; do case \"$a\" in --output=*) cp {fixture} \"${{a#--output=}}\";; esac; done\n",
-        calls = calls.display(),
+        "#!/bin/sh\necho \"$@\" >> {calls}\nsleep {delay}\nfor a in \"$@\"; do case \"$a\" in \
+         --output=*) cp {fixture} \"${{a#--output=}}\";; esac; done\n",
+        calls = dir.join("calls").display(),
         fixture = fixture("megatron_pp1/node0.sqlite").display()
     );
     let nsys = bin.join("nsys");
     std::fs::write(&nsys, script).unwrap();
     std::fs::set_permissions(&nsys, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:/usr/bin:/bin", bin.display())
+}
+
+#[cfg(unix)]
+#[test]
+fn a_stand_in_nsys_exports_once_and_the_cache_is_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path_env = stand_in_nsys(dir.path(), 0);
     let report = dir.path().join("run.nsys-rep");
     std::fs::write(&report, b"stand-in report").unwrap();
-    let path_env = format!("{}:/usr/bin:/bin", bin.display());
     for _ in 0..2 {
         let out = info_with_path(&path_env, &report);
         let (stdout, stderr) = texts(&out);
@@ -53,7 +60,40 @@ fn a_stand_in_nsys_exports_once_and_the_cache_is_reused() {
         assert!(stdout.contains("run.sqlite"), "{stdout}");
     }
     assert!(dir.path().join("run.sqlite").is_file());
-    let calls = std::fs::read_to_string(&calls).unwrap();
+    let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
     assert_eq!(calls.lines().count(), 1, "exported once: {calls}");
     assert!(calls.starts_with("export --type=sqlite"), "{calls}");
+}
+
+/// Three commands at once on one report: one export (the others wait on the report's lock,
+/// then find it fresh), all succeed, no partial file is left.
+#[cfg(unix)]
+#[test]
+fn commands_at_once_on_one_nsys_rep_share_one_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let path_env = stand_in_nsys(dir.path(), 1);
+    let report = dir.path().join("run.nsys-rep");
+    std::fs::write(&report, b"stand-in report").unwrap();
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+            .args(["info", "-q", report.to_str().unwrap()])
+            .env("PATH", &path_env)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let children = [start(), start(), start()];
+    for child in children {
+        let done = child.wait_with_output().unwrap();
+        assert!(done.status.success(), "{}", texts(&done).1);
+    }
+    let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
+    assert_eq!(calls.lines().count(), 1, "one export: {calls}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".nsys-lens-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -127,6 +127,17 @@ fn the_real_three_node_run_converts_through_parts_of_three_reports_each() {
     assert_same(&nodes, &["--align", "collectives"]);
 }
 
+/// `nsys-lens part -o part export`, which must succeed.
+fn write_part(part: &Path, export: &Path) {
+    ok(&[
+        "part",
+        "-q",
+        "-o",
+        part.to_str().unwrap(),
+        export.to_str().unwrap(),
+    ]);
+}
+
 #[test]
 fn analyses_read_part_files_as_they_read_exports() {
     let exports = crate::util::sqlite_files(&root().join("fixtures/pithtrain_pp2_ep2"));
@@ -134,13 +145,7 @@ fn analyses_read_part_files_as_they_read_exports() {
     let mut parts = Vec::new();
     for (i, export) in exports.iter().enumerate() {
         let part = dir.path().join(format!("node{i}.lens-part"));
-        ok(&[
-            "part",
-            "-q",
-            "-o",
-            part.to_str().unwrap(),
-            export.to_str().unwrap(),
-        ]);
+        write_part(&part, export);
         parts.push(part);
     }
     let s = |v: &[PathBuf]| {
@@ -166,18 +171,72 @@ fn analyses_read_part_files_as_they_read_exports() {
     }
 }
 
+/// Writes a sealed file's seal again for its changed bytes: a CRC-32 of the data and the
+/// fingerprint (docs of `export::seal`).
+fn reseal(bytes: &mut [u8]) {
+    let data = bytes.len() - 20;
+    let mut crc = flate2::Crc::new();
+    crc.update(&bytes[..data]);
+    crc.update(&bytes[data + 4..data + 12]);
+    bytes[data..data + 4].copy_from_slice(&crc.sum().to_le_bytes());
+}
+
+#[test]
+fn an_encoded_piece_of_another_run_or_a_flipped_bit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut parts = Vec::new();
+    for fixture in ["megatron_pp2", "ddp_2node"] {
+        let part = dir.path().join(format!("{fixture}.lens-part"));
+        let export = root().join(format!("fixtures/{fixture}/node0.sqlite"));
+        write_part(&part, &export);
+        parts.push(part);
+    }
+    let [a, b] = [0, 1].map(|i| dir.path().join(format!("run{i}")));
+    let (pa, pb) = (parts[0].to_str().unwrap(), parts[1].to_str().unwrap());
+    let encode = |part: &str, base: &Path| {
+        ok(&[
+            "convert",
+            "-q",
+            part,
+            "--encode",
+            "0",
+            "-o",
+            base.to_str().unwrap(),
+        ]);
+    };
+    encode(pa, &a);
+    encode(pb, &b);
+    // Run 1's piece put where run 0's join looks.
+    let piece = |base: &Path| PathBuf::from(format!("{}.encoded-0", base.display()));
+    std::fs::copy(piece(&b), piece(&a)).unwrap();
+    let run = nsys_lens(&["convert", "-q", pa, "--merge", "-o", a.to_str().unwrap()]);
+    let err = texts(&run).1;
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("encoded from other inputs") && err.contains("encoded-0"),
+        "{err}"
+    );
+    // Its own piece with one bit flipped.
+    encode(pa, &a);
+    let mut bytes = std::fs::read(piece(&a)).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(piece(&a), &bytes).unwrap();
+    let run = nsys_lens(&["convert", "-q", pa, "--merge", "-o", a.to_str().unwrap()]);
+    let err = texts(&run).1;
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains("checksum does not match"), "{err}");
+    bytes[middle] ^= 1;
+    std::fs::write(piece(&a), &bytes).unwrap();
+    ok(&["convert", "-q", pa, "--merge", "-o", a.to_str().unwrap()]);
+}
+
 #[test]
 fn broken_parts_and_mismatched_steps_are_clear_errors() {
     let export = root().join("fixtures/megatron_pp2/node0.sqlite");
     let dir = tempfile::tempdir().unwrap();
     let part = dir.path().join("node0.lens-part");
-    ok(&[
-        "part",
-        "-q",
-        "-o",
-        part.to_str().unwrap(),
-        export.to_str().unwrap(),
-    ]);
+    write_part(&part, &export);
     let bytes = std::fs::read(&part).unwrap();
     // Cut at several places: the light section, the runs.
     for cut in [20, 100, bytes.len() / 2, bytes.len() - 10] {
@@ -192,11 +251,20 @@ fn broken_parts_and_mismatched_steps_are_clear_errors() {
         );
         assert!(!err.contains("panicked"), "cut at {cut}: {err}");
     }
-    // A kernel of the first run naming a stream the report does not have.
+    // A kernel of the first run naming a stream the report does not have: the seal refuses
+    // the changed file; sealed again (as a bug of ours could write it), the reader refuses
+    // the impossible stream.
     let light = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
     let mut damaged = bytes.clone();
     let stream = 24 + light + 16;
     damaged[stream..stream + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let flipped = dir.path().join("flipped.lens-part");
+    std::fs::write(&flipped, &damaged).unwrap();
+    let run = nsys_lens(&["overlap", flipped.to_str().unwrap()]);
+    let err = texts(&run).1;
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains("checksum does not match"), "{err}");
+    reseal(&mut damaged);
     let broken = dir.path().join("damaged.lens-part");
     std::fs::write(&broken, &damaged).unwrap();
     let out = dir.path().join("damaged");

@@ -4,9 +4,9 @@
 
 use crate::util::{nsys_lens, root, synth, texts};
 use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
+use nsys_lens::export::Plan;
 use nsys_lens::export::capture::Captures;
 use nsys_lens::export::prepare::prepare_all;
-use nsys_lens::export::{Plan, paraver, perfetto};
 use nsys_lens::spill::Budget;
 use std::path::{Path, PathBuf};
 
@@ -82,14 +82,7 @@ fn a_small_budget_spills_the_events_and_the_waiting_records() {
         let plan = Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true);
         let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
         let base = out.path().join(name);
-        let options = paraver::Options {
-            gzip: false,
-            memory: budget,
-        };
-        paraver::write(&plan, &captures.parts, &prepared, &base, options, None).unwrap();
-        let trace = base.with_extension("perfetto-trace");
-        let options = (Default::default(), 1);
-        perfetto::write(&plan, &captures.parts, &prepared, &trace, options, None).unwrap();
+        let trace = crate::util::write_apart(&plan, &captures.parts, &prepared, &base, budget);
         if budget < 4096 {
             assert!(runs > 0, "the events did not spill");
         } else {
@@ -121,14 +114,7 @@ fn writers_sharing_one_stream_write_what_a_stream_each_writes() {
         let plan = Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true);
         let own = out.path().join("own");
         let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
-        let options = paraver::Options {
-            gzip: false,
-            memory: budget,
-        };
-        paraver::write(&plan, &captures.parts, &prepared, &own, options, None).unwrap();
-        let options = (Default::default(), 1);
-        let trace = own.with_extension("perfetto-trace");
-        perfetto::write(&plan, &captures.parts, &prepared, &trace, options, None).unwrap();
+        crate::util::write_apart(&plan, &captures.parts, &prepared, &own, budget);
         let shared = out.path().join("shared");
         let targets = nsys_lens::export::Targets {
             perfetto: Some(shared.with_extension("perfetto-trace")),

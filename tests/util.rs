@@ -242,3 +242,27 @@ pub fn skipped(why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIPPED (part of a test): {why}");
 }
+
+/// Writes the Paraver trace (`base.prv`, `.pcf`, `.row`; its writer holding `memory` bytes) and
+/// the Perfetto trace (`base.perfetto-trace`, returned) of `plan`, each writer with its own
+/// stream of events.
+pub fn write_apart(
+    plan: &nsys_lens::export::Plan,
+    parts: &[nsys_lens::export::capture::Joined],
+    prepared: &[Option<nsys_lens::export::prepare::Prepared>],
+    base: &Path,
+    memory: usize,
+) -> PathBuf {
+    use nsys_lens::export::{paraver, perfetto};
+    let staged = nsys_lens::output::Staged::default();
+    let options = paraver::Options {
+        gzip: false,
+        memory,
+    };
+    paraver::write(plan, parts, prepared, base, options, None, &staged).unwrap();
+    let trace = base.with_extension("perfetto-trace");
+    let options = (perfetto::Options::default(), 1);
+    perfetto::write(plan, parts, prepared, &trace, options, None, &staged).unwrap();
+    staged.commit().unwrap();
+    trace
+}

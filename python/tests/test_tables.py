@@ -136,6 +136,17 @@ def test_convert_writes_the_cli_bytes(fixture, tmp_path):
         assert (tmp_path / f"cli.{ext}").read_bytes() == (tmp_path / f"py.{ext}").read_bytes(), ext
 
 
+def test_convert_never_replaces_an_input(tmp_path):
+    import shutil
+    report = tmp_path / "run.sqlite"
+    shutil.copy(ROOT / "fixtures" / "megatron_pp2" / "node0.sqlite", report)
+    before = report.read_bytes()
+    with pytest.raises(nsys_lens.Error, match="input of this run"):
+        nsys_lens.open(report).convert(perfetto=report)
+    assert report.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.sqlite"]
+
+
 def test_the_gil_is_released_while_rust_reads(tmp_path):
     cli("synth", "-o", str(tmp_path), "--preset", "megatron", "--tp", "2", "--pp", "4",
         "--dp", "2", "--gpus-per-node", "8", "--steps", "8", "--chunks", "16")

@@ -14,6 +14,7 @@
 
 use indexmap::IndexSet;
 use regex::{Regex, RegexSet};
+use std::io::Read as _;
 use std::path::Path;
 use std::sync::LazyLock;
 
@@ -351,6 +352,25 @@ impl UserRule {
     }
 }
 
+/// The largest rule file read, bytes: a rule file is a few lines of TOML.
+const MAX_RULE_FILE: u64 = 1 << 20;
+
+/// The longest pattern a user may give, bytes.
+pub const MAX_PATTERN: usize = 4096;
+
+/// A user's pattern (a role rule, `--anchor`), compiled; errors quote at most its first 80
+/// characters, and a pattern over [`MAX_PATTERN`] bytes is refused unread.
+pub fn user_regex(pattern: &str) -> Result<Regex, String> {
+    if pattern.len() > MAX_PATTERN {
+        let start: String = pattern.chars().take(80).collect();
+        return Err(format!(
+            "pattern `{start}...` has {} bytes, over the limit of {MAX_PATTERN}",
+            pattern.len()
+        ));
+    }
+    Regex::new(pattern).map_err(|e| format!("bad pattern `{pattern}`: {e}"))
+}
+
 impl RoleRules {
     /// The built-in rules after `user` rules, which are tried first.
     pub fn new(user: &[UserRule]) -> Result<RoleRules, String> {
@@ -367,8 +387,7 @@ impl RoleRules {
                     RESERVED.join(", ")
                 ));
             }
-            Regex::new(&r.pattern)
-                .map_err(|e| format!("rule {}: bad pattern `{}`: {e}", i + 1, r.pattern))?;
+            user_regex(&r.pattern).map_err(|e| format!("rule {}: {e}", i + 1))?;
             patterns.push(&r.pattern);
             let (index, _) = labels.insert_full(role.to_string());
             rules.push(Rule {
@@ -399,14 +418,25 @@ impl RoleRules {
     /// `kernels`).
     pub fn from_file(path: &Path) -> Result<RoleRules, RulesError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|cause| RulesError::Io {
-            path: shown.clone(),
-            cause,
-        })?;
         let invalid = |message: String| RulesError::Invalid {
             path: shown.clone(),
             message,
         };
+        let mut bytes = Vec::new();
+        let file = std::fs::File::open(path);
+        let read = file.and_then(|f| f.take(MAX_RULE_FILE + 1).read_to_end(&mut bytes));
+        read.map_err(|cause| RulesError::Io {
+            path: shown.clone(),
+            cause,
+        })?;
+        crate::output::note_input(path);
+        if bytes.len() as u64 > MAX_RULE_FILE {
+            return Err(invalid(format!(
+                "over {} KiB: not a rule file",
+                MAX_RULE_FILE >> 10
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8 text".into()))?;
         let file: RuleFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         RoleRules::new(&file.rule).map_err(invalid)
     }

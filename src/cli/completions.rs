@@ -23,11 +23,14 @@ pub struct CompletionsArgs {
   nsys-lens man > ~/.local/share/man/man1/nsys-lens.1 && man nsys-lens")]
 pub struct ManArgs {}
 
-/// Prints the completion script for a shell.
+/// Prints the completion script for a shell. It is generated in memory first: the generator
+/// panics on a write error, which a full disk or a closed pipe must not turn into a crash.
 pub fn completions(args: CompletionsArgs) -> anyhow::Result<Outcome> {
     let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "nsys-lens", &mut script);
     let mut stdout = std::io::stdout().lock();
-    clap_complete::generate(args.shell, &mut command, "nsys-lens", &mut stdout);
+    stdout.write_all(&script)?;
     stdout.flush()?;
     Ok(Outcome::Done)
 }

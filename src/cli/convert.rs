@@ -6,7 +6,6 @@ use nsys_lens::classify::{Activity, RoleRules, WindowSpec};
 use nsys_lens::export::capture::{Captures, Joined};
 use nsys_lens::export::encoded::{self, Formats};
 use nsys_lens::export::{Plan, Targets, paraver, perfetto};
-use nsys_lens::model::Timeline;
 use nsys_lens::query::{RankList, keep_ranks, window_spec};
 use nsys_lens::spill::Budget;
 use std::path::{Path, PathBuf};
@@ -117,6 +116,12 @@ enum Target {
 /// join of the parts).
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let spec = args.window()?;
+    let base = args.base();
+    let outputs = match (args.encode, args.merge) {
+        (Some(n), _) => vec![encoded_path(&base, n)],
+        _ => args.targets(&base).outputs(),
+    };
+    args.inputs.check_outputs(&outputs)?;
     let rules = match &args.roles {
         Some(path) => RoleRules::from_file(path)?,
         None => RoleRules::default(),
@@ -130,7 +135,6 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.collective_flows {
         plan = plan.with_collective_flows();
     }
-    let base = args.base();
     // Every pass streams every event it writes (NVTX ranges included): one to prepare, then
     // one per format on a cluster, or what the writers share here; a join passes none.
     let mine = |input: usize| args.encode.is_none_or(|n| n == input);
@@ -151,7 +155,6 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         (Some(n), _) => encode(&args, &plan, &parts, &inputs, n, &base)?,
         (None, true) => merge(&args, &plan, &parts, &inputs, &base)?,
         (None, false) => {
-            refuse_overwriting_inputs(&args.outputs(&base), &light)?;
             let written = nsys_lens::export::write(&plan, &parts, &args.targets(&base))?;
             let perfetto = written.perfetto.iter().flat_map(report);
             perfetto
@@ -249,10 +252,11 @@ fn merge(
 ) -> anyhow::Result<Vec<String>> {
     let count = inputs.last().map_or(0, |&i| i + 1);
     let options = args.fingerprint();
+    let expected = encoded::fingerprint(plan, parts, &options);
     let mut encoded = Vec::new();
     for n in 0..count {
         let path = encoded_path(base, n);
-        let part = encoded::read(&path)?;
+        let part = encoded::read(&path, expected)?;
         anyhow::ensure!(
             part.part == (n as u64, count as u64) && part.options == options,
             "{}: encoded as input {} of {} with other options or inputs ({}); encode every \
@@ -265,7 +269,8 @@ fn merge(
         encoded.push(part);
     }
     let gzip = args.compressed();
-    each_target(args, |target| match target {
+    let staged = nsys_lens::output::Staged::default();
+    let lines = each_target(args, |target| match target {
         Target::Perfetto => {
             let mut chunks: Vec<Option<perfetto::Chunk>> =
                 (0..plan.exported.len()).map(|_| None).collect();
@@ -287,7 +292,7 @@ fn merge(
             let path = with_extension(base, perfetto_extension(gzip));
             let options = perfetto::Options { gzip };
             Ok(report(&perfetto::write_chunks(
-                plan, chunks, &path, options,
+                plan, chunks, &path, options, &staged,
             )?))
         }
         Target::Paraver => {
@@ -303,10 +308,12 @@ fn merge(
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let options = paraver::Options { gzip, memory: 0 };
             Ok(report_paraver(&paraver::write_merged(
-                plan, parts, bodies, base, options,
+                plan, parts, bodies, base, options, &staged,
             )?))
         }
-    })
+    })?;
+    staged.commit()?;
+    Ok(lines)
 }
 
 impl Args {
@@ -322,21 +329,6 @@ impl Args {
             memory: self.memory_budget / 4,
             threads: self.inputs.threads(),
         }
-    }
-
-    /// The files a whole conversion writes.
-    fn outputs(&self, base: &Path) -> Vec<PathBuf> {
-        let gzip = self.compressed();
-        let prv = if gzip { "prv.gz" } else { "prv" };
-        self.to
-            .iter()
-            .flat_map(|target| match target {
-                Target::Perfetto => vec![with_extension(base, perfetto_extension(gzip))],
-                Target::Paraver => [prv, "pcf", "row"]
-                    .map(|ext| with_extension(base, ext))
-                    .to_vec(),
-            })
-            .collect()
     }
 
     /// The options that decide what a conversion writes, which every cluster step must share.
@@ -404,34 +396,16 @@ fn perfetto_extension(gzip: bool) -> &'static str {
     }
 }
 
-/// Fails when an output would replace one of the inputs.
-fn refuse_overwriting_inputs(outputs: &[PathBuf], timeline: &Timeline) -> anyhow::Result<()> {
-    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
-    for output in outputs {
-        let Some(out) = canonical(output) else {
-            continue;
-        };
-        if let Some(input) = timeline
-            .reports
-            .iter()
-            .find(|r| canonical(&r.path).as_ref() == Some(&out))
-        {
-            anyhow::bail!(
-                "{}: the output would overwrite this input; choose another -o",
-                input.path.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// `base.ext`, unless `base` already ends with `.ext`.
+/// `base.ext`, unless `base` already ends with `.ext` or is written in place (`-`, a device).
 fn with_extension(base: &Path, ext: &str) -> PathBuf {
     let text = base.as_os_str().to_string_lossy();
-    if text.ends_with(&format!(".{ext}")) {
+    if text.ends_with(&format!(".{ext}")) || nsys_lens::output::is_stream(base) {
         base.to_path_buf()
     } else {
-        PathBuf::from(format!("{text}.{ext}"))
+        let mut name = base.as_os_str().to_os_string();
+        name.push(".");
+        name.push(ext);
+        PathBuf::from(name)
     }
 }
 

@@ -87,6 +87,12 @@ impl Inputs {
         self.library().captures(budget)
     }
 
+    /// Fails unless every path of `outputs` may be written: none is an input, and only the null
+    /// device takes several ([`nsys_lens::output`]).
+    pub fn check_outputs(&self, outputs: &[PathBuf]) -> anyhow::Result<()> {
+        self.library().check_outputs(outputs)
+    }
+
     /// The progress line while the reports are read.
     fn reading(&self) -> super::progress::Progress {
         let what = format!("reading {} report(s)", self.reports.len());

@@ -197,3 +197,15 @@ mod tests {
         );
     }
 }
+
+/// Prints one path a line on stdout; a failure to print (a full disk) is an error, not a panic
+/// as `println!` would make it.
+fn print_paths(paths: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for path in paths {
+        writeln!(out, "{}", path.display())?;
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -5,6 +5,7 @@
 
 use super::Outcome;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 /// The report script, with `{name}` fields (`{name!r}`: a Python literal).
@@ -202,13 +203,17 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     for rule in &RULES {
         written.push((rule.name, rule_script(rule, &binary)));
     }
+    let staged = nsys_lens::output::Staged::default();
+    let mut paths = Vec::new();
     for (name, text) in written {
         let path = args.dir.join(format!("{name}.py"));
-        let temp = nsys_lens::output::temporary_beside(&path)?;
-        std::fs::write(temp.path(), text)?;
-        nsys_lens::output::persist(temp, &path)?;
-        println!("{}", path.display());
+        let mut output = nsys_lens::output::Output::create(&path)?;
+        output.write_all(text.as_bytes())?;
+        staged.add(output)?;
+        paths.push(path);
     }
+    staged.commit()?;
+    super::print_paths(&paths)?;
     Ok(Outcome::Done)
 }
 

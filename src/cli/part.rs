@@ -46,6 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .unwrap_or_else(|| "part".into());
         PathBuf::from(format!("{stem}.{PART_EXTENSION}"))
     });
+    args.inputs.check_outputs(std::slice::from_ref(&path))?;
     let captures: Vec<Capture> = args
         .inputs
         .read_captures(Budget::new(args.memory_budget))?

@@ -56,17 +56,20 @@ pub struct Args {
 
 /// Writes the page.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let mut runs = vec![args.view(&args.a)?];
-    if !args.b.is_empty() {
-        runs.push(args.view(&args.b)?);
-    }
     let path = args.output.clone().unwrap_or_else(|| {
         let stem = args.a[0].file_stem().unwrap_or_default().to_os_string();
         PathBuf::from(stem).with_extension("html")
     });
-    let mut temp = nsys_lens::output::temporary_beside(&path)?;
-    temp.write_all(page(&runs).as_bytes())?;
-    nsys_lens::output::persist(temp, &path)?;
+    let outputs = [path.clone()];
+    args.inputs(&args.b).check_outputs(&outputs)?;
+    args.inputs(&args.a).check_outputs(&outputs)?;
+    let mut runs = vec![args.view(&args.a)?];
+    if !args.b.is_empty() {
+        runs.push(args.view(&args.b)?);
+    }
+    let mut output = nsys_lens::output::Output::create(&path)?;
+    output.write_all(page(&runs).as_bytes())?;
+    output.commit()?;
     if !args.quiet {
         eprintln!("wrote {}", path.display());
     }
@@ -74,16 +77,20 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 }
 
 impl Args {
-    /// One run, computed by the analysis code.
-    fn view(&self, reports: &[PathBuf]) -> anyhow::Result<RunView> {
-        let inputs = Inputs {
+    /// The inputs of one run.
+    fn inputs(&self, reports: &[PathBuf]) -> Inputs {
+        Inputs {
             reports: reports.to_vec(),
             export_dir: self.export_dir.clone(),
             quiet: self.quiet,
             align: self.align,
             threads: None,
-        };
-        let (timeline, alignment) = inputs.load_aligned()?;
+        }
+    }
+
+    /// One run, computed by the analysis code.
+    fn view(&self, reports: &[PathBuf]) -> anyhow::Result<RunView> {
+        let (timeline, alignment) = self.inputs(reports).load_aligned()?;
         let activity = Activity::new(&timeline);
         let selection = Selection {
             window: self.window.options(),

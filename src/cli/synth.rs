@@ -274,8 +274,6 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             std::fs::remove_file(export)?;
         }
     }
-    for path in written {
-        println!("{}", path.display());
-    }
+    super::print_paths(&written)?;
     Ok(Outcome::Done)
 }

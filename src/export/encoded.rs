@@ -5,7 +5,9 @@
 //! another in the plan's order, and the Paraver bodies merged by (time, task, thread).
 //!
 //! An encoded part file is [`MAGIC`], its Paraver body, its processes' Perfetto chunks, a
-//! trailer saying where each is and what it holds, the trailer's length, and [`MAGIC`] again.
+//! trailer saying where each is and what it holds, the trailer's length, [`MAGIC`] again, and
+//! the seal ([`super::seal`]): a checksum of the file, and the fingerprint of the inputs and
+//! options it was encoded from ([`fingerprint`]), which the join checks against its own.
 
 use super::Plan;
 use super::capture::Joined;
@@ -13,13 +15,14 @@ use super::codec::{Get, Got, Put};
 use super::paraver::{self, TaskNames};
 use super::perfetto::{self, Chunk};
 use super::prepare::prepare;
+use super::seal::{self, Sealing};
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// The first and last bytes of an encoded part file (format 1).
-pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x02";
+/// The first and last bytes of an encoded part file (format 3: sealed, [`super::seal`]).
+pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x03";
 
 /// Which formats a conversion writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +59,9 @@ pub fn encode(
     memory: usize,
 ) -> anyhow::Result<()> {
     let prepared = prepare(plan, part)?;
-    let temp = crate::output::temporary_beside(path)?;
-    let mut out = io::BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
+    let output = crate::output::Output::create(path)?;
+    let sealing = Sealing::new(output.file().try_clone()?);
+    let mut out = io::BufWriter::with_capacity(1 << 20, sealing);
     out.write_all(MAGIC)?;
     let mut at = MAGIC.len() as u64;
     let mut trailer = Put::default();
@@ -92,9 +96,18 @@ pub fn encode(
     out.write_all(&trailer.0)?;
     out.write_all(&(trailer.0.len() as u64).to_le_bytes())?;
     out.write_all(MAGIC)?;
-    out.flush()?;
-    drop(out);
-    crate::output::persist(temp, path)
+    let sealing = out.into_inner().map_err(|e| e.into_error())?;
+    sealing.seal(fingerprint(plan, parts, options))?.flush()?;
+    output.commit()
+}
+
+/// What an encoded part stands for: the light timeline of the whole run (not where its files
+/// lay), every part's events, and the conversion's `options`. Every step of a cluster
+/// conversion that reads the same inputs with the same options computes the same value.
+pub fn fingerprint(plan: &Plan, parts: &[Joined], options: &str) -> u64 {
+    let sizes = parts.iter().map(|p| p.events.size().0);
+    let options = super::seal::fingerprint(options.as_bytes());
+    super::part::fingerprint(plan.activity.timeline, sizes.chain([options]))
 }
 
 /// Counts the bytes written through it.
@@ -115,8 +128,9 @@ impl<W: Write> Write for Counting<W> {
     }
 }
 
-/// Reads what an encoded part file holds (its bytes stay in the file).
-pub fn read(path: &Path) -> anyhow::Result<EncodedPart> {
+/// Reads what an encoded part file holds (its bytes stay in the file), once its seal holds and
+/// says it was encoded from what the join has (`expected`, its [`fingerprint`]).
+pub fn read(path: &Path, expected: u64) -> anyhow::Result<EncodedPart> {
     let bad = |what: &str| {
         anyhow::anyhow!(
             "{}: not a complete encoded part ({what}); encode it again with \
@@ -126,13 +140,24 @@ pub fn read(path: &Path) -> anyhow::Result<EncodedPart> {
     };
     let mut file = File::open(path)
         .map_err(|e| anyhow::anyhow!("{}: cannot read the encoded part: {e}", path.display()))?;
-    let len = file.metadata()?.len();
     let mut head = [0u8; 16];
-    if len < 40 || file.read_exact(&mut head).is_err() || &head != MAGIC {
+    if file.read_exact(&mut head).is_err() || &head != MAGIC {
         return Err(bad("it does not start as one"));
     }
+    let sealed = seal::check(&file).map_err(|what| bad(&what))?;
+    anyhow::ensure!(
+        sealed.fingerprint == expected,
+        "{}: encoded from other inputs or with other options than this join's (another run, \
+         or parts changed since); encode every input again with the inputs and options of the \
+         join",
+        path.display()
+    );
+    let len = sealed.data_len;
+    if len < 40 {
+        return Err(bad("it is too short"));
+    }
     let mut tail = [0u8; 24];
-    file.seek(SeekFrom::End(-24))?;
+    file.seek(SeekFrom::Start(len - 24))?;
     file.read_exact(&mut tail)?;
     if &tail[8..] != MAGIC {
         return Err(bad("it does not end as one: was it written whole?"));

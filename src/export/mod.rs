@@ -23,6 +23,7 @@ pub mod paraver;
 pub mod part;
 pub mod perfetto;
 pub mod prepare;
+pub mod seal;
 pub mod stream;
 
 use crate::classify::payloads::NcclPayloads;
@@ -185,6 +186,17 @@ pub struct Targets {
     pub threads: usize,
 }
 
+impl Targets {
+    /// Every file the conversion writes.
+    pub fn outputs(&self) -> Vec<std::path::PathBuf> {
+        let paraver = self
+            .paraver
+            .iter()
+            .flat_map(|b| paraver::files(b, self.gzip));
+        self.perfetto.iter().cloned().chain(paraver).collect()
+    }
+}
+
 /// What a conversion wrote.
 #[derive(Debug)]
 pub struct Written {
@@ -199,6 +211,8 @@ pub struct Written {
 /// a format's trace (always for Paraver; for Perfetto with one part or one exported process),
 /// that stream runs once, on a thread of its own, and each such writer reads its groups.
 pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyhow::Result<Written> {
+    crate::output::check(&targets.outputs())?;
+    let staged = crate::output::Staged::default();
     let prepared = prepare::prepare_all(plan, parts, targets.threads)?;
     let all: Vec<&capture::Joined> = parts.iter().collect();
     let (perfetto_reads, paraver_reads) = sharing(plan, parts, targets);
@@ -217,7 +231,8 @@ pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyho
             return Ok(None);
         };
         let options = (perfetto::Options { gzip: targets.gzip }, targets.threads);
-        let written = perfetto::write(plan, parts, &prepared, path, options, perfetto_share)?;
+        let share = perfetto_share;
+        let written = perfetto::write(plan, parts, &prepared, path, options, share, &staged)?;
         Ok(Some(written))
     };
     let paraver = || -> anyhow::Result<Option<paraver::Summary>> {
@@ -228,7 +243,8 @@ pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyho
             gzip: targets.gzip,
             memory: targets.memory,
         };
-        let written = paraver::write(plan, parts, &prepared, base, options, paraver_share)?;
+        let share = paraver_share;
+        let written = paraver::write(plan, parts, &prepared, base, options, share, &staged)?;
         Ok(Some(written))
     };
     let (perfetto, paraver) = std::thread::scope(|scope| {
@@ -246,10 +262,12 @@ pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyho
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the Paraver writer panicked")));
         (perfetto, paraver)
     });
-    Ok(Written {
+    let written = Written {
         perfetto: perfetto?,
         paraver: paraver?,
-    })
+    };
+    staged.commit()?;
+    Ok(written)
 }
 
 /// Whether one stream of events covers the Perfetto trace (one part, or one exported process);

@@ -7,10 +7,13 @@
 //! and every event, each kind one sorted run, read back from the file as it is needed (a part
 //! is never loaded whole). Layout: [`MAGIC`], the length of the light section, the light
 //! section, then the runs, report by report and kind by kind, in the order the light section
-//! lists their lengths. Every number is little-endian; text is length-prefixed UTF-8.
+//! lists their lengths, then the seal ([`super::seal`]: a checksum of the whole file, and the
+//! fingerprint of its light section, which stands for the reports it was made from). Every
+//! number is little-endian; text is length-prefixed UTF-8.
 
 use super::capture::{Capture, Events, Names};
 use super::codec::{Get, Got, Put};
+use super::seal::{self, Sealing};
 use crate::input::Format;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
@@ -28,9 +31,8 @@ use std::sync::Arc;
 /// The extension `nsys-lens part` gives a part file (without its dot).
 pub const PART_EXTENSION: &str = "lens-part";
 
-/// The first bytes of every part file (format 2: MPI calls and ranks, OpenACC events, thread
-/// spans).
-pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x03";
+/// The first bytes of every part file (format 4: sealed, [`super::seal`]).
+pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x04";
 
 /// A part file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -73,14 +75,15 @@ pub fn write(captures: &[Capture], path: &Path) -> anyhow::Result<()> {
     let mut light = Put::default();
     light.u64(captures.len() as u64);
     for capture in captures {
-        put_timeline(&mut light, &capture.light);
+        put_timeline(&mut light, &capture.light, Paths::Kept);
         put_names(&mut light, &capture.events.names);
         for len in run_lengths(&capture.events) {
             light.u64(len);
         }
     }
-    let temp = crate::output::temporary_beside(path)?;
-    let mut out = io::BufWriter::with_capacity(1 << 20, temp.as_file().try_clone()?);
+    let output = crate::output::Output::create(path)?;
+    let sealing = Sealing::new(output.file().try_clone()?);
+    let mut out = io::BufWriter::with_capacity(1 << 20, sealing);
     out.write_all(MAGIC)?;
     out.write_all(&(light.0.len() as u64).to_le_bytes())?;
     out.write_all(&light.0)?;
@@ -98,9 +101,9 @@ pub fn write(captures: &[Capture], path: &Path) -> anyhow::Result<()> {
         e.metrics.write_to(&mut out)?;
         e.memory.write_to(&mut out)?;
     }
-    out.flush()?;
-    drop(out);
-    crate::output::persist(temp, path)
+    let sealing = out.into_inner().map_err(|e| e.into_error())?;
+    sealing.seal(seal::fingerprint(&light.0))?.flush()?;
+    output.commit()
 }
 
 /// How many kinds of event a capture has a run of.
@@ -134,6 +137,12 @@ pub fn read(path: &Path) -> Result<Vec<Capture>, Error> {
         path: path.to_path_buf(),
         what,
     };
+    if !is_part(path) {
+        return Err(Error::NotAPart {
+            path: path.to_path_buf(),
+        });
+    }
+    let sealed = seal::check(&file).map_err(corrupt)?;
     let mut head = [0u8; 24];
     let got = read_up_to(&mut file, &mut head).map_err(io)?;
     if got < MAGIC.len() || &head[..16] != MAGIC {
@@ -149,8 +158,8 @@ pub fn read(path: &Path) -> Result<Vec<Capture>, Error> {
         return Err(corrupt("it ends before its header".into()));
     }
     let light_len = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
-    let file_len = file.metadata().map_err(io)?.len();
-    if light_len > file_len - 24 {
+    let file_len = sealed.data_len;
+    if light_len > file_len.saturating_sub(24) {
         return Err(corrupt("the light section is longer than the file".into()));
     }
     let mut light = vec![0u8; light_len as usize];
@@ -216,9 +225,29 @@ fn sorted<T: Record>((file, offset, records): (Arc<File>, u64, u64)) -> Sorted<T
     Sorted::from_file(file, offset, records)
 }
 
+/// Whether a serialized timeline keeps its reports' paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Paths {
+    /// Kept: a part file names where its reports were read.
+    Kept,
+    /// Left out: a fingerprint stands for what was read, wherever it lay.
+    Left,
+}
+
+/// A fingerprint of what the light timeline `t` holds (not where its reports lay), and of
+/// `sizes`: what an encoded part checks its join against ([`super::encoded`]).
+pub fn fingerprint(t: &Timeline, sizes: impl IntoIterator<Item = u64>) -> u64 {
+    let mut p = Put::default();
+    put_timeline(&mut p, t, Paths::Left);
+    for size in sizes {
+        p.u64(size);
+    }
+    seal::fingerprint(&p.0)
+}
+
 /// Writes the light timeline of one report (its heavy event vectors are empty but for the NCCL
 /// kernels and their launches).
-fn put_timeline(p: &mut Put, t: &Timeline) {
+fn put_timeline(p: &mut Put, t: &Timeline, paths: Paths) {
     p.u64(t.strings.len() as u64);
     for i in 0..t.strings.len() as u32 {
         p.str(t.strings.get(StringId(i)));
@@ -226,7 +255,7 @@ fn put_timeline(p: &mut Put, t: &Timeline) {
     p.u64(t.strings.non_utf8_count());
     p.u64(t.reports.len() as u64);
     for r in &t.reports {
-        put_report(p, r);
+        put_report(p, r, paths);
     }
     p.u64(t.hosts.len() as u64);
     for h in &t.hosts {
@@ -295,8 +324,11 @@ fn put_timeline(p: &mut Put, t: &Timeline) {
     }
 }
 
-fn put_report(p: &mut Put, r: &ReportInfo) {
-    p.str(&r.path.to_string_lossy());
+fn put_report(p: &mut Put, r: &ReportInfo, paths: Paths) {
+    match paths {
+        Paths::Kept => p.str(&r.path.to_string_lossy()),
+        Paths::Left => p.str(""),
+    }
     p.u32(r.host.0);
     let m = &r.meta;
     p.opt_str(&m.product_version);
@@ -348,6 +380,8 @@ fn put_report(p: &mut Put, r: &ReportInfo) {
             Warning::UnusedGpuMetrics => (8, "", 0),
             Warning::UnendedMpiCall => (9, "", 0),
             Warning::Untranslated(kind) => (10, kind.as_str(), 0),
+            Warning::LongText => (11, "", 0),
+            Warning::DuplicateGpuOps => (12, "", 0),
         };
         p.u8(tag);
         p.str(text);
@@ -626,6 +660,8 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
             8 => Warning::UnusedGpuMetrics,
             9 => Warning::UnendedMpiCall,
             10 => Warning::Untranslated(text),
+            11 => Warning::LongText,
+            12 => Warning::DuplicateGpuOps,
             _ => continue,
         };
         warnings.add_n(warning, n);

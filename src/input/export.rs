@@ -28,6 +28,20 @@ pub const UNTRANSLATED: &str = "NSYS_LENS_UNTRANSLATED";
 /// Times above this are UTC epoch ns (after 1973), not times since a start.
 const EPOCH_NS: i64 = 100_000_000_000_000_000;
 
+/// The session start of a trace whose times count from `base` (Kineto's
+/// `baseTimeNanoseconds`, UTC ns) and whose first event is at `first`: an error naming the
+/// field when it leaves the merged clock's range (1970 to 2043), never a wrapped time.
+fn session_start(base: i64, first: i64) -> Result<i64> {
+    let limit = crate::nsys::TIME_LIMIT;
+    let start = base.checked_add(first).filter(|s| (0..limit).contains(s));
+    start.ok_or_else(|| {
+        anyhow::anyhow!(
+            "baseTimeNanoseconds = {base} (with the first event at {first} ns) is out of range \
+             (UTC ns between 1970 and 2043); the trace is corrupt"
+        )
+    })
+}
+
 use crate::nsys::tables::{KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, SYNC};
 
 /// Tables of GPU work, whose owning process is known only at the end.
@@ -333,7 +347,13 @@ impl TraceExport {
 
     /// Completes the export, translated from `source` (a file of `format`).
     pub fn finish(mut self, source: &Path, format: Format, facts: &TraceFacts) -> Result<PathBuf> {
-        let first = self.first.unwrap_or(0);
+        let Some(first) = self.first else {
+            let skipped: u64 = facts.skipped.values().sum();
+            anyhow::bail!(
+                "it holds no event nsys-lens reads ({skipped} event(s) of kinds it does not \
+                 translate): was the profiler running around the steps it should record?"
+            );
+        };
         let main = self.main_pid();
         let owner = GlobalId::encode(main, 0);
         for table in GPU_TABLES.into_iter().filter(|t| self.writer.has_table(t)) {
@@ -348,7 +368,7 @@ impl TraceExport {
             self.writer.execute(&sql, &[&first])?;
         }
         let utc = match facts.base_ns {
-            Some(base) => Some(base + first),
+            Some(base) => Some(session_start(base, first)?),
             None => (first > EPOCH_NS).then_some(first),
         };
         if let Some(utc) = utc {

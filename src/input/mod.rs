@@ -10,7 +10,7 @@
 //!
 //! Translations are cached, never beside the input: in `--export-dir` when given, else in
 //! `$NSYS_LENS_CACHE`, `$XDG_CACHE_HOME/nsys-lens` or `~/.cache/nsys-lens`, under a name keyed
-//! by the input's path, size and modification time (and the translators' source), and reused
+//! by the input's content (a fast hash of every byte) and the translators' source, and reused
 //! while those are unchanged.
 
 pub mod export;
@@ -71,8 +71,10 @@ impl Format {
     }
 }
 
-/// What `path` holds, from its first bytes: SQLite (or anything unrecognised, which the
-/// reader then rejects with its own message), Kineto JSON (plain or gzip), or an `XSpace`.
+/// What `path` holds, from its first bytes: SQLite, Kineto JSON (plain or gzip), or an
+/// `XSpace`; when the bytes say none of these, the name decides (`.json`, `.json.gz` a Kineto
+/// trace, `.pb` an `XSpace`, so that each is refused by its own reader with its own message),
+/// and anything else goes to the SQLite reader, which says what it is not.
 pub fn detect(path: &Path) -> Result<Format> {
     let mut head = Vec::with_capacity(64);
     let file =
@@ -87,11 +89,19 @@ pub fn detect(path: &Path) -> Result<Format> {
     if xplane::looks_like_xspace(&head) {
         return Ok(Format::Xplane);
     }
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase());
+    let name = name.unwrap_or_default();
+    if name.ends_with(".json") || name.ends_with(".json.gz") {
+        return Ok(Format::Kineto);
+    }
+    if name.ends_with(".pb") {
+        return Ok(Format::Xplane);
+    }
     Ok(Format::Nsys)
 }
 
 fn first_non_space(bytes: &[u8]) -> Option<u8> {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let bytes = bytes.strip_prefix(BOM).unwrap_or(bytes);
     bytes.iter().copied().find(|b| !b.is_ascii_whitespace())
 }
 
@@ -138,17 +148,57 @@ pub fn is_kineto_trace(path: &Path) -> bool {
         && (text.contains("\"schemaVersion\"") || text.contains("\"traceEvents\""))
 }
 
-/// A reader of `path`'s text, decompressed when it is gzip.
+/// A reader of `path`'s text, decompressed when it is gzip, past a UTF-8 byte-order mark, that
+/// refuses a value longer than [`crate::model::MAX_TEXT`] ([`ShortValues`]).
 fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
     let mut file = BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
     let gzip = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
-    Ok(if gzip {
+    let mut text: Box<dyn BufRead> = if gzip {
         let decoder = flate2::bufread::MultiGzDecoder::new(file);
         Box::new(BufReader::with_capacity(1 << 20, decoder))
     } else {
         Box::new(file)
-    })
+    };
+    if text.fill_buf()?.starts_with(BOM) {
+        text.consume(BOM.len());
+    }
+    let guarded = ShortValues {
+        inner: text,
+        since_quote: 0,
+    };
+    Ok(Box::new(BufReader::with_capacity(1 << 16, guarded)))
 }
+
+/// JSON text whose every string is at most [`crate::model::MAX_TEXT`] bytes: a longer run of
+/// bytes without a `"` (every string, key and event of a trace has some) is an error, so a
+/// hostile or damaged trace (one 3 GiB string in a 3 MB gzip) is refused before a parser
+/// buffers it.
+struct ShortValues<R> {
+    inner: R,
+    /// Bytes read since the last `"`.
+    since_quote: usize,
+}
+
+impl<R: Read> Read for ShortValues<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let read = &buf[..n];
+        self.since_quote = match read.iter().rposition(|&b| b == b'"') {
+            Some(last) => n - 1 - last,
+            None => self.since_quote + n,
+        };
+        if self.since_quote > crate::model::MAX_TEXT {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a value longer than 1 MiB (no trace has one: the file is damaged)",
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// The UTF-8 byte-order mark some editors and Windows tools put before JSON.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The name a trace stands for: its file name without `.gz`, `.json`, `.pb`, `.xplane`
 /// (`rank-0.json.gz` is `rank-0`).
@@ -174,17 +224,30 @@ fn cache_path(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> {
             "no cache directory for translated traces: set NSYS_LENS_CACHE or pass --export-dir",
         )?,
     };
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
     let mut hasher = FxHasher::default();
-    std::fs::canonicalize(path)
-        .unwrap_or_else(|_| path.to_path_buf())
-        .hash(&mut hasher);
-    meta.len().hash(&mut hasher);
-    meta.modified().ok().hash(&mut hasher);
+    hash_content(path, &mut hasher).with_context(|| format!("{}: cannot read", path.display()))?;
     TRANSLATORS.hash(&mut hasher);
     let name = format!("{}-{:016x}.sqlite", trace_stem(path), hasher.finish());
     Ok(dir.join(name))
+}
+
+/// Feeds every byte of `path`, and its length, to `hasher`: a trace edited in place keeps no
+/// stale translation, whatever its size and modification time say, and a copy elsewhere reuses
+/// its translation.
+fn hash_content(path: &Path, hasher: &mut FxHasher) -> std::io::Result<()> {
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut len = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.write(&buf[..n]);
+        len += n as u64;
+    }
+    hasher.write_u64(len);
+    Ok(())
 }
 
 /// `$NSYS_LENS_CACHE`, else `$XDG_CACHE_HOME/nsys-lens`, else `~/.cache/nsys-lens`.

@@ -84,6 +84,7 @@ impl Timeline {
             timeline.append(part?)?;
         }
         timeline.sort_events();
+        timeline.warn_duplicate_gpu_ops();
         Ok(timeline)
     }
 
@@ -509,6 +510,7 @@ impl<S: Sink> Builder<S> {
         let mut warnings = report.warnings().clone();
         let mut span = Span::default();
         let non_utf8_before = strings.non_utf8_count();
+        let cut_before = strings.cut_count();
         let mut resolver = report.strings(strings)?;
         let source = Source {
             report,
@@ -535,6 +537,7 @@ impl<S: Sink> Builder<S> {
             Warning::NonUtf8Text,
             strings.non_utf8_count() - non_utf8_before,
         );
+        warnings.add_n(Warning::LongText, strings.cut_count() - cut_before);
         self.timeline.reports.push(ReportInfo {
             path: report.input_path().to_path_buf(),
             host,
@@ -1029,6 +1032,38 @@ fn check_unique_processes(timeline: &Timeline, id: ReportId) -> Result<()> {
 }
 
 impl Timeline {
+    /// Counts, per report, the kernels, copies and sets that repeat the one before them in
+    /// every field (a duplicated row: a damaged or twice-merged export), in a warning: they
+    /// are kept as the file has them, but their time counts twice.
+    fn warn_duplicate_gpu_ops(&mut self) {
+        let mut per_report = vec![0u64; self.reports.len()];
+        let streams = |t: &Timeline| {
+            let kernels = t
+                .kernels
+                .windows(2)
+                .filter(|w| w[0] == w[1])
+                .map(|w| w[0].stream);
+            let memcpys = t
+                .memcpys
+                .windows(2)
+                .filter(|w| w[0] == w[1])
+                .map(|w| w[0].stream);
+            let memsets = t
+                .memsets
+                .windows(2)
+                .filter(|w| w[0] == w[1])
+                .map(|w| w[0].stream);
+            kernels.chain(memcpys).chain(memsets).collect::<Vec<_>>()
+        };
+        for stream in streams(self) {
+            let process = self.streams[stream.index()].process;
+            per_report[self.processes[process.index()].report.index()] += 1;
+        }
+        for (report, n) in self.reports.iter_mut().zip(per_report) {
+            report.warnings.add_n(Warning::DuplicateGpuOps, n);
+        }
+    }
+
     /// Sorts every event vector by time (and a total tie-break, so the order is deterministic).
     pub(crate) fn sort_events(&mut self) {
         let t = self;

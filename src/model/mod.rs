@@ -23,7 +23,7 @@ pub use events::{
     ACC_EVENT_KINDS, AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset,
     MetricSample, MpiCall, MpiTable, NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
 };
-pub use strings::{StringId, StringTable};
+pub use strings::{MAX_TEXT, StringId, StringTable};
 
 /// A time in nanoseconds on the merged clock (signed: NVTX ranges can open before the capture).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -27,13 +27,20 @@ impl StringId {
 pub struct StringTable {
     set: IndexSet<Box<str>, FxBuildHasher>,
     non_utf8: u64,
+    /// Texts cut to [`MAX_TEXT`] bytes.
+    cut: u64,
 }
+
+/// The longest text kept, bytes: a name or NVTX text is short, so a longer one is damage or
+/// hostility, and is cut ([`StringTable::cut_count`]).
+pub const MAX_TEXT: usize = 1 << 20;
 
 impl Default for StringTable {
     fn default() -> Self {
         let mut table = StringTable {
             set: IndexSet::default(),
             non_utf8: 0,
+            cut: 0,
         };
         table.intern("");
         table
@@ -51,8 +58,20 @@ impl StringTable {
     }
 
     /// Interns raw bytes from an export: valid UTF-8 is taken as it is, anything else is decoded
-    /// lossily (invalid sequences become U+FFFD) and counted in [`StringTable::non_utf8_count`].
+    /// lossily (invalid sequences become U+FFFD) and counted in [`StringTable::non_utf8_count`];
+    /// past [`MAX_TEXT`] bytes the text is cut (at a character's start) and counted in
+    /// [`StringTable::cut_count`].
     pub fn intern_bytes(&mut self, bytes: &[u8]) -> StringId {
+        let bytes = if bytes.len() > MAX_TEXT {
+            self.cut += 1;
+            let head = &bytes[..MAX_TEXT];
+            match std::str::from_utf8(head) {
+                Err(e) if e.error_len().is_none() => &head[..e.valid_up_to()],
+                _ => head,
+            }
+        } else {
+            bytes
+        };
         match std::str::from_utf8(bytes) {
             Ok(text) => self.intern(text),
             Err(_) => {
@@ -92,6 +111,11 @@ impl StringTable {
     /// Whether the table holds only the empty string.
     pub fn is_empty(&self) -> bool {
         self.set.len() <= 1
+    }
+
+    /// How many interned texts were cut to [`MAX_TEXT`] bytes.
+    pub fn cut_count(&self) -> u64 {
+        self.cut
     }
 
     /// How many interned byte strings were not valid UTF-8.

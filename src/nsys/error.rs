@@ -42,9 +42,7 @@ pub enum Error {
         reason: String,
     },
     /// The events being sorted could not be written to temporary files.
-    #[error(
-        "{path}: cannot write the events being sorted to temporary files: {cause} (is the temporary directory, $TMPDIR or /tmp, full? --memory-budget keeps more in memory)"
-    )]
+    #[error("{path}: cannot sort its events: {cause}")]
     Spill {
         /// The input being read.
         path: PathBuf,
@@ -100,6 +98,18 @@ pub enum Error {
         column: &'static str,
         /// What is wrong with it.
         problem: String,
+    },
+    /// A clock value no capture can have.
+    #[error("{path}: {field} = {value} is out of range ({expected}); the file is corrupt")]
+    OutOfRange {
+        /// The input.
+        path: PathBuf,
+        /// The table and column.
+        field: &'static str,
+        /// The value read.
+        value: i64,
+        /// What it must be.
+        expected: &'static str,
     },
     /// An interval ends before it starts.
     #[error("{path}: {table} row {row}: end {end} is before start {start}")]

@@ -25,7 +25,9 @@ mod warnings;
 
 pub use chunks::{CHUNK_ROWS, Chunking};
 pub use error::{Error, Result};
-pub use events::{ApiRow, Clock, GpuOpRow, GraphRow, KernelRow, MemcpyRow, MemsetRow, SyncRow};
+pub use events::{
+    ApiRow, Clock, GpuOpRow, GraphRow, KernelRow, MemcpyRow, MemsetRow, SyncRow, TIME_LIMIT,
+};
 pub use ids::GlobalId;
 pub use memory::MemoryRow;
 pub use metrics::MetricRow;

@@ -20,23 +20,48 @@ pub fn resolve_input(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> 
     if !is_nsys_rep(path) {
         return Ok(path.to_path_buf());
     }
-    let fail = |message: String| Error::Export {
+    let io = |cause| Error::Io {
         path: path.to_path_buf(),
-        message,
+        cause,
     };
-    let rep_time = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            cause: source,
-        })?;
+    // Commands run at once on one report share one export: the first exports while the
+    // others wait on this lock (advisory, on the report itself, which stays unchanged), then
+    // find its export fresh.
+    let report = std::fs::File::open(path).map_err(io)?;
+    lock(&report).map_err(io)?;
+    let rep_time = report.metadata().and_then(|m| m.modified()).map_err(io)?;
     let cache = cache_path(path, export_dir);
     let fresh = std::fs::metadata(&cache)
         .and_then(|m| m.modified())
         .is_ok_and(|t| t >= rep_time);
-    if fresh {
-        return Ok(cache);
+    if !fresh {
+        export(path, &cache)?;
     }
+    Ok(cache)
+}
+
+/// Holds an exclusive advisory lock on `file` until it is closed.
+fn lock(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: the descriptor is open for the duration of the call.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+/// Runs `nsys export` of the report at `path` into `cache`, through a temporary file of a name
+/// of its own (so that an interrupted export never leaves a cache that looks complete).
+fn export(path: &Path, cache: &Path) -> Result<()> {
+    let fail = |message: String| Error::Export {
+        path: path.to_path_buf(),
+        message,
+    };
     let command = format!(
         "nsys export --type=sqlite --force-overwrite=true --output={} {}",
         cache.display(),
@@ -47,35 +72,42 @@ pub fn resolve_input(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> 
             "nsys is not on PATH, so the report cannot be exported here; export it where nsys is installed with:\n    {command}\nthen pass the .sqlite file"
         )));
     };
-    // nsys writes where it is told; export to a temporary name and rename, so that an interrupted
-    // export never leaves a cache that looks complete.
-    let partial = cache.with_extension("nsys-lens-partial.sqlite");
-    crate::output::register(&partial);
-    let status = Command::new(nsys)
+    let dir = match cache.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let (partial, file) =
+        crate::output::cleanup::Temporary::new(dir, ".sqlite").map_err(|cause| Error::Io {
+            path: dir.to_path_buf(),
+            cause,
+        })?;
+    drop(file);
+    let child = Command::new(nsys)
         .arg("export")
         .arg("--type=sqlite")
         .arg("--force-overwrite=true")
-        .arg(flag("--output=", &partial))
+        .arg(flag("--output=", partial.path()))
         .arg(path)
-        .status()
-        .map_err(|e| {
-            fail(format!(
-                "running nsys failed: {e}; run by hand:\n    {command}"
-            ))
-        })?;
-    if !status.success() || !partial.is_file() {
-        let _ = std::fs::remove_file(&partial);
+        .spawn();
+    let mut child = child.map_err(|e| {
+        fail(format!(
+            "running nsys failed: {e}; run by hand:\n    {command}"
+        ))
+    })?;
+    crate::output::cleanup::register_child(child.id());
+    let status = child.wait();
+    crate::output::cleanup::forget_child(child.id());
+    let status = status.map_err(|e| fail(format!("nsys did not finish: {e}")))?;
+    let exported = std::fs::metadata(partial.path()).is_ok_and(|m| m.len() > 0);
+    if !status.success() || !exported {
         return Err(fail(format!(
             "`nsys export` failed ({status}); run by hand to see why:\n    {command}"
         )));
     }
-    let renamed = std::fs::rename(&partial, &cache);
-    crate::output::unregister(&partial);
-    renamed.map_err(|source| Error::Io {
-        path: cache.clone(),
-        cause: source,
-    })?;
-    Ok(cache)
+    partial.persist(cache).map_err(|cause| Error::Io {
+        path: cache.to_path_buf(),
+        cause,
+    })
 }
 
 /// `<dir>/<stem>.sqlite` where `<dir>` is `export_dir` or the report's own directory.

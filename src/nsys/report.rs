@@ -329,6 +329,9 @@ impl Report {
         Ok(false)
     }
 
+    /// The session start (UTC epoch ns) and its text; a start outside the merged clock's range
+    /// (1970 to 2043, [`super::events::TIME_LIMIT`]) is refused, as every time of the report
+    /// would be shifted by it.
     fn session_start(&self) -> Result<(Option<i64>, Option<String>)> {
         const COLUMNS: &[Column] = &[req("utcEpochNs"), opt("utcTime")];
         let mut found = (None, None);
@@ -336,6 +339,16 @@ impl Report {
             found = (f.opt_int()?, f.opt_bytes()?.map(|b| lossy(Some(b))));
             Ok(())
         })?;
+        if let Some(start) = found.0
+            && !(0..super::events::TIME_LIMIT).contains(&start)
+        {
+            return Err(Error::OutOfRange {
+                path: self.path.clone(),
+                field: "TARGET_INFO_SESSION_START_TIME.utcEpochNs",
+                value: start,
+                expected: "UTC ns between 1970 and 2043",
+            });
+        }
         Ok(found)
     }
 
@@ -502,16 +515,16 @@ fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// A path as the path part of a SQLite `file:` URI: `%`, `?` and `#` percent-encoded.
+/// A path as the path part of a SQLite `file:` URI: `%`, `?`, `#` and every byte outside
+/// ASCII percent-encoded, so that a name that is not UTF-8 reaches SQLite byte for byte.
 fn uri_path(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '%' => out.push_str("%25"),
-            '?' => out.push_str("%3f"),
-            '#' => out.push_str("%23"),
-            c => out.push(c),
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'%' | b'?' | b'#' | 0x80.. => out.push_str(&format!("%{b:02x}")),
+            b => out.push(char::from(b)),
         }
     }
     out

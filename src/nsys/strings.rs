@@ -71,6 +71,10 @@ impl DeferredName {
     }
 }
 
+/// One `StringIds` value, at most one byte past [`crate::model::MAX_TEXT`] (so that a huge value
+/// never enters memory, and the interner still sees that it is too long).
+const LOOKUP: &str = "SELECT substr(CAST(value AS BLOB), 1, 1048577) FROM StringIds WHERE id = ?1";
+
 impl<'r> StringResolver<'r> {
     /// Prepares lookups into the report's `StringIds` (an export without one resolves nothing).
     pub(crate) fn new(
@@ -81,7 +85,7 @@ impl<'r> StringResolver<'r> {
     ) -> Result<StringResolver<'r>> {
         let lookup = if has_string_ids {
             Some(
-                conn.prepare_cached("SELECT CAST(value AS BLOB) FROM StringIds WHERE id = ?1")
+                conn.prepare_cached(LOOKUP)
                     .map_err(|source| Error::Sqlite {
                         path: path.to_path_buf(),
                         table: "StringIds".into(),

@@ -22,6 +22,10 @@ pub enum Warning {
     UnknownNvtxType(i64),
     /// Text that is not valid UTF-8 (decoded with U+FFFD).
     NonUtf8Text,
+    /// Text over [`crate::model::MAX_TEXT`] bytes, cut.
+    LongText,
+    /// Kernels, copies or sets that repeat another row in every field.
+    DuplicateGpuOps,
     /// Rows without a `globalPid`, attributed to the report's main process.
     MissingGlobalPid(&'static str),
     /// GPU metric series of a GPU no process of the report used: read, but on no rank.
@@ -61,6 +65,15 @@ impl Warning {
             Warning::NonUtf8Text => write!(
                 f,
                 "{count} text value(s) are not valid UTF-8: shown with U+FFFD"
+            ),
+            Warning::DuplicateGpuOps => write!(
+                f,
+                "{count} kernel, copy or set row(s) repeat the row before them in every field (a \
+                 damaged or twice-merged export): kept, so their time counts twice"
+            ),
+            Warning::LongText => write!(
+                f,
+                "{count} text value(s) over 1 MiB (a damaged export?): cut to their first MiB"
             ),
             Warning::UnusedGpuMetrics => write!(
                 f,

@@ -48,16 +48,15 @@ pub fn write(exports: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// One rank's JSON being written.
 struct RankFile {
-    out: BufWriter<tempfile::NamedTempFile>,
+    out: BufWriter<crate::output::Output>,
     path: PathBuf,
     first: bool,
 }
 
 impl RankFile {
     fn create(path: &Path) -> Result<RankFile> {
-        let temp = crate::output::temporary_beside(path)?;
         Ok(RankFile {
-            out: BufWriter::new(temp),
+            out: BufWriter::new(crate::output::Output::create(path)?),
             path: path.to_path_buf(),
             first: true,
         })
@@ -104,8 +103,8 @@ impl RankFile {
 
     fn finish(mut self) -> Result<PathBuf> {
         self.out.write_all(b"\n]}\n")?;
-        let temp = self.out.into_inner().map_err(|e| e.into_error())?;
-        crate::output::persist(temp, &self.path)?;
+        let output = self.out.into_inner().map_err(|e| e.into_error())?;
+        output.commit()?;
         Ok(self.path)
     }
 }

@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 use indexmap::IndexSet;
 use rusqlite::{Connection, ToSql};
 use std::path::{Path, PathBuf};
-use tempfile::NamedTempFile;
 
 /// NVTX push/pop range (`ENUM_NSYS_EVENT_TYPE`).
 pub const NVTX_PUSH_POP: i64 = 59;
@@ -18,7 +17,7 @@ pub const NVTX_PUSH_POP: i64 = 59;
 /// A node's export being written.
 pub struct ExportWriter {
     conn: Connection,
-    temp: NamedTempFile,
+    output: crate::output::Output,
     path: PathBuf,
     strings: IndexSet<String, FxBuildHasher>,
     created: FxHashSet<&'static str>,
@@ -28,12 +27,17 @@ pub struct ExportWriter {
 impl ExportWriter {
     /// Starts an export that will be renamed to `path` by [`ExportWriter::finish`].
     pub fn create(path: &Path) -> Result<ExportWriter> {
-        let temp = crate::output::temporary_beside(path)?;
-        let conn = Connection::open(temp.path())?;
+        let output = crate::output::Output::create_with(path, ".sqlite")?;
+        anyhow::ensure!(
+            output.is_file(),
+            "{}: an export is a SQLite file; name a file, not a device",
+            path.display()
+        );
+        let conn = Connection::open(output.path())?;
         conn.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;")?;
         Ok(ExportWriter {
             conn,
-            temp,
+            output,
             path: path.to_path_buf(),
             strings: IndexSet::default(),
             created: FxHashSet::default(),
@@ -198,7 +202,7 @@ impl ExportWriter {
         self.write_enums()?;
         self.conn.execute_batch("COMMIT;")?;
         drop(self.conn);
-        crate::output::persist(self.temp, &self.path)?;
+        self.output.commit()?;
         Ok(self.path)
     }
 }

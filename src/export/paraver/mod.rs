@@ -21,6 +21,7 @@ use super::capture::Joined;
 use super::prepare::Prepared;
 use super::stream::Shared;
 use crate::model::ACC_EVENT_KINDS;
+use crate::output::{Background, Output, Staged};
 use crate::report::utc_iso;
 use layout::{GpuName, Layout};
 use std::cmp::Reverse;
@@ -56,7 +57,8 @@ pub struct Summary {
     pub warnings: Vec<String>,
 }
 
-/// Writes `base.prv[.gz]`, `base.pcf` and `base.row`, each under a temporary name first: the
+/// Writes `base.prv[.gz]`, `base.pcf` and `base.row`, each under a temporary name renamed when
+/// `staged` commits (see [`crate::output`]): the
 /// plan's processes, from the joined captures `parts` and what was `prepared` for each; their
 /// events come from `shared` when given (a stream over all `parts` run elsewhere).
 pub fn write(
@@ -66,6 +68,7 @@ pub fn write(
     base: &Path,
     options: Options,
     shared: Option<Shared>,
+    staged: &Staged,
 ) -> anyhow::Result<Summary> {
     let nodes = layout::nodes(plan).1;
     let tasks: Vec<TaskNames> = prepared
@@ -80,7 +83,7 @@ pub fn write(
     let layout = Layout::new(plan, tasks, end, parts);
     let all: Vec<&Joined> = parts.iter().collect();
     let values = &layout.values;
-    write_files(plan, &layout, base, options, |out| {
+    write_files(plan, &layout, (base, staged), options, |out| {
         let out = (out, options.memory);
         let (_, counts, used) = records::write_body(plan, &all, prepared, values, out, shared)?;
         Ok((counts, used))
@@ -133,13 +136,15 @@ pub fn encode_part<W: Write + Send>(
 }
 
 /// Writes the Paraver files from the bodies of every part, each encoded apart
-/// ([`encode_part`]): the bodies merged in time order.
+/// ([`encode_part`]): the bodies merged in time order; renamed into place when `staged`
+/// commits.
 pub fn write_merged(
     plan: &Plan,
     parts: &[Joined],
     bodies: Vec<(Encoded, Box<dyn BufRead + Send>)>,
     base: &Path,
     options: Options,
+    staged: &Staged,
 ) -> anyhow::Result<Summary> {
     let mut tasks: Vec<Option<TaskNames>> = vec![None; plan.exported.len()];
     let mut end = None::<i64>;
@@ -164,30 +169,31 @@ pub fn write_merged(
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let layout = Layout::new(plan, tasks, end, parts);
-    write_files(plan, &layout, base, options, |out| {
+    write_files(plan, &layout, (base, staged), options, |out| {
         merge_bodies(readers, out)?;
         Ok((counts, used.clone()))
     })
 }
 
-/// Writes the `.prv` (its header, then `body`), the `.pcf` and the `.row`.
+/// Writes the `.prv` (its header, then `body`), the `.pcf` and the `.row` of `base`, staged
+/// together.
 fn write_files(
     plan: &Plan,
     layout: &Layout,
-    base: &Path,
+    (base, staged): (&Path, &Staged),
     options: Options,
     body: impl FnOnce(&mut (dyn Write + Send)) -> io::Result<(Counts, Used)>,
 ) -> anyhow::Result<Summary> {
-    let prv = path_with(base, if options.gzip { "prv.gz" } else { "prv" });
-    let temp = crate::output::temporary_beside(&prv)?;
-    let mut out = crate::output::Background::new(temp.as_file().try_clone()?, options.gzip)?;
+    let [prv, pcf_path, row_path] = files(base, options.gzip);
+    let output = Output::create(&prv)?;
+    let mut out = Background::new(output.file().try_clone()?, options.gzip)?;
     out.write_all((header(plan, layout) + &provenance(plan)).as_bytes())?;
     let (counts, used) = body(&mut out)?;
     out.finish()?;
-    let bytes = temp.as_file().metadata()?.len();
-    write_text(&path_with(base, "pcf"), &pcf(layout, &used))?;
-    write_text(&path_with(base, "row"), &row(layout))?;
-    crate::output::persist(temp, &prv)?;
+    let bytes = output.file().metadata()?.len();
+    staged.add(write_text(&pcf_path, &pcf(layout, &used))?)?;
+    staged.add(write_text(&row_path, &row(layout))?)?;
+    staged.add(output)?;
     Ok(Summary {
         prv,
         bytes,
@@ -257,15 +263,28 @@ fn digits(field: &[u8]) -> Option<u64> {
     })
 }
 
-/// `base.ext`.
-fn path_with(base: &Path, ext: &str) -> PathBuf {
-    PathBuf::from(format!("{}.{ext}", base.display()))
+/// The files of the trace at `base`: `.prv` (`.prv.gz` when gzipped), `.pcf` and `.row`; all
+/// `base` itself when that is written in place ([`crate::output::is_stream`]).
+pub fn files(base: &Path, gzip: bool) -> [PathBuf; 3] {
+    if crate::output::is_stream(base) {
+        return [0; 3].map(|_| base.to_path_buf());
+    }
+    [if gzip { "prv.gz" } else { "prv" }, "pcf", "row"].map(|ext| path_with(base, ext))
 }
 
-fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mut temp = crate::output::temporary_beside(path)?;
-    temp.write_all(text.as_bytes())?;
-    crate::output::persist(temp, path)
+/// `base.ext` (a name that is not UTF-8 kept as it is).
+fn path_with(base: &Path, ext: &str) -> PathBuf {
+    let mut name = base.as_os_str().to_os_string();
+    name.push(".");
+    name.push(ext);
+    PathBuf::from(name)
+}
+
+/// `path` written with `text`, to be staged.
+fn write_text(path: &Path, text: &str) -> anyhow::Result<Output> {
+    let mut output = Output::create(path)?;
+    output.write_all(text.as_bytes())?;
+    Ok(output)
 }
 
 /// `#Paraver (dd/mm/YYYY at HH:MM):END_ns:NODES(1,...):1:TASKS(threads:node,...)`; the date is
@@ -326,7 +345,7 @@ fn row(layout: &Layout) -> String {
     let mut level = |name: &str, items: &[String]| {
         let _ = writeln!(out, "LEVEL {name} SIZE {}", items.len());
         for item in items {
-            let _ = writeln!(out, "{item}");
+            let _ = writeln!(out, "{}", no_breaks(item));
         }
         out.push('\n');
     };
@@ -517,13 +536,18 @@ fn block(out: &mut String, ty: u32, label: &str, values: &[(u32, &str)]) {
     out.push('\n');
 }
 
+/// `text` with every control character (a line break, a tab) made a space: Paraver's files
+/// are read line by line, so a name with a line break would break them.
+fn no_breaks(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 /// Labels are one line each in the `.pcf`, without control characters (NUL included), and
 /// never empty (a value line needs a label).
 fn one_line(text: &str) -> String {
-    let line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let line = no_breaks(text);
     if line.trim().is_empty() {
         "(unnamed)".to_string()
     } else {

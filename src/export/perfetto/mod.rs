@@ -26,6 +26,7 @@ use super::Plan;
 use super::capture::Joined;
 use super::prepare::Prepared;
 use super::stream::{Events, Shared};
+use crate::output::{Background, Output, Staged};
 use protos::{TrackDescriptor, track_descriptor::ProcessOrdering};
 use sequence::{Arg, Category, Name, PacketStream, Sequence, Texts, Value};
 use std::io::{self, BufWriter, Write};
@@ -114,7 +115,8 @@ pub struct Summary {
     pub counts: Counts,
 }
 
-/// Writes the trace of `plan` to `path` (under a temporary name, renamed when complete). `parts`
+/// Writes the trace of `plan` to `path` (under a temporary name, renamed when `staged` commits;
+/// see [`crate::output`]). `parts`
 /// are the joined captures, `prepared` what [`super::prepare`] found for every exported process,
 /// `threads` how many parts are encoded at once. With one exported process its chunk is encoded
 /// straight into the file; otherwise each part is encoded into one temporary file per process,
@@ -128,8 +130,9 @@ pub fn write(
     path: &Path,
     (options, threads): (Options, usize),
     shared: Option<Shared>,
+    staged: &Staged,
 ) -> anyhow::Result<Summary> {
-    write_file(path, options, |out| {
+    write_file(path, options, staged, |out| {
         let mut stream = PacketStream::new(out);
         let mut counts = head(plan, &mut stream)?;
         if plan.exported.len() != 1 {
@@ -159,14 +162,15 @@ pub fn write(
 }
 
 /// Writes the trace of `plan` from its processes' chunks encoded elsewhere (every exported
-/// process's, in the plan's order).
+/// process's, in the plan's order), renamed into place when `staged` commits.
 pub fn write_chunks(
     plan: &Plan,
     chunks: Vec<Chunk>,
     path: &Path,
     options: Options,
+    staged: &Staged,
 ) -> anyhow::Result<Summary> {
-    write_file(path, options, |out| {
+    write_file(path, options, staged, |out| {
         let mut stream = PacketStream::new(out);
         let counts = head(plan, &mut stream)?;
         append(stream, counts, chunks)
@@ -174,18 +178,19 @@ pub fn write_chunks(
 }
 
 /// Writes `path` (gzipped with `options.gzip`) under a temporary name with `body`, which
-/// returns the bytes it wrote and what they hold.
+/// returns the bytes it wrote and what they hold; the file joins `staged`.
 fn write_file(
     path: &Path,
     options: Options,
+    staged: &Staged,
     body: impl FnOnce(&mut dyn Write) -> anyhow::Result<(u64, Counts)>,
 ) -> anyhow::Result<Summary> {
-    let temp = crate::output::temporary_beside(path)?;
-    let mut out = crate::output::Background::new(temp.as_file().try_clone()?, options.gzip)?;
+    let output = Output::create(path)?;
+    let mut out = Background::new(output.file().try_clone()?, options.gzip)?;
     let (trace_bytes, counts) = body(&mut out)?;
     out.finish()?;
-    let bytes = temp.as_file().metadata()?.len();
-    crate::output::persist(temp, path)?;
+    let bytes = output.file().metadata()?.len();
+    staged.add(output)?;
     Ok(Summary {
         path: path.to_path_buf(),
         bytes,
@@ -256,7 +261,7 @@ pub fn encode_part(
     shared: Option<Shared>,
 ) -> io::Result<Vec<(usize, Chunk)>> {
     let encoded = encode(plan, &[part], prepared, shared, |_| {
-        let file = tempfile::tempfile()?;
+        let file = crate::spill::temporary_file()?;
         Ok(PacketStream::new(BufWriter::with_capacity(1 << 18, file)))
     })?;
     let mut chunks = Vec::new();
