@@ -167,6 +167,18 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     }
 }
 
+/// Prints one path a line on stdout; a failure to print (a full disk) is an error, not a panic
+/// as `println!` would make it.
+fn print_paths(paths: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for path in paths {
+        writeln!(out, "{}", path.display())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,16 +208,4 @@ mod tests {
             "nsys-lens compare a -- ./-odd"
         );
     }
-}
-
-/// Prints one path a line on stdout; a failure to print (a full disk) is an error, not a panic
-/// as `println!` would make it.
-fn print_paths(paths: &[std::path::PathBuf]) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    for path in paths {
-        writeln!(out, "{}", path.display())?;
-    }
-    out.flush()?;
-    Ok(())
 }
