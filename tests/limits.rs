@@ -267,3 +267,73 @@ fn a_name_that_is_not_utf8_opens() {
     let written = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(written, 5, "the input and four outputs");
 }
+
+#[test]
+fn a_name_with_a_line_break_keeps_the_row_file_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = kineto_trace(dir.path());
+    let named = dir.path().join("rank\n0.json");
+    std::fs::rename(&trace, &named).unwrap();
+    let base = dir.path().join("out");
+    let args = [
+        "convert",
+        "-q",
+        "--to",
+        "paraver",
+        "-o",
+        base.to_str().unwrap(),
+        named.to_str().unwrap(),
+    ];
+    let done = with_cache(&dir.path().join("cache"), &args);
+    assert!(done.status.success(), "{}", texts(&done).1);
+    let row = std::fs::read_to_string(base.with_extension("row")).unwrap();
+    let mut lines = row.lines();
+    while let Some(line) = lines.next() {
+        if line.is_empty() {
+            continue;
+        }
+        let size: usize = line
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("{line:?}: {row}"));
+        for _ in 0..size {
+            let item = lines.next().unwrap();
+            assert!(!item.is_empty(), "{row}");
+        }
+        assert_eq!(lines.next(), Some(""), "{row}");
+    }
+    assert!(row.contains("rank 0"), "{row}");
+}
+
+#[test]
+fn more_inputs_than_the_soft_open_file_limit_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("run");
+    std::fs::create_dir(&inputs).unwrap();
+    for i in 0..80 {
+        let copy = inputs.join(format!("node{i:03}.sqlite"));
+        std::fs::copy(fixture(NODE0), &copy).unwrap();
+        let db = rusqlite::Connection::open(&copy).unwrap();
+        let sql = "UPDATE TARGET_INFO_SYSTEM_ENV SET value = ?1 WHERE name = 'Hostname'";
+        db.execute(sql, [format!("host{i:03}")]).unwrap();
+    }
+    let binary = env!("CARGO_BIN_EXE_nsys-lens");
+    let script = format!(
+        "ulimit -Sn 48 && exec {binary} info -q {}",
+        inputs.display()
+    );
+    let done = Command::new("bash").args(["-c", &script]).output().unwrap();
+    let err = texts(&done).1;
+    if err.contains("ulimit") {
+        crate::util::skipped("cannot lower the soft open-file limit here");
+        return;
+    }
+    assert!(done.status.success(), "{err}");
+    assert!(
+        texts(&done).0.contains("80 report(s)"),
+        "{}",
+        texts(&done).0
+    );
+}
