@@ -268,6 +268,28 @@ pub fn kernels(
     families: &Families,
     steps: Option<usize>,
 ) -> anyhow::Result<Output> {
+    let breakdowns = breakdowns(timeline, selection, families, steps)?;
+    Ok(report::kernels_output(timeline, &breakdowns))
+}
+
+/// `kernels --unclassified`: the kernels no family names, by name, per rank, with their share
+/// of the rank's kernel time.
+pub fn unclassified(
+    timeline: &Timeline,
+    selection: &Selection,
+    families: &Families,
+) -> anyhow::Result<Output> {
+    let breakdowns = breakdowns(timeline, selection, families, None)?;
+    Ok(report::unclassified_output(timeline, &breakdowns))
+}
+
+/// Each selected rank's kernel breakdown over its window, measured over the steps inside it.
+fn breakdowns(
+    timeline: &Timeline,
+    selection: &Selection,
+    families: &Families,
+    steps: Option<usize>,
+) -> anyhow::Result<Vec<RankBreakdown>> {
     let activity = Activity::new(timeline);
     let windows = selection.windows(&activity)?;
     let anchor = selection.window.anchor_regex()?;
@@ -304,7 +326,7 @@ pub fn kernels(
             }
         })
         .collect();
-    Ok(report::kernels_output(timeline, &breakdowns))
+    Ok(breakdowns)
 }
 
 /// How many of a rank's longest gaps `idle` lists.

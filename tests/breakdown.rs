@@ -61,8 +61,8 @@ fn worked_step() -> Scenario {
 
 #[test]
 fn kernels_split_the_step_into_families_idle_and_concurrency() {
-    // Families: gemm_fp32_tf32 3000; attention 2000; elementwise_reduction 500 + 1000 + 95 =
-    // 1595 (3 kernels); nccl:SendRecv 800; nccl:AllReduce 500. Sum 7895. Union of everything:
+    // Families: gemm_fp32_tf32 3000; attention_fwd 2000; elementwise 500 + 1000 = 1500 (2
+    // kernels); reduction 95; nccl:SendRecv 800; nccl:AllReduce 500. Sum 7895. Union of everything:
     // [2000, 6800] 4800 + [7000, 8000] 1000 + [8005, 8100] 95 + [9000, 9500] 500 = 6395. So
     // idle = 10000 - 6395 = 3605, concurrency excess = 7895 - 6395 = 1500 (flash overlaps the
     // GEMM by 1000 and the elementwise kernel by 500), step - kernel = 2105 = 3605 - 1500.
@@ -77,8 +77,9 @@ fn kernels_split_the_step_into_families_idle_and_concurrency() {
     };
     let expected = [
         ("gemm_fp32_tf32", 1, 3000),
-        ("attention", 1, 2000),
-        ("elementwise_reduction", 3, 1595),
+        ("attention_fwd", 1, 2000),
+        ("elementwise", 2, 1500),
+        ("reduction", 1, 95),
         ("nccl:SendRecv", 1, 800),
         ("nccl:AllReduce", 1, 500),
     ];

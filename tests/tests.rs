@@ -34,6 +34,7 @@ mod roles;
 mod scenario;
 mod streaming;
 mod synth;
+mod taxonomy;
 mod threads;
 mod util;
 mod xplane;

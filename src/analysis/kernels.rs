@@ -5,7 +5,7 @@
 
 use super::IntervalSet;
 use crate::classify::Activity;
-use crate::classify::families::{CUDA_GRAPH, FamilyCache, MEMCPY, MEMSET};
+use crate::classify::families::{CUDA_GRAPH, FamilyCache, MEMCPY, MEMSET, OTHER};
 use crate::classify::streams::clip;
 use crate::model::ProcessId;
 use std::collections::BTreeMap;
@@ -16,6 +16,17 @@ pub struct FamilyTime {
     /// Family name.
     pub family: String,
     /// Operations.
+    pub kernels: u64,
+    /// Summed duration inside the window, ns.
+    pub time_ns: i64,
+}
+
+/// Kernels of one name that no family rule names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unclassified {
+    /// The kernels' short name.
+    pub name: String,
+    /// How many.
     pub kernels: u64,
     /// Summed duration inside the window, ns.
     pub time_ns: i64,
@@ -34,6 +45,8 @@ pub struct RankKernels {
     pub idle_ns: i64,
     /// `kernel_ns` minus the union of GPU operations, ns.
     pub concurrency_excess_ns: i64,
+    /// The kernels of family [`OTHER`] by name, longest first.
+    pub unclassified: Vec<Unclassified>,
 }
 
 impl RankKernels {
@@ -60,11 +73,20 @@ pub fn rank_kernels(
             spans.push((s, e));
         }
     };
+    let mut other: BTreeMap<&str, (u64, i64)> = BTreeMap::new();
     for k in activity.kernels(process) {
-        let span = clip((k.start.0, k.end.0), window);
-        if span.is_some() {
-            add(families.kernel(k.short_name), span);
+        let Some((s, e)) = clip((k.start.0, k.end.0), window) else {
+            continue;
+        };
+        let family = families.kernel(k.short_name, k.name);
+        if family == OTHER {
+            let entry = other
+                .entry(activity.timeline.text(k.short_name))
+                .or_default();
+            entry.0 += 1;
+            entry.1 += e - s;
         }
+        add(family, Some((s, e)));
     }
     for m in activity.memcpys(process) {
         add(MEMCPY, clip((m.start.0, m.end.0), window));
@@ -87,11 +109,21 @@ pub fn rank_kernels(
     families.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.family.cmp(&b.family)));
     let kernel_ns = families.iter().map(|f| f.time_ns).sum();
     let span_ns = window.1 - window.0;
+    let mut unclassified: Vec<Unclassified> = other
+        .into_iter()
+        .map(|(name, (kernels, time_ns))| Unclassified {
+            name: name.to_string(),
+            kernels,
+            time_ns,
+        })
+        .collect();
+    unclassified.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.name.cmp(&b.name)));
     RankKernels {
         families,
         span_ns,
         kernel_ns,
         idle_ns: span_ns - union,
         concurrency_excess_ns: kernel_ns - union,
+        unclassified,
     }
 }

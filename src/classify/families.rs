@@ -1,6 +1,8 @@
-//! Kernel families: which kind of work each GPU operation is (GEMM by precision, attention, NCCL
-//! by collective, elementwise/reduction, memcpy, memset, other). The table is data: the
-//! built-in rules after any rules of a `--families` file; first match wins, so every operation
+//! Kernel families: which kind of work each GPU operation is (GEMM by precision, attention
+//! forward and backward, normalization, reduction, elementwise and fusions, optimizer,
+//! embedding and gather, MoE routing, NCCL by collective, memcpy, memset, other). The built-in
+//! table is data, `taxonomy.toml` beside this file, each rule with a real kernel name and its
+//! source; the rules of a `--families` file come first; first match wins, so every operation
 //! belongs to exactly one family.
 //!
 //! ```toml
@@ -15,27 +17,7 @@ use crate::hash::FxHashMap;
 use crate::model::{StringId, Timeline};
 use regex::Regex;
 use std::path::Path;
-
-/// What marks a GEMM.
-const GEMM: &str = r"(?i)gemm|cutlass|cublas|xmma|cijk_|matmul";
-
-/// Built-in families: name, then patterns that must all match the short name.
-const BUILTIN: &[(&str, &[&str])] = &[
-    ("gemm_fp8", &[GEMM, r"(?i)e4m3|e5m2|fp8"]),
-    (
-        "gemm_bf16_fp16",
-        &[GEMM, r"(?i)bf16|f16|fp16|h16|hgemm|half"],
-    ),
-    ("gemm_fp32_tf32", &[GEMM, r"(?i)f32|sgemm|tf32|fp32|float"]),
-    ("gemm_other", &[GEMM]),
-    ("attention", &[r"(?i)flash|fmha|sdpa|attention|attn"]),
-    (
-        "elementwise_reduction",
-        &[
-            r"(?i)elementwise|reduce|reduction|norm|softmax|vectorized|unrolled|copy|cat|gather|scatter|index|multi_tensor|adam|sgd",
-        ],
-    ),
-];
+use std::sync::LazyLock;
 
 /// The family of memory copies.
 pub const MEMCPY: &str = "memcpy";
@@ -45,11 +27,122 @@ pub const MEMSET: &str = "memset";
 pub const CUDA_GRAPH: &str = "cuda_graph";
 /// Kernels no rule names.
 pub const OTHER: &str = "other";
+/// The taxonomy's family of matrix products, named with the precision found
+/// (`gemm_fp8`, `gemm_bf16_fp16`, `gemm_fp32_tf32`, else `gemm_unknown`).
+const GEMM: &str = "gemm";
 
-/// The family rules.
+/// The built-in taxonomy's text.
+const TAXONOMY: &str = include_str!("taxonomy.toml");
+
+/// The built-in taxonomy, parsed once.
+static BUILTIN: LazyLock<Taxonomy> =
+    LazyLock::new(|| Taxonomy::parse(TAXONOMY).expect("the built-in taxonomy is valid"));
+
+/// `taxonomy.toml` as written.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaxonomyFile {
+    rule: Vec<RuleEntry>,
+    precision: Vec<PrecisionEntry>,
+}
+
+/// One `[[rule]]`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleEntry {
+    family: String,
+    short: Option<String>,
+    name: Option<String>,
+    example: String,
+    source: String,
+}
+
+/// One `[[precision]]`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrecisionEntry {
+    precision: String,
+    name: String,
+    example: String,
+    source: String,
+}
+
+/// A taxonomy rule, compiled.
+#[derive(Debug)]
+struct Rule {
+    family: String,
+    /// On the short name.
+    short: Option<Regex>,
+    /// On the full demangled name.
+    name: Option<Regex>,
+}
+
+impl Rule {
+    fn matches(&self, short: &str, name: &str) -> bool {
+        self.short.as_ref().is_none_or(|r| r.is_match(short))
+            && self.name.as_ref().is_none_or(|r| r.is_match(name))
+    }
+}
+
+/// The built-in rules and GEMM precisions.
+#[derive(Debug)]
+struct Taxonomy {
+    rules: Vec<Rule>,
+    /// Precision, and its pattern on the full name.
+    precisions: Vec<(String, Regex)>,
+}
+
+impl Taxonomy {
+    fn parse(text: &str) -> Result<Taxonomy, String> {
+        let file: TaxonomyFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        let regex = |p: &str| Regex::new(p).map_err(|e| format!("`{p}`: {e}"));
+        let cited = |what: &str, example: &str, source: &str| {
+            let missing = example.trim().is_empty() || source.trim().is_empty();
+            match missing {
+                true => Err(format!(
+                    "{what}: every rule names a real example and its source"
+                )),
+                false => Ok(()),
+            }
+        };
+        let mut rules = Vec::new();
+        for r in file.rule {
+            cited(&r.family, &r.example, &r.source)?;
+            if r.short.is_none() && r.name.is_none() {
+                return Err(format!("rule for {}: neither short nor name", r.family));
+            }
+            rules.push(Rule {
+                short: r.short.as_deref().map(regex).transpose()?,
+                name: r.name.as_deref().map(regex).transpose()?,
+                family: r.family,
+            });
+        }
+        let mut precisions = Vec::new();
+        for p in file.precision {
+            cited(&p.precision, &p.example, &p.source)?;
+            precisions.push((p.precision, regex(&p.name)?));
+        }
+        Ok(Taxonomy { rules, precisions })
+    }
+
+    /// The family of a kernel by its short and full names, if a rule names it.
+    fn family(&self, short: &str, name: &str) -> Option<String> {
+        let rule = self.rules.iter().find(|r| r.matches(short, name))?;
+        if rule.family != GEMM {
+            return Some(rule.family.clone());
+        }
+        let precision = self.precisions.iter().find(|(_, p)| p.is_match(name));
+        Some(format!(
+            "{GEMM}_{}",
+            precision.map_or("unknown", |(p, _)| p.as_str())
+        ))
+    }
+}
+
+/// The family rules: a user's, then NCCL's collectives, then the built-in taxonomy.
 #[derive(Debug, Clone)]
 pub struct Families {
-    rules: Vec<(String, Vec<Regex>)>,
+    user: Vec<(String, Regex)>,
     roles: RoleRules,
 }
 
@@ -69,28 +162,21 @@ struct FamilyEntry {
 
 impl Default for Families {
     fn default() -> Self {
-        Families::new(&[]).expect("built-in families are valid")
+        Families::new(&[]).expect("no user rule to refuse")
     }
 }
 
 impl Families {
-    /// The built-in families after `user` ones (name, pattern).
+    /// The built-in families after `user` ones (name, pattern on the short name).
     pub fn new(user: &[(&str, &str)]) -> Result<Families, String> {
         let mut rules = Vec::new();
         for (i, &(name, pattern)) in user.iter().enumerate() {
-            let regex = Regex::new(pattern)
-                .map_err(|e| format!("family {}: bad pattern `{pattern}`: {e}", i + 1))?;
-            rules.push((name.to_string(), vec![regex]));
-        }
-        for &(name, patterns) in BUILTIN {
-            let regexes = patterns
-                .iter()
-                .map(|p| Regex::new(p).expect("valid regex"))
-                .collect();
-            rules.push((name.to_string(), regexes));
+            let regex =
+                super::rules::user_regex(pattern).map_err(|e| format!("family {}: {e}", i + 1))?;
+            rules.push((name.to_string(), regex));
         }
         Ok(Families {
-            rules,
+            user: rules,
             roles: RoleRules::default(),
         })
     }
@@ -111,23 +197,23 @@ impl Families {
             .map_err(|e| anyhow::anyhow!("the families file {shown} is not valid: {e}"))
     }
 
-    /// The family of a kernel short name: user rules, `nccl:<Collective>`, then built-ins.
-    pub fn of_kernel(&self, name: &str) -> String {
-        let user = self.rules.len() - BUILTIN.len();
-        if let Some((family, _)) = self.rules[..user].iter().find(|(_, r)| r[0].is_match(name)) {
+    /// The family of a kernel by its short name and its full demangled name (the short name
+    /// again where the trace has no other): user rules, `nccl:<Collective>`, then the built-in
+    /// taxonomy, else [`OTHER`].
+    pub fn of_kernel(&self, short: &str, name: &str) -> String {
+        if let Some((family, _)) = self.user.iter().find(|(_, r)| r.is_match(short)) {
             return family.clone();
         }
-        if is_nccl(name) {
-            return self.roles.label(self.roles.collective(name)).to_string();
+        if is_nccl(short) {
+            return self.roles.label(self.roles.collective(short)).to_string();
         }
-        self.rules[user..]
-            .iter()
-            .find(|(_, patterns)| patterns.iter().all(|p| p.is_match(name)))
-            .map_or(OTHER.to_string(), |(family, _)| family.clone())
+        BUILTIN
+            .family(short, name)
+            .unwrap_or_else(|| OTHER.to_string())
     }
 }
 
-/// Family names per kernel short name, computed once per distinct name.
+/// Family names per kernel, computed once per distinct full name.
 pub struct FamilyCache<'a> {
     families: &'a Families,
     timeline: &'a Timeline,
@@ -144,12 +230,16 @@ impl<'a> FamilyCache<'a> {
         }
     }
 
-    /// The family of the kernel with this short name.
-    pub fn kernel(&mut self, short_name: StringId) -> &str {
+    /// The family of the kernel with this short name and full name.
+    pub fn kernel(&mut self, short: StringId, name: StringId) -> &str {
         let (families, timeline) = (self.families, self.timeline);
-        self.cache
-            .entry(short_name)
-            .or_insert_with(|| families.of_kernel(timeline.text(short_name)))
+        self.cache.entry(name).or_insert_with(|| {
+            let full = match timeline.text(name) {
+                "" => timeline.text(short),
+                text => text,
+            };
+            families.of_kernel(timeline.text(short), full)
+        })
     }
 }
 
@@ -157,34 +247,79 @@ impl<'a> FamilyCache<'a> {
 mod tests {
     use super::*;
 
+    /// The short name of a full demangled name, as the Kineto translation makes it.
+    fn short(name: &str) -> &str {
+        crate::input::export::short_name(name)
+    }
+
+    /// Every rule's example lands in the rule's family through the whole table (so no earlier
+    /// rule takes it), and every precision's example gives its GEMM family.
     #[test]
-    fn built_in_families_split_gemms_by_precision() {
+    fn every_rule_names_its_real_example() {
+        let file: TaxonomyFile = toml::from_str(TAXONOMY).unwrap();
+        let f = Families::default();
+        for r in &file.rule {
+            let got = f.of_kernel(short(&r.example), &r.example);
+            if r.family == GEMM {
+                assert!(got.starts_with("gemm_"), "{}: {got}", r.example);
+            } else {
+                assert_eq!(got, r.family, "{}", r.example);
+            }
+        }
+        for p in &file.precision {
+            let got = f.of_kernel(short(&p.example), &p.example);
+            assert_eq!(got, format!("gemm_{}", p.precision), "{}", p.example);
+        }
+        assert!(
+            file.rule.len() >= 20,
+            "the table has {} rules",
+            file.rule.len()
+        );
+    }
+
+    #[test]
+    fn attention_beats_gemm_and_names_without_precision_say_unknown() {
         let f = Families::default();
         let cases = [
+            // FlashAttention 3 is a CUTLASS kernel: attention wins.
+            (
+                "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>>, 128, cutlass::bfloat16_t, float, cutlass::arch::Sm90>>>>(T1::Params)",
+                "attention_fwd",
+            ),
+            ("fmha_cutlassB_f16_aligned_64x64_k64_sm80", "attention_bwd"),
+            // cuBLASLt's nvjet names say nothing of the precision.
+            (
+                "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT",
+                "gemm_unknown",
+            ),
+            ("gemm_fusion_dot_general_9", "gemm_unknown"),
+            ("ampere_sgemm_128x64_tn", "gemm_fp32_tf32"),
             (
                 "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_kernel__5x_cublas",
                 "gemm_bf16_fp16",
             ),
-            ("ampere_sgemm_128x64_tn", "gemm_fp32_tf32"),
-            (
-                "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_kernel__5x_cublas",
-                "gemm_fp32_tf32",
-            ),
             ("sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn", "gemm_fp8"),
-            ("flash_fwd_kernel", "attention"),
             ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "nccl:AllReduce"),
-            ("vectorized_elementwise_kernel", "elementwise_reduction"),
-            ("mystery_kernel", "other"),
+            ("vectorized_elementwise_kernel", "elementwise"),
+            ("reduce_kernel", "reduction"),
+            (
+                "triton_per_fused_native_layer_norm_native_layer_norm_backward_2",
+                "normalization",
+            ),
+            ("nvfuser_inner_persistent_f1_c1_r0_g2", "reduction"),
+            ("loop_subtract_fusion_2", "elementwise"),
+            ("Fan2", "other"),
         ];
         for (name, family) in cases {
-            assert_eq!(f.of_kernel(name), family, "{name}");
+            assert_eq!(f.of_kernel(short(name), name), family, "{name}");
         }
     }
 
     #[test]
     fn user_families_come_first() {
         let f = Families::new(&[("my_gemm", "sgemm")]).unwrap();
-        assert_eq!(f.of_kernel("ampere_sgemm_128x64_tn"), "my_gemm");
+        let name = "ampere_sgemm_128x64_tn";
+        assert_eq!(f.of_kernel(name, name), "my_gemm");
         assert!(Families::new(&[("x", "(")]).is_err());
     }
 }

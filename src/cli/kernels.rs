@@ -1,4 +1,4 @@
-//! `nsys-lens kernels REPORT... [--steps N] [--families FILE] [WINDOW]`
+//! `nsys-lens kernels REPORT... [--steps N] [--families FILE] [--unclassified] [WINDOW]`
 
 use super::Outcome;
 use super::analysis::RankArgs;
@@ -11,7 +11,8 @@ use std::path::PathBuf;
 #[command(after_help = "Examples:
   nsys-lens kernels run/*.sqlite                   kernel families per GPU per step, steady-state window
   nsys-lens kernels --whole --steps 3 run.sqlite   the whole capture, which holds 3 steps
-  nsys-lens kernels --families mine.toml run.sqlite    your own families first")]
+  nsys-lens kernels --families mine.toml run.sqlite    your own families first
+  nsys-lens kernels --whole --unclassified run.sqlite  the kernels no family names, longest first")]
 pub struct Args {
     #[command(flatten)]
     r: RankArgs,
@@ -23,9 +24,15 @@ pub struct Args {
     /// TOML file of extra kernel families (`[[family]]` with `name` and `pattern`).
     #[arg(long, value_name = "FILE")]
     families: Option<PathBuf>,
+
+    /// List the kernels no family names (`other`), by name, with their share of each rank's
+    /// kernel time, instead of the families.
+    #[arg(long, conflicts_with = "steps")]
+    unclassified: bool,
 }
 
-/// Prints time per kernel family per GPU per step, and step minus kernel time.
+/// Prints time per kernel family per GPU per step, and step minus kernel time; or the kernels
+/// no family names.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let families = match &args.families {
         Some(path) => Families::from_file(path)?,
@@ -33,6 +40,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     };
     let timeline = args.r.common.load()?;
     let selection = args.r.selection()?;
-    let output = query::kernels(&timeline, &selection, &families, args.steps)?;
+    let output = match args.unclassified {
+        true => query::unclassified(&timeline, &selection, &families)?,
+        false => query::kernels(&timeline, &selection, &families, args.steps)?,
+    };
     args.r.common.print(&output)
 }

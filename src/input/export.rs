@@ -460,6 +460,8 @@ pub fn short_name(demangled: &str) -> &str {
         match c {
             '<' => depth += 1,
             '>' => depth -= 1,
+            // A scope, not the parameters: `at::native::(anonymous namespace)::f(...)`.
+            '(' if demangled[i..].starts_with(ANONYMOUS) => {}
             '(' if depth == 0 && i > 0 => {
                 end = i;
                 break;
@@ -495,6 +497,9 @@ fn matching_open(name: &str) -> Option<usize> {
     }
     None
 }
+
+/// The scope GCC's demangler writes for an unnamed namespace.
+const ANONYMOUS: &str = "(anonymous namespace)";
 
 /// Where the last scope (`::`) or word (after the return type) of `name` starts, outside
 /// template arguments and parentheses.
@@ -535,6 +540,17 @@ mod tests {
                 "vectorized_elementwise_kernel",
             ),
             ("volta_sgemm_128x64_nn", "volta_sgemm_128x64_nn"),
+            // HolisticTraceAnalysis' hta_sampled_rank-0.json.gz: an unnamed namespace in the scope.
+            (
+                "void at::native::(anonymous namespace)::CatArrayBatchedCopy<int, unsigned int, 1, \
+                 128, 1>(int*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<int, \
+                 unsigned int, 128, 1>, int, unsigned int)",
+                "CatArrayBatchedCopy",
+            ),
+            (
+                "void (anonymous namespace)::elementwise_kernel_with_index<int, float>(int, float)",
+                "elementwise_kernel_with_index",
+            ),
             (
                 "sm90_xmma_gemm_bf16bf16_bf16f32",
                 "sm90_xmma_gemm_bf16bf16_bf16f32",

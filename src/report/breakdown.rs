@@ -115,6 +115,64 @@ pub fn kernels_output(timeline: &Timeline, ranks: &[RankBreakdown]) -> Output {
          rank `all` hold the median across ranks of kernels and time_per_step_ns"
             .to_string(),
     );
+    output.notes.extend(unclassified_warnings(ranks));
+    output
+}
+
+/// The share of a rank's kernel time no family names above which `kernels` says so, percent.
+const UNCLASSIFIED_WARNING_PCT: f64 = 10.0;
+
+/// A warning for each rank whose unclassified kernels take over
+/// [`UNCLASSIFIED_WARNING_PCT`] of its kernel time.
+fn unclassified_warnings(ranks: &[RankBreakdown]) -> Vec<String> {
+    ranks
+        .iter()
+        .filter_map(|r| {
+            let k = &r.kernels;
+            let other: i64 = k.unclassified.iter().map(|u| u.time_ns).sum();
+            let share = percent(other, k.kernel_ns);
+            (share > UNCLASSIFIED_WARNING_PCT).then(|| {
+                format!(
+                    "warning: rank {}: {share:.1}% of kernel time is in kernels no family names \
+                     (`other`); `kernels --unclassified` lists them, and a `--families` rule \
+                     names them (docs/kernels.md)",
+                    r.window.rank.rank
+                )
+            })
+        })
+        .collect()
+}
+
+/// The `kernels --unclassified` output: per rank, each kernel name no family names, with its
+/// count, time and share of the rank's kernel time.
+pub fn unclassified_output(timeline: &Timeline, ranks: &[RankBreakdown]) -> Output {
+    let mut table = Table::new(&[
+        "rank",
+        "host",
+        "pid",
+        "name",
+        "kernels",
+        "time_ns",
+        "share_pct",
+    ]);
+    for r in ranks {
+        for u in &r.kernels.unclassified {
+            let mut row = key_cells(timeline, &r.window.rank);
+            row.extend([
+                Cell::text(&u.name),
+                Cell::Int(u.kernels as i64),
+                Cell::Int(u.time_ns),
+                Cell::Percent(percent(u.time_ns, r.kernels.kernel_ns)),
+            ]);
+            table.push(row);
+        }
+    }
+    let mut output = per_rank_output(timeline, table, ranks.iter().map(|r| &r.window));
+    output.notes.push(
+        "share_pct is of the rank's kernel time (memcpy and memset included) in its window; \
+         name a kernel with `kernels --families FILE` (docs/kernels.md)"
+            .to_string(),
+    );
     output
 }
 

@@ -1,0 +1,247 @@
+//! The kernel taxonomy on every real capture we have: what falls to `other`, and GEMM and
+//! family times against sums computed here from the files themselves (SQL, or the trace's own
+//! JSON), not by the library.
+
+use crate::util::{int, json, real, rows};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+/// Captures whose kernels are the application's own (no library names them): their `other`
+/// is these kernels, and only these.
+const APPLICATION: &[(&str, &[&str])] = &[
+    // Rodinia's Gaussian elimination (rodinia/cuda/gaussian/gaussian.cu).
+    (
+        "rodinia_gaussian_report5_2022.4.2.sqlite",
+        &["Fan1", "Fan2"],
+    ),
+    // Mordred's GPU hash join (a research database engine).
+    (
+        "mordred_report1_pre2022.sqlite",
+        &["build_GPU2", "probe_group_by_GPU2"],
+    ),
+    // Trixi.jl's CUDA example kernel.
+    ("trixicuda_report1_2023.1.2.sqlite", &["add_arrays_"]),
+];
+
+/// `../shared/real-data`, when present.
+fn real_data() -> Option<std::path::PathBuf> {
+    real("").map(|nsys| nsys.parent().unwrap().to_path_buf())
+}
+
+/// Every real nsys export, torch.profiler trace and JAX XSpace under `../shared/real-data`.
+fn captures() -> Vec<std::path::PathBuf> {
+    let Some(root) = real_data() else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for dir in ["nsys", "kineto", "gpu"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let trace = name.ends_with(".sqlite")
+                || name.ends_with(".xplane.pb")
+                || (dir != "nsys" && name.ends_with(".json.gz") && !name.contains("jax"));
+            if trace || path.is_dir() {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Per rank: (kernel time, `other` time), from `kernels --whole`.
+fn other_shares(path: &Path, cache: &Path) -> BTreeMap<i64, (i64, i64)> {
+    let args = ["kernels", "--whole", path.to_str().unwrap()];
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .env("NSYS_LENS_CACHE", cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{path:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut per_rank: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    for row in rows(&v) {
+        let (Some(rank), Some(family)) = (row["rank"].as_i64(), row["family"].as_str()) else {
+            continue;
+        };
+        let entry = per_rank.entry(rank).or_default();
+        match family {
+            "all" => entry.0 = int(&row["time_ns"]),
+            "other" => entry.1 = int(&row["time_ns"]),
+            _ => {}
+        }
+    }
+    per_rank
+}
+
+#[test]
+fn other_is_at_most_five_percent_of_every_ranks_kernel_time_on_every_real_capture() {
+    let cache = tempfile::tempdir().unwrap();
+    let all = captures();
+    if all.is_empty() {
+        return;
+    }
+    assert!(all.len() >= 18, "{all:?}");
+    for path in all {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if APPLICATION.iter().any(|(file, _)| *file == name) {
+            continue;
+        }
+        for (rank, (kernel, other)) in other_shares(&path, cache.path()) {
+            let share = 100.0 * other as f64 / kernel.max(1) as f64;
+            assert!(share <= 5.0, "{name} rank {rank}: other is {share:.1}%");
+        }
+    }
+}
+
+#[test]
+fn application_kernels_are_the_only_other_of_application_captures() {
+    let Some(root) = real("nsys") else {
+        return;
+    };
+    for (file, kernels) in APPLICATION {
+        let path = root.join(file);
+        let v = json(&[
+            "kernels",
+            "--whole",
+            "--unclassified",
+            path.to_str().unwrap(),
+        ]);
+        let mut names: Vec<&str> = rows(&v)
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names, *kernels, "{file}");
+        // Each name's time is its SQL sum.
+        let db = rusqlite::Connection::open(&path).unwrap();
+        for row in rows(&v) {
+            let sum: i64 = db
+                .query_row(
+                    "SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+                     JOIN StringIds s ON s.id = k.shortName WHERE s.value = ?1",
+                    [row["name"].as_str().unwrap()],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(int(&row["time_ns"]), sum, "{file}: {row}");
+        }
+    }
+}
+
+#[test]
+fn each_ranks_gemm_time_is_the_sql_sum_of_its_nvjet_kernels() {
+    let Some(path) = real("nsys/nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
+        return;
+    };
+    let v = json(&["kernels", "--whole", path.to_str().unwrap()]);
+    let db = rusqlite::Connection::open(&path).unwrap();
+    let mut checked = 0;
+    for row in rows(&v) {
+        let (Some(pid), Some(family)) = (row["pid"].as_i64(), row["family"].as_str()) else {
+            continue;
+        };
+        if !family.starts_with("gemm_") {
+            continue;
+        }
+        assert_eq!(
+            family, "gemm_unknown",
+            "nvjet names do not say the precision"
+        );
+        let (sum, count): (i64, i64) = db
+            .query_row(
+                "SELECT sum(k.end - k.start), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+                 JOIN StringIds s ON s.id = k.shortName \
+                 WHERE s.value LIKE 'nvjet%' AND (k.globalPid >> 24) & 16777215 = ?1",
+                [pid],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (int(&row["time_ns"]), int(&row["kernels"])),
+            (sum, count),
+            "pid {pid}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "both ranks have GEMMs");
+}
+
+/// Kernel time by name prefix in a torch.profiler trace, from its own JSON.
+fn kineto_kernel_time(path: &Path, prefix: &str) -> (i64, i64) {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut sum = 0.0;
+    let mut count = 0;
+    for e in v["traceEvents"].as_array().unwrap() {
+        let kernel = e["cat"].as_str() == Some("kernel");
+        if kernel && e["name"].as_str().unwrap_or("").starts_with(prefix) {
+            sum += e["dur"].as_f64().unwrap() * 1000.0;
+            count += 1;
+        }
+    }
+    (sum.round() as i64, count)
+}
+
+#[test]
+fn real_h200_torch_captures_give_their_gemm_and_compiled_kernels_families() {
+    let Some(gpu) = real_data().map(|r| r.join("gpu")) else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    // (file, family, kernel name prefix whose kernels make the family).
+    let cases = [
+        (
+            "torch_mlp_eager_shapes_h200.json.gz",
+            "gemm_unknown",
+            "nvjet_",
+        ),
+        ("torch_mlp_compiled_h200.json.gz", "gemm_unknown", "nvjet_"),
+        (
+            "torch_mlp_compiled_h200.json.gz",
+            "reduction",
+            "triton_red_fused_sum",
+        ),
+    ];
+    for (file, family, prefix) in cases {
+        let path = gpu.join(file);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+            .args(["kernels", "--whole", "--format", "json", "-q"])
+            .arg(&path)
+            .env("NSYS_LENS_CACHE", cache.path())
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let row = rows(&v)
+            .iter()
+            .find(|r| r["family"] == family && r["rank"].is_i64())
+            .unwrap_or_else(|| panic!("{file}: no {family}"));
+        let (time, count) = kineto_kernel_time(&path, prefix);
+        if prefix == "nvjet_" {
+            assert_eq!(
+                (int(&row["time_ns"]), int(&row["kernels"])),
+                (time, count),
+                "{file}"
+            );
+        } else {
+            assert!(
+                int(&row["time_ns"]) >= time,
+                "{file}: {family} holds {prefix}*"
+            );
+        }
+    }
+}
