@@ -317,7 +317,10 @@ fn breakdowns(
                         .to_string(),
                 ),
             };
-            let kernels = rank_kernels(&activity, process, w.bounds, &mut cache);
+            let rules = &selection.rules;
+            let comm = classify::streams::classify(&activity, process, w.bounds, rules);
+            let at = (process, w.bounds);
+            let kernels = rank_kernels(&activity, at, (&comm, rules), &mut cache);
             RankBreakdown {
                 window: w,
                 kernels,
@@ -573,7 +576,8 @@ pub fn run_metrics(
         }
         let n = steps.len() as f64;
         let extent = (steps[0].0, steps[steps.len() - 1].1);
-        let k = rank_kernels(&activity, process, extent, &mut cache);
+        let comm = classify::streams::classify(&activity, process, extent, &rules);
+        let k = rank_kernels(&activity, (process, extent), (&comm, &rules), &mut cache);
         let step = k.span_ns as f64 / n;
         add("step_ns".into(), step);
         add("kernel_ns per step".into(), k.kernel_ns as f64 / n);

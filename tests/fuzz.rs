@@ -246,7 +246,8 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
             let bounds = w.bounds(false);
             let streams = classify::streams::classify(&activity, rank.process, bounds, &rules);
             overlap::rank_exposure(&streams, &rules);
-            kernels::rank_kernels(&activity, rank.process, bounds, &mut cache);
+            let comm = (&streams, &rules);
+            kernels::rank_kernels(&activity, (rank.process, bounds), comm, &mut cache);
             idle::rank_idle(&activity, rank.process, bounds, 10_000);
             let steps = classify::window::steps(&activity, rank.process, bounds, None);
             bubbles::rank_bubbles(&activity, rank.process, &steps, &streams, &rules);

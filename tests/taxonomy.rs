@@ -106,7 +106,7 @@ fn other_is_at_most_five_percent_of_every_ranks_kernel_time_on_every_real_captur
 
 #[test]
 fn application_kernels_are_the_only_other_of_application_captures() {
-    let Some(root) = real("nsys") else {
+    let Some(root) = real_data().map(|r| r.join("nsys")) else {
         return;
     };
     for (file, kernels) in APPLICATION {
@@ -142,7 +142,7 @@ fn application_kernels_are_the_only_other_of_application_captures() {
 
 #[test]
 fn each_ranks_gemm_time_is_the_sql_sum_of_its_nvjet_kernels() {
-    let Some(path) = real("nsys/nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
+    let Some(path) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
         return;
     };
     let v = json(&["kernels", "--whole", path.to_str().unwrap()]);
@@ -243,5 +243,50 @@ fn real_h200_torch_captures_give_their_gemm_and_compiled_kernels_families() {
                 "{file}: {family} holds {prefix}*"
             );
         }
+    }
+}
+
+/// A communication kernel has one name everywhere: its family in `kernels` is its role in
+/// `overlap`, with the same kernels and time, on a real capture and on PithTrain's run.
+#[test]
+fn a_communication_kernels_family_is_its_role() {
+    let mut inputs: Vec<Vec<String>> = vec![
+        [
+            "pithtrain_pp2_ep2/node0.sqlite",
+            "pithtrain_pp2_ep2/node1.sqlite",
+        ]
+        .iter()
+        .map(|f| crate::util::fixture(f).to_str().unwrap().to_string())
+        .collect(),
+    ];
+    if let Some(path) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") {
+        inputs.push(vec![path.to_str().unwrap().to_string()]);
+    }
+    for files in inputs {
+        let files: Vec<&str> = files.iter().map(String::as_str).collect();
+        let kernels = json(&[&["kernels"][..], &files].concat());
+        let overlap = json(&[&["overlap"][..], &files].concat());
+        let mut roles = 0;
+        for o in rows(&overlap) {
+            let (Some(rank), Some(role)) = (o["rank"].as_i64(), o["role"].as_str()) else {
+                continue;
+            };
+            // `barrier` is what collectives on a compute stream do to it, not a role of their
+            // own: those kernels keep their collective as their family.
+            if o["stage"] != "all" || role == "all" || role == "barrier" {
+                continue;
+            }
+            let k = rows(&kernels)
+                .iter()
+                .find(|k| k["rank"].as_i64() == Some(rank) && k["family"] == role)
+                .unwrap_or_else(|| panic!("{files:?} rank {rank}: no family {role}"));
+            assert_eq!(
+                (int(&k["kernels"]), int(&k["time_ns"])),
+                (int(&o["kernels"]), int(&o["comm_ns"])),
+                "{files:?} rank {rank} {role}"
+            );
+            roles += 1;
+        }
+        assert!(roles >= 2, "{files:?}: {roles} roles");
     }
 }

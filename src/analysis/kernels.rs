@@ -7,7 +7,9 @@ use super::IntervalSet;
 use crate::classify::Activity;
 use crate::classify::families::{CUDA_GRAPH, FamilyCache, MEMCPY, MEMSET, OTHER};
 use crate::classify::streams::clip;
-use crate::model::ProcessId;
+use crate::classify::{RankStreams, RoleRules};
+use crate::hash::FxHashMap;
+use crate::model::{ProcessId, StreamId};
 use std::collections::BTreeMap;
 
 /// Time of one family on one rank.
@@ -56,13 +58,20 @@ impl RankKernels {
     }
 }
 
-/// The breakdown of `process` over `window`.
+/// The breakdown of `process` over `window`. `comm` is the process's classification over the
+/// same window: an NCCL kernel's family is its role there (`ep_a2a`, `nccl:AllToAll`, ...), so
+/// `kernels` names a communication kernel as `overlap` and the traces do.
 pub fn rank_kernels(
     activity: &Activity,
-    process: ProcessId,
-    window: (i64, i64),
+    (process, window): (ProcessId, (i64, i64)),
+    (comm, rules): (&RankStreams, &RoleRules),
     families: &mut FamilyCache,
 ) -> RankKernels {
+    let roles: FxHashMap<(StreamId, i64), &str> = comm
+        .nccl
+        .iter()
+        .map(|k| ((k.stream, k.start), rules.label(k.purpose)))
+        .collect();
     let mut times: BTreeMap<String, (u64, i64)> = BTreeMap::new();
     let mut spans = Vec::new();
     let mut add = |family: &str, span: Option<(i64, i64)>| {
@@ -78,7 +87,10 @@ pub fn rank_kernels(
         let Some((s, e)) = clip((k.start.0, k.end.0), window) else {
             continue;
         };
-        let family = families.kernel(k.short_name, k.name);
+        let family = match roles.get(&(k.stream, s)) {
+            Some(role) => role,
+            None => families.kernel(k.short_name, k.name),
+        };
         if family == OTHER {
             let entry = other
                 .entry(activity.timeline.text(k.short_name))

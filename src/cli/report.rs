@@ -207,7 +207,8 @@ fn rank_view(
         steps.push(w.bounds);
     }
     let n = steps.len() as i64;
-    let kernels = rank_kernels(activity, w.rank.process, w.bounds, cache);
+    let at = (w.rank.process, w.bounds);
+    let kernels = rank_kernels(activity, at, (streams, rules), cache);
     let families = kernels
         .families
         .iter()
