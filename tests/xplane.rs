@@ -277,3 +277,140 @@ fn a_damaged_xspace_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// Stat metadata of JAX's step annotations.
+const STEP_NUM: i64 = 4;
+
+/// JAX's `StepTraceAnnotation("train", step_num=N)` twice, each dispatching a kernel, and an
+/// XLA `Memset` with no details stat.
+fn annotated_steps() -> XSpace {
+    let mut stats = stat_metadata();
+    stats.insert(
+        STEP_NUM,
+        XStatMetadata {
+            id: STEP_NUM,
+            name: "step_num".into(),
+            ..XStatMetadata::default()
+        },
+    );
+    let host = XPlane {
+        name: "/host:CPU".into(),
+        lines: vec![XLine {
+            id: 7,
+            timestamp_ns: T0,
+            events: vec![
+                event(1, 0, 100_000_000, vec![int_stat(STEP_NUM, 0)]),
+                event(1, 200_000_000, 100_000_000, vec![int_stat(STEP_NUM, 1)]),
+            ],
+            ..XLine::default()
+        }],
+        event_metadata: names(&[(1, "train")]),
+        stat_metadata: stats.clone(),
+        ..XPlane::default()
+    };
+    let device = XPlane {
+        name: "/device:GPU:0".into(),
+        lines: vec![XLine {
+            id: 14,
+            name: "Stream #14(Compute)".into(),
+            timestamp_ns: T0,
+            events: vec![
+                event(1, 10_000_000, 20_000_000, vec![]),
+                event(2, 40_000_000, 1_000_000, vec![]),
+                event(1, 210_000_000, 20_000_000, vec![]),
+            ],
+            ..XLine::default()
+        }],
+        event_metadata: names(&[(1, "loop_add_fusion"), (2, "Memset")]),
+        stat_metadata: stats,
+        ..XPlane::default()
+    };
+    XSpace {
+        planes: vec![host, device],
+        ..XSpace::default()
+    }
+}
+
+#[test]
+fn step_annotations_are_steps_and_memsets_without_details_are_memsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("steps.xplane.pb");
+    std::fs::write(&path, annotated_steps().encode_to_vec()).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let p = path.to_str().unwrap();
+    let kernels = json(cache.path(), &["kernels", "--format", "json", p]);
+    let anchor = &kernels["windows"][0]["name"];
+    assert!(anchor == "train#0" || anchor == "train#1", "{kernels}");
+    let whole = json(cache.path(), &["kernels", "--whole", "--format", "json", p]);
+    let family = |name: &str| {
+        whole["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["family"] == name)
+            .unwrap_or_else(|| panic!("no {name} row in {whole}"))
+            .clone()
+    };
+    // Two steps: from the first's start to the second's end, 300 µs, so 150 µs a step.
+    let all = family("all");
+    assert_eq!(all["step_ns"], 150_000, "{whole}");
+    assert_eq!(
+        (&family("memset")["kernels"], &family("memset")["time_ns"]),
+        (&1.into(), &1_000.into())
+    );
+    assert_eq!(family("elementwise")["kernels"], 2);
+}
+
+/// The three files of one real JAX run (the `XSpace`, xprof's Chrome JSON and the Perfetto
+/// JSON) read alike: 3 steps found without --anchor, every kernel, the same families.
+#[test]
+fn the_three_files_of_a_real_jax_run_read_alike() {
+    let Some(gpu) = crate::util::real("").map(|n| n.parent().unwrap().join("gpu")) else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let mut families = Vec::new();
+    for file in ["xplane.pb", "trace.json.gz", "perfetto_trace.json.gz"] {
+        let path = gpu.join(format!("jax_mlp_3steps_h200.{file}"));
+        let p = path.to_str().unwrap();
+        let info = json(cache.path(), &["info", "--format", "json", p]);
+        assert_eq!(info["rows"][0]["rows"]["kernels"], 42, "{file}");
+        let table = Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+            .args(["kernels", "--whole", "-q", p])
+            .env("NSYS_LENS_CACHE", cache.path())
+            .output()
+            .unwrap();
+        let table = texts(&table).0;
+        assert!(table.contains("steps rank 0: 3 "), "{file}: {table}");
+        let out = json(cache.path(), &["kernels", "--whole", "--format", "json", p]);
+        let mut rows: Vec<(String, i64, i64)> = out["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let family = r["family"].as_str().unwrap().to_string();
+                (
+                    family,
+                    r["kernels"].as_i64().unwrap(),
+                    r["time_ns"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        rows.sort();
+        families.push(rows);
+    }
+    assert_eq!(families[0], families[1]);
+    assert_eq!(families[0], families[2]);
+    // Every GPU event of the JSON, counted here from the file itself.
+    let mut text = String::new();
+    let file = std::fs::File::open(gpu.join("jax_mlp_3steps_h200.trace.json.gz")).unwrap();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let gpu_events = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["pid"] == 1)
+        .count();
+    assert_eq!(gpu_events, 42);
+}

@@ -10,15 +10,20 @@ use std::sync::LazyLock;
 pub const PITHTRAIN_CHUNK: &str = r"(?i)^forward chunk.*backward chunk";
 /// PyTorch profiler steps.
 pub const PROFILER_STEP: &str = r"^ProfilerStep#\d+$";
+/// JAX's `StepTraceAnnotation(name, step_num=N)`, which the translation names `name#N`.
+pub const ANNOTATED_STEP: &str = r"^[^#\s]+#\d+$";
 
-static DEFAULT_ANCHORS: LazyLock<[Regex; 2]> =
-    LazyLock::new(|| [PITHTRAIN_CHUNK, PROFILER_STEP].map(|p| Regex::new(p).expect("valid regex")));
+/// The default anchors, in the order they are tried.
+static DEFAULT_ANCHORS: LazyLock<[Regex; 3]> = LazyLock::new(|| {
+    [PITHTRAIN_CHUNK, PROFILER_STEP, ANNOTATED_STEP].map(|p| Regex::new(p).expect("valid regex"))
+});
 
 /// Which window the analyses use.
 #[derive(Debug, Clone, Default)]
 pub enum WindowSpec {
     /// The median instance of the default anchor on each rank (PithTrain's overlapped chunk,
-    /// else `ProfilerStep#N`); the whole capture where the rank has neither.
+    /// else `ProfilerStep#N`, else JAX's annotated steps `name#N`); the whole capture where
+    /// the rank has none.
     #[default]
     Steady,
     /// The median instance of ranges matching this pattern.
@@ -183,9 +188,11 @@ pub fn steps(
     if let Some(anchor) = anchor {
         return matching(&|t| anchor.is_match(t));
     }
-    let profiler = matching(&|t| DEFAULT_ANCHORS[1].is_match(t));
-    if !profiler.is_empty() {
-        return profiler;
+    for steps in &DEFAULT_ANCHORS[1..] {
+        let found = matching(&|t| steps.is_match(t));
+        if !found.is_empty() {
+            return found;
+        }
     }
     matching(&|t| super::RankLabel::parse(t).is_some())
 }

@@ -382,6 +382,7 @@ fn put_report(p: &mut Put, r: &ReportInfo, paths: Paths) {
             Warning::Untranslated(kind) => (10, kind.as_str(), 0),
             Warning::LongText => (11, "", 0),
             Warning::DuplicateGpuOps => (12, "", 0),
+            Warning::NoClockBase => (13, "", 0),
         };
         p.u8(tag);
         p.str(text);
@@ -662,6 +663,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
             10 => Warning::Untranslated(text),
             11 => Warning::LongText,
             12 => Warning::DuplicateGpuOps,
+            13 => Warning::NoClockBase,
             _ => continue,
         };
         warnings.add_n(warning, n);

@@ -16,6 +16,12 @@
 //! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys |
 //! | `M` events | process, thread and GPU names |
 //!
+//! JAX's Chrome JSON (what xprof writes beside the `XSpace`, and `jax.profiler.trace(...,
+//! create_perfetto_trace=True)`) is told apart by its processes, named `/device:GPU:N` and
+//! `/host:CPU`; its events have no category and are read as the `XSpace`'s are
+//! ([`super::xplane`]): a GPU process's events are kernels, copies and sets on stream `tid`,
+//! the host's are CUDA API calls and ranges, `StepTraceAnnotation`s the steps `name#N`.
+//!
 //! GPU-side projections of annotations (`gpu_user_annotation`), flow arrows (`ac2g`,
 //! `fwdbwd`), Python stack frames, instant events and the profiler's own spans are derived or
 //! decorative and are not translated; events of any other category or phase are counted, and
@@ -51,6 +57,7 @@ pub fn translate(reader: impl BufRead, source: &Path, target: &Path) -> Result<P
         export: TraceExport::create(target)?,
         skipped: BTreeMap::new(),
         error: None,
+        jax: BTreeMap::new(),
     };
     let top = {
         let mut de = serde_json::Deserializer::from_reader(reader);
@@ -77,7 +84,11 @@ pub fn translate(reader: impl BufRead, source: &Path, target: &Path) -> Result<P
         rank: top.distributed.and_then(|d| d.rank),
         skipped: state.skipped,
     };
-    state.export.finish(source, Format::Kineto, &facts)
+    let format = match state.jax.is_empty() {
+        true => Format::Kineto,
+        false => Format::JaxJson,
+    };
+    state.export.finish(source, format, &facts)
 }
 
 /// What the event visitor writes into, and the first write error (serde's errors are strings;
@@ -86,6 +97,8 @@ struct State {
     export: TraceExport,
     skipped: BTreeMap<String, u64>,
     error: Option<anyhow::Error>,
+    /// JAX's processes, by pid: a GPU's ordinal, or `None` for the host.
+    jax: BTreeMap<u32, Option<u32>>,
 }
 
 /// The top-level keys read besides `traceEvents`.
@@ -222,6 +235,14 @@ struct Args {
     /// What `record_param_comms` says of its collective.
     #[serde(flatten)]
     comms: Comms,
+    /// JAX's stats, as text.
+    #[serde(deserialize_with = "lenient_u32")]
+    correlation_id: Option<u32>,
+    #[serde(deserialize_with = "lenient_i64")]
+    step_num: Option<i64>,
+    kernel_details: Option<String>,
+    memcpy_details: Option<String>,
+    memset_details: Option<String>,
 }
 
 /// The arguments PyTorch records on `record_param_comms` (and newer Kineto on NCCL kernels):
@@ -297,6 +318,9 @@ impl State {
 
     /// A complete (`X`) event.
     fn complete(&mut self, e: &Event) -> Result<()> {
+        if let Some(&device) = e.pid.and_then(|pid| self.jax.get(&pid)) {
+            return self.jax_event(e, device);
+        }
         let cat = e.cat.to_ascii_lowercase();
         let span = || span(e);
         let cpu = || Ok::<_, anyhow::Error>((need(e.pid, "pid")?, need(e.tid, "tid")?));
@@ -342,11 +366,52 @@ impl State {
         Ok(())
     }
 
-    /// A metadata (`M`) event: process, thread and GPU names.
+    /// An event of JAX's Chrome JSON, on a GPU (`device`) or on the host.
+    fn jax_event(&mut self, e: &Event, device: Option<u32>) -> Result<()> {
+        let a = &e.args;
+        let span = span(e)?;
+        let Some(device) = device else {
+            let thread = (need(e.pid, "pid")?, need(e.tid, "tid")?);
+            return match a.correlation_id {
+                Some(correlation) if e.name.starts_with("cu") => {
+                    self.export
+                        .api_call(span, thread, correlation, &e.name, false)
+                }
+                _ => {
+                    let text = super::xplane::step_text(&e.name, a.step_num);
+                    self.export.range(span, thread, &text)
+                }
+            };
+        };
+        let place = GpuPlace {
+            device,
+            context: 1,
+            stream: need(e.tid, "tid")?,
+            correlation: a.correlation_id.unwrap_or(0),
+        };
+        let details = |stat: &str| match stat {
+            "kernel_details" => a.kernel_details.as_deref(),
+            "memcpy_details" => a.memcpy_details.as_deref(),
+            "memset_details" => a.memset_details.as_deref(),
+            _ => None,
+        };
+        super::xplane::gpu_event(&mut self.export, (span, place), &e.name, details)
+    }
+
+    /// A metadata (`M`) event: process, thread and GPU names; JAX's processes noted.
     fn metadata(&mut self, e: &Event) {
         let (Some(pid), Some(name)) = (e.pid, e.args.name.as_deref()) else {
             return;
         };
+        if e.name == "process_name" {
+            if let Some(device) = super::xplane::gpu_ordinal(name) {
+                self.jax.insert(pid, Some(device));
+                return;
+            }
+            if name == super::xplane::HOST_PLANE {
+                self.jax.insert(pid, None);
+            }
+        }
         match e.name.as_str() {
             "process_name" => self.export.process_name(pid, name),
             "thread_name" => {

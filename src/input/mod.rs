@@ -42,6 +42,9 @@ pub enum Format {
     Kineto,
     /// A JAX/XLA profiler `XSpace` protobuf (`*.xplane.pb`).
     Xplane,
+    /// The Chrome-JSON trace xprof writes beside an `XSpace` (`*.trace.json.gz`, or
+    /// `perfetto_trace.json.gz`): read by the Kineto reader, which tells it by its processes.
+    JaxJson,
 }
 
 impl Format {
@@ -51,6 +54,7 @@ impl Format {
             Format::Nsys => "nsys",
             Format::Kineto => "kineto",
             Format::Xplane => "xplane",
+            Format::JaxJson => "jax_json",
         }
     }
 
@@ -60,14 +64,20 @@ impl Format {
             Format::Nsys => "Nsight Systems SQLite export",
             Format::Kineto => "torch.profiler (Kineto) trace",
             Format::Xplane => "JAX/XLA profiler XSpace",
+            Format::JaxJson => "JAX profiler Chrome-JSON trace",
         }
     }
 
     /// The format with this [`Format::id`].
     pub fn from_id(id: &str) -> Option<Format> {
-        [Format::Nsys, Format::Kineto, Format::Xplane]
-            .into_iter()
-            .find(|f| f.id() == id)
+        [
+            Format::Nsys,
+            Format::Kineto,
+            Format::Xplane,
+            Format::JaxJson,
+        ]
+        .into_iter()
+        .find(|f| f.id() == id)
     }
 }
 
@@ -128,7 +138,7 @@ pub fn resolve(path: &Path, export_dir: Option<&Path>) -> Result<PathBuf> {
 pub fn translate(path: &Path, format: Format, target: &Path) -> Result<PathBuf> {
     match format {
         Format::Nsys => anyhow::bail!("an nsys export needs no translation"),
-        Format::Kineto => kineto::translate(open_text(path)?, path, target),
+        Format::Kineto | Format::JaxJson => kineto::translate(open_text(path)?, path, target),
         Format::Xplane => xplane::translate(path, target),
     }
 }

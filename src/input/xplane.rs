@@ -4,7 +4,7 @@
 //! | XSpace | becomes |
 //! | --- | --- |
 //! | plane `/device:GPU:N`, line `Stream #S(…)` | kernels, copies and sets on device N, stream S (correlation, grid, block, registers and shared memory from the event's stats) |
-//! | plane `/host:CPU`, a line per thread | CUDA API calls (events with a `correlation_id` whose name starts with `cu`), and every other event (TraceMe: XLA ops, `PjitFunction(…)`, step markers) as an NVTX range on the thread |
+//! | plane `/host:CPU`, a line per thread | CUDA API calls (events with a `correlation_id` whose name starts with `cu`), and every other event (TraceMe: XLA ops, `PjitFunction(…)`) as an NVTX range on the thread; a `StepTraceAnnotation` (an event with a `step_num` stat) as the range `name#N`, a step every analysis finds |
 //! | `XSpace.hostnames` | the host |
 //!
 //! Times are the line's `timestamp_ns` plus the event's `offset_ps`, rounded to the ns once
@@ -54,8 +54,8 @@ pub fn translate(source: &Path, target: &Path) -> Result<PathBuf> {
     let mut skipped = BTreeMap::new();
     for plane in &space.planes {
         if let Some(device) = gpu_ordinal(&plane.name) {
-            device_plane(&mut export, plane, device, &mut skipped)?;
-        } else if plane.name == "/host:CPU" {
+            device_plane(&mut export, plane, device)?;
+        } else if plane.name == HOST_PLANE {
             host_plane(&mut export, plane)?;
         } else {
             let count: u64 = plane.lines.iter().map(|l| l.events.len() as u64).sum();
@@ -76,8 +76,11 @@ pub fn translate(source: &Path, target: &Path) -> Result<PathBuf> {
     export.finish(source, Format::Xplane, &facts)
 }
 
+/// The name of the host's plane (and of the host's process in JAX's Chrome JSON).
+pub(super) const HOST_PLANE: &str = "/host:CPU";
+
 /// `N` of `/device:GPU:N`.
-fn gpu_ordinal(plane: &str) -> Option<u32> {
+pub(super) fn gpu_ordinal(plane: &str) -> Option<u32> {
     plane.strip_prefix("/device:GPU:")?.parse().ok()
 }
 
@@ -155,12 +158,7 @@ impl<'p> Named<'p> {
 }
 
 /// The stream lines of a GPU plane.
-fn device_plane(
-    export: &mut TraceExport,
-    plane: &XPlane,
-    device: u32,
-    skipped: &mut BTreeMap<String, u64>,
-) -> Result<()> {
+fn device_plane(export: &mut TraceExport, plane: &XPlane, device: u32) -> Result<()> {
     for line in &plane.lines {
         let Some(stream) = stream_id(line) else {
             // Derived lines (XLA Ops, XLA Modules, Steps) regroup the streams' work.
@@ -175,21 +173,40 @@ fn device_plane(
                 correlation: e.int("correlation_id").map_or(0, |c| c as u32),
             };
             let span = span(line, event);
-            if let Some(details) = e.text(plane, "memcpy_details") {
-                let bytes = detail(details, "size").unwrap_or(0);
-                export.memcpy(span, place, bytes, copy_kind(e.name))?;
-            } else if let Some(details) = e.text(plane, "memset_details") {
-                export.memset(span, place, detail(details, "size").unwrap_or(0))?;
-            } else if e.name.starts_with("Memcpy") || e.name.starts_with("Memset") {
-                *skipped.entry(format!("GPU event {}", e.name)).or_default() += 1;
-                continue;
-            } else {
-                let details = e.text(plane, "kernel_details").unwrap_or("");
-                export.kernel(span, place, e.name, &kernel_shape(details))?;
-            }
+            let details = |stat: &str| e.text(plane, stat);
+            gpu_event(export, (span, place), e.name, details)?;
         }
     }
     Ok(())
+}
+
+/// One GPU event of JAX's (an `XSpace` stream line's, or its Chrome JSON's): a copy or set by
+/// its details stat, else by its name (`MemcpyD2D`, `Memset`; size 0 when unsaid), else a
+/// kernel with the shape its `kernel_details` give.
+pub(super) fn gpu_event<'d>(
+    export: &mut TraceExport,
+    (span, place): ((i64, i64), GpuPlace),
+    name: &str,
+    details: impl Fn(&str) -> Option<&'d str>,
+) -> Result<()> {
+    let size = |stat: &str| details(stat).and_then(|d| detail(d, "size")).unwrap_or(0);
+    if details("memcpy_details").is_some() || name.starts_with("Memcpy") {
+        export.memcpy(span, place, size("memcpy_details"), copy_kind(name))
+    } else if details("memset_details").is_some() || name.starts_with("Memset") {
+        export.memset(span, place, size("memset_details"))
+    } else {
+        let shape = kernel_shape(details("kernel_details").unwrap_or(""));
+        export.kernel(span, place, name, &shape)
+    }
+}
+
+/// The range JAX's `StepTraceAnnotation(name, step_num=N)` becomes: `name#N`, a step the
+/// analyses find without `--anchor` (as `ProfilerStep#N`).
+pub(super) fn step_text(name: &str, step: Option<i64>) -> std::borrow::Cow<'_, str> {
+    match step {
+        Some(n) => format!("{name}#{n}").into(),
+        None => name.into(),
+    }
 }
 
 /// The host plane's threads: API calls and TraceMe ranges.
@@ -208,7 +225,7 @@ fn host_plane(export: &mut TraceExport, plane: &XPlane) -> Result<()> {
                 Some(correlation) if e.name.starts_with("cu") => {
                     export.api_call(span, thread, correlation as u32, e.name, false)?;
                 }
-                _ => export.range(span, thread, e.name)?,
+                _ => export.range(span, thread, &step_text(e.name, e.int("step_num")))?,
             }
         }
     }

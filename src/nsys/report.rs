@@ -278,7 +278,11 @@ impl Report {
         }
         let (session_start_utc_ns, session_start_text) = self.session_start()?;
         if session_start_utc_ns.is_none() {
-            self.warnings.add(Warning::NoSessionStart);
+            let translated = kv.contains_key(SOURCE_FORMAT);
+            self.warnings.add(match translated {
+                true => Warning::NoClockBase,
+                false => Warning::NoSessionStart,
+            });
         }
         let hostname = match self.hostname()? {
             Some(host) => host,

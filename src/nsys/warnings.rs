@@ -10,6 +10,8 @@ use std::fmt;
 pub enum Warning {
     /// No `TARGET_INFO_SESSION_START_TIME` (exports before 2021.3): offset 0 on the merged clock.
     NoSessionStart,
+    /// A translated trace (torch.profiler, JAX) that records no wall-clock base.
+    NoClockBase,
     /// No `Hostname` row: the file stem names the host.
     NoHostname,
     /// The export schema is newer than any this build knows; read best-effort.
@@ -42,6 +44,11 @@ impl Warning {
             Warning::NoSessionStart => write!(
                 f,
                 "no session start time (export older than 2021.3): clock offset 0, so times may not line up with other reports"
+            ),
+            Warning::NoClockBase => write!(
+                f,
+                "the trace records no wall-clock time (JAX traces carry none): clock offset 0, so its \
+                 times may not line up with other inputs"
             ),
             Warning::NoHostname => write!(
                 f,
