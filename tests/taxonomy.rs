@@ -290,3 +290,67 @@ fn a_communication_kernels_family_is_its_role() {
         assert!(roles >= 2, "{files:?}: {roles} roles");
     }
 }
+
+/// Every synth preset under every name set: each rank's families in `kernels --whole` (kernel
+/// count and time, exact) are the generator's own (truth.json), nothing is `other`, and the
+/// exports hold the names of their set.
+#[test]
+fn synth_runs_under_every_name_set_give_truths_families() {
+    let runs = [
+        "--preset ddp --mixed-precision",
+        "--preset fsdp",
+        "--preset megatron",
+        "--preset pithtrain",
+        "--preset ddp --nccl-on-compute",
+    ];
+    for names in ["2022", "2026", "rocm"] {
+        for run in runs {
+            let dir = crate::util::synth(&format!("{run} --steps 2 --names {names}"));
+            let truth: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(dir.path().join("truth.json")).unwrap(),
+            )
+            .unwrap();
+            let v = json(&["kernels", "--whole", dir.path().to_str().unwrap()]);
+            for rank in truth["ranks"].as_array().unwrap() {
+                let r = int(&rank["rank"]);
+                let mut got: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+                for row in rows(&v)
+                    .iter()
+                    .filter(|row| row["rank"].as_i64() == Some(r))
+                {
+                    let family = row["family"].as_str().unwrap();
+                    if !["all", "memcpy", "memset"].contains(&family) {
+                        got.insert(family.into(), (int(&row["kernels"]), int(&row["time_ns"])));
+                    }
+                }
+                let want: BTreeMap<String, (i64, i64)> = rank["families"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(f, t)| (f.clone(), (int(&t["kernels"]), int(&t["time_ns"]))))
+                    .collect();
+                assert_eq!(got, want, "{run} --names {names}, rank {r}");
+            }
+            let node0 = dir.path().join("node0.sqlite");
+            let db = rusqlite::Connection::open(&node0).unwrap();
+            let marker = match names {
+                "2022" => "sm%_xmma_gemm%",
+                "2026" => "triton_%",
+                _ => "Cijk_%",
+            };
+            let found: i64 = db
+                .query_row(
+                    "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s \
+                     ON s.id = k.shortName WHERE s.value LIKE ?1",
+                    [marker],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let fp32 = names == "2022" && !run.contains("mixed") && !run.contains("pithtrain");
+            assert!(
+                found > 0 || fp32,
+                "{run} --names {names}: no {marker} kernel"
+            );
+        }
+    }
+}

@@ -1,8 +1,21 @@
 //! `nsys-lens synth -o DIR --preset NAME`
 
 use super::Outcome;
-use nsys_lens::synth::{self, MpiTrace, Options, Preset};
+use nsys_lens::synth::{self, MpiTrace, Names, Options, Preset};
 use std::path::PathBuf;
+
+/// Kernel name sets (see `--names`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum NamesArg {
+    /// 2022's names.
+    #[value(name = "2022")]
+    Y2022,
+    /// Today's names.
+    #[value(name = "2026")]
+    Y2026,
+    /// ROCm's names.
+    Rocm,
+}
 
 /// Options of `synth`.
 #[derive(Debug, clap::Args)]
@@ -73,6 +86,12 @@ pub struct Args {
     /// bf16 GEMMs and all-reduces instead of fp32 (ddp, fsdp, megatron; pithtrain is bf16).
     #[arg(long)]
     mixed_precision: bool,
+
+    /// Whose kernel names to write: 2022 (cuBLAS sm90_xmma_gemm_*, FlashAttention 2, PyTorch's
+    /// eager kernels), 2026 (cuBLASLt nvjet_*, FlashAttention 3, Inductor's triton_*) or rocm
+    /// (Tensile Cijk_*, Composable Kernel's FMHA); truth.json gives each rank's families.
+    #[arg(long, value_enum, default_value = "2022")]
+    names: NamesArg,
 
     /// A 45 ms host-side data-loading gap before each step (ddp).
     #[arg(long)]
@@ -239,6 +258,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         steps: args.steps,
         grad_accum: args.grad_accum,
         mixed_precision: args.mixed_precision,
+        names: match args.names {
+            NamesArg::Y2022 => Names::Y2022,
+            NamesArg::Y2026 => Names::Y2026,
+            NamesArg::Rocm => Names::Rocm,
+        },
         slow_dataloader: args.slow_dataloader,
         overlap: !args.no_overlap,
         session_gap: args.session_gap,

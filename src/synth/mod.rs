@@ -11,6 +11,7 @@
 //! clock, coupling collectives and point-to-point transfers across ranks and nodes.
 
 mod kernels;
+pub use kernels::Names;
 pub mod kineto;
 mod memory;
 mod metrics;
@@ -59,6 +60,8 @@ pub struct Options {
     pub grad_accum: usize,
     /// bf16 instead of fp32 GEMMs and all-reduces (`ddp`, `fsdp`, `megatron`).
     pub mixed_precision: bool,
+    /// Whose kernel names the exports write.
+    pub names: Names,
     /// A host-side data-loading gap before each step (`ddp`).
     pub slow_dataloader: bool,
     /// Whether collectives overlap compute (`fsdp`).
@@ -114,6 +117,7 @@ impl Options {
             steps: 1,
             grad_accum: 1,
             mixed_precision: false,
+            names: Names::default(),
             slow_dataloader: false,
             overlap: true,
             seq_len: 4096,
@@ -197,6 +201,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
                 session_start: start,
                 gpus: options.gpus_per_node as u32,
                 gpu_name: "NVIDIA H100 80GB HBM3",
+                names: options.names,
             };
             NodeExport::create(&dir.join(format!("node{i}.sqlite")), spec, command.clone())
         })

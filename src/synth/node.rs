@@ -2,7 +2,7 @@
 //! 2026.2.1 export carries (versions, capture settings, session start, host, GPUs, contexts,
 //! streams, processes, thread names).
 
-use super::kernels::KernelKind;
+use super::kernels::{KernelKind, Names};
 use super::schema::{PRODUCT_VERSION, SCHEMA_VERSION};
 use super::writer::{ExportWriter, NVTX_PUSH_POP};
 use crate::hash::{FxHashMap, FxHashSet};
@@ -76,6 +76,8 @@ pub struct NodeSpec {
     pub gpus: u32,
     /// Product name of its GPUs.
     pub gpu_name: &'static str,
+    /// Whose kernel names it writes.
+    pub names: Names,
 }
 
 /// NVTX text: inline (`text`) or registered (`textId`).
@@ -307,6 +309,11 @@ impl NodeExport {
         self.kernel_row(span, place, correlation, kind, None)
     }
 
+    /// The family `kernels` must give `kind` as this node names it.
+    pub fn family(&self, kind: &KernelKind) -> &'static str {
+        self.spec.names.apply(kind).family
+    }
+
     /// A kernel that ran as node `graph_node` of a CUDA graph (node-level graph trace).
     pub fn graph_kernel(
         &mut self,
@@ -333,6 +340,7 @@ impl NodeExport {
             *next += 1;
             *next
         };
+        let kind = self.spec.names.apply(kind);
         let short = self.writer.string(kind.short);
         let demangled = self.writer.string(kind.demangled);
         let mangled = kind.mangled.map(|m| self.writer.string(m));

@@ -96,6 +96,18 @@ pub struct Placed {
     /// `barrier` (a collective on the compute stream), the framework's purpose when its NVTX is
     /// written, else what NCCL's calls show (`nccl:AllReduce`, `nccl:AllToAll`, `p2p`).
     pub role: &'static str,
+    /// The family `kernels` must give it: what its name says, or a communication kernel's
+    /// role (its collective when the role is `barrier`, a stream's meaning, not a kernel's).
+    pub family: &'static str,
+}
+
+/// The family `kernels` gives a communication kernel of `kind` with `role`: the role, but
+/// `barrier` (what a collective does to the compute stream it runs on) leaves the collective.
+fn comm_family(role: &'static str, kind: &KernelKind) -> &'static str {
+    match role {
+        "barrier" => kind.family,
+        role => role,
+    }
 }
 
 /// What the simulator placed for one rank, on the generator's clock (which is the merged clock
@@ -410,6 +422,7 @@ fn p2p(
         end,
         stream,
         role,
+        family: comm_family(role, &NCCL_SENDRECV),
     });
     Ok((start, end))
 }
@@ -476,6 +489,7 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
                 end: start + dur,
                 stream: *stream,
                 role: "compute",
+                family: node.family(kind),
             });
         }
         Op::Wait { stream, on } => {
@@ -657,6 +671,7 @@ fn resolve_comm(
             end,
             stream,
             role,
+            family: comm_family(role, kind),
         });
         rank.schedule.collectives.push(placed.clone());
     }

@@ -42,7 +42,7 @@ pub struct StepTruth {
 }
 
 /// One rank over the whole run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RankTruth {
     /// Global rank.
     pub rank: usize,
@@ -56,6 +56,17 @@ pub struct RankTruth {
     pub pp_wait_ns: i64,
     /// Communication other than barriers running with no compute kernel, ns.
     pub exposed_comm_ns: i64,
+    /// Per kernel family (what `kernels --whole` must say): kernels and their summed time, ns.
+    pub families: std::collections::BTreeMap<&'static str, FamilyTruth>,
+}
+
+/// One family's kernels on a rank over the whole run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FamilyTruth {
+    /// Kernels.
+    pub kernels: u64,
+    /// Their summed duration, ns.
+    pub time_ns: i64,
 }
 
 /// One communication kernel.
@@ -154,6 +165,17 @@ fn kernels(schedules: &[Schedule]) -> Vec<KernelTruth> {
     out
 }
 
+/// A rank's kernels per family.
+fn families(schedule: &Schedule) -> std::collections::BTreeMap<&'static str, FamilyTruth> {
+    let mut families = std::collections::BTreeMap::new();
+    for k in &schedule.kernels {
+        let family: &mut FamilyTruth = families.entry(k.family).or_default();
+        family.kernels += 1;
+        family.time_ns += k.end - k.start;
+    }
+    families
+}
+
 /// Every rank over the whole run.
 fn ranks(schedules: &[Schedule], places: &[Placement]) -> Vec<RankTruth> {
     schedules
@@ -169,6 +191,7 @@ fn ranks(schedules: &[Schedule], places: &[Placement]) -> Vec<RankTruth> {
                 busy_ns: length(&split.busy),
                 pp_wait_ns: uncovered(&split.transfers, &split.busy),
                 exposed_comm_ns: uncovered(&split.comm, &split.compute),
+                families: families(schedule),
             }
         })
         .collect()
