@@ -199,8 +199,10 @@ impl Families {
 
     /// The family of a kernel by its short name and its full demangled name (the short name
     /// again where the trace has no other): user rules, `nccl:<Collective>`, then the built-in
-    /// taxonomy, else [`OTHER`].
+    /// taxonomy, else [`OTHER`]. ROCm's code-object suffix `.kd` is not part of the name.
     pub fn of_kernel(&self, short: &str, name: &str) -> String {
+        let short = short.strip_suffix(".kd").unwrap_or(short);
+        let name = name.strip_suffix(".kd").unwrap_or(name);
         if let Some((family, _)) = self.user.iter().find(|(_, r)| r.is_match(short)) {
             return family.clone();
         }
@@ -308,6 +310,12 @@ mod tests {
             ),
             ("nvfuser_inner_persistent_f1_c1_r0_g2", "reduction"),
             ("loop_subtract_fusion_2", "elementwise"),
+            // ROCm's code objects end in `.kd` (rocprof, torch.profiler on ROCm).
+            (
+                "Cijk_Ailk_Bljk_BBS_BH_MT256x256x64_MI16x16x16x1_SN_1LDSB1_GRVW8_WG32_8_1.kd",
+                "gemm_unknown",
+            ),
+            ("triton_poi_fused_add_0.kd", "elementwise"),
             ("Fan2", "other"),
         ];
         for (name, family) in cases {
