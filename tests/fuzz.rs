@@ -26,8 +26,10 @@ use std::time::{Duration, Instant};
 
 /// Seeds that once found a bug, kept as regression cases:
 /// 3: a time of i64::MIN made the range check itself overflow (`abs()`);
-/// 8: an empty kernel name gave a `.pcf` value line without a label.
-const REGRESSIONS: &[u64] = &[3, 8];
+/// 8: an empty kernel name gave a `.pcf` value line without a label;
+/// 57: an XSpace whose only events are two empty ranges at time 0 was converted to a Paraver
+/// trace of no task.
+const REGRESSIONS: &[u64] = &[3, 8, 57];
 
 /// SplitMix64.
 struct Rng(u64);
@@ -267,6 +269,10 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
     let ranks = classify::ranks::discover(&activity).unwrap_or_default();
     let plan =
         Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true).with_collective_flows();
+    if plan.exported.is_empty() {
+        // `export::write` refuses it (nothing to export); the writers are not given it.
+        return;
+    }
     let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
     let out = tempfile::tempdir().unwrap();
     let base = out.path().join("out");
@@ -282,5 +288,284 @@ fn random_rows_load_or_are_refused_and_always_export_valid_traces() {
     run("random rows", |seed| {
         let (_dir, path) = random_export(seed);
         analyse_and_export(&path, seed % 4 == 0);
+    });
+}
+
+/// One JSON value of `choices`, as text.
+fn one_of(rng: &mut Rng, choices: &[&str]) -> String {
+    rng.pick(choices).to_string()
+}
+
+/// A random torch.profiler (or JAX Chrome-JSON) trace: events of every phase and category,
+/// times and ids from the ordinary to the absurd (exponents, 20 digits, negative, strings,
+/// null), arguments of the wrong types, clock bases at the edges.
+fn random_kineto(rng: &mut Rng) -> String {
+    const TIMES: &[&str] = &[
+        "0",
+        "1.5",
+        "10",
+        "250.125",
+        "-3",
+        "1e300",
+        "-1e300",
+        "12345678901234567890",
+        "9223372036854775.807",
+        "-9223372036854775.808",
+        "1.0000001",
+        "\"12\"",
+        "null",
+        "1e-9",
+    ];
+    const IDS: &[&str] = &[
+        "0",
+        "1",
+        "7",
+        "4294967295",
+        "4294967296",
+        "-1",
+        "\"x\"",
+        "null",
+        "1.5",
+    ];
+    const PHASES: &[&str] = &["X", "X", "X", "M", "i", "B", "E", "s", "f", "", "Z"];
+    const CATS: &[&str] = &[
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "cuda_runtime",
+        "cuda_driver",
+        "cuda_sync",
+        "cpu_op",
+        "user_annotation",
+        "python_function",
+        "",
+        "Kernel",
+        "ac2g",
+    ];
+    const NAMES: &[&str] = &[
+        "ncclDevKernel_SendRecv",
+        "nvjet_tst_1",
+        "record_param_comms",
+        "ProfilerStep#1",
+        "train",
+        "",
+        "cudaLaunchKernel",
+        "MemcpyD2H",
+        "Memset",
+        "process_name",
+        "thread_name",
+    ];
+    const ARGS: &[&str] = &[
+        "{}",
+        "{\"device\": 0, \"stream\": 7, \"correlation\": 3}",
+        "{\"device\": -1, \"stream\": 1e40, \"correlation\": \"x\"}",
+        "{\"grid\": [1, 2, 3], \"block\": [-1, 10000000000, 0], \"registers per thread\": -5}",
+        "{\"grid\": \"x\", \"shared memory\": 1e300}",
+        "{\"name\": \"/device:GPU:0\"}",
+        "{\"name\": \"/host:CPU\"}",
+        "{\"name\": \"/device:GPU:99999999999\"}",
+        "{\"Collective name\": \"allreduce\", \"In msg nelems\": 18446744073709551615, \"Group size\": -2, \"dtype\": \"Float\"}",
+        "{\"correlation_id\": \"9\", \"kernel_details\": \"regs:-1 grid:a,b,c block:1\", \"step_num\": \"-3\"}",
+        "{\"memset_details\": \"size:99999999999999999999\"}",
+        "{\"step_num\": 1e300}",
+        "[1, 2]",
+        "null",
+    ];
+    let base = one_of(
+        rng,
+        &[
+            "",
+            "1779267600001000000",
+            "9223372036854775807",
+            "-1",
+            "\"abc\"",
+            "1e300",
+        ],
+    );
+    let mut text = String::from("{");
+    if !base.is_empty() {
+        text += &format!("\"baseTimeNanoseconds\": {base}, ");
+    }
+    text += "\"traceEvents\": [";
+    let events = rng.below(40);
+    for i in 0..events {
+        if i > 0 {
+            text += ", ";
+        }
+        text += &format!(
+            "{{\"ph\": \"{}\", \"cat\": \"{}\", \"name\": \"{}\", \"pid\": {}, \"tid\": {}, \
+             \"ts\": {}, \"dur\": {}, \"args\": {}}}",
+            one_of(rng, PHASES),
+            one_of(rng, CATS),
+            one_of(rng, NAMES),
+            one_of(rng, IDS),
+            one_of(rng, IDS),
+            one_of(rng, TIMES),
+            one_of(rng, TIMES),
+            one_of(rng, ARGS),
+        );
+    }
+    text + "]}"
+}
+
+/// Translates `bytes` as a trace of `format`; when it is taken, every analysis and both
+/// exporters run on the translation.
+fn translate_and_analyse(bytes: &[u8], name: &str, format: nsys_lens::input::Format) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let target = dir.path().join("translated.sqlite");
+    if nsys_lens::input::translate(&path, format, &target).is_ok() {
+        analyse_and_export(&target, false);
+    }
+}
+
+#[test]
+fn random_and_damaged_torch_profiler_traces_translate_or_are_refused() {
+    run("Kineto", |seed| {
+        let mut rng = Rng(seed);
+        let text = random_kineto(&mut rng);
+        translate_and_analyse(
+            text.as_bytes(),
+            "rank-0.json",
+            nsys_lens::input::Format::Kineto,
+        );
+        // The same text cut short or with bytes changed.
+        let mut bytes = text.into_bytes();
+        match rng.below(2) {
+            0 => bytes.truncate(rng.below(bytes.len() as u64) as usize),
+            _ => {
+                for _ in 0..1 + rng.below(8) {
+                    let at = rng.below(bytes.len() as u64) as usize;
+                    bytes[at] = rng.next() as u8;
+                }
+            }
+        }
+        translate_and_analyse(&bytes, "rank-0.json", nsys_lens::input::Format::Kineto);
+    });
+}
+
+/// A random `XSpace`: GPU and host planes (and others), lines at the edges of time, events
+/// with any offset and duration, stats of any type.
+fn random_xspace(rng: &mut Rng) -> Vec<u8> {
+    use nsys_lens::input::xplane::protos::{
+        XEvent, XEventMetadata, XLine, XPlane, XSpace, XStat, XStatMetadata, x_event, x_stat,
+    };
+    use prost::Message;
+    let stat_names = [
+        "correlation_id",
+        "kernel_details",
+        "memset_details",
+        "memcpy_details",
+        "step_num",
+    ];
+    let stat_metadata: std::collections::HashMap<i64, XStatMetadata> = (1..=stat_names.len()
+        as i64)
+        .map(|id| {
+            let m = XStatMetadata {
+                id,
+                name: stat_names[id as usize - 1].into(),
+                ..XStatMetadata::default()
+            };
+            (id, m)
+        })
+        .collect();
+    let event_names = [
+        "nvjet_tst_1",
+        "Memset",
+        "MemcpyH2D",
+        "train",
+        "cuLaunchKernel",
+        "",
+    ];
+    let event_metadata: std::collections::HashMap<i64, XEventMetadata> = (1..=event_names.len()
+        as i64)
+        .map(|id| {
+            let m = XEventMetadata {
+                id,
+                name: event_names[id as usize - 1].into(),
+                ..XEventMetadata::default()
+            };
+            (id, m)
+        })
+        .collect();
+    let edge = [0, 1, -1, i64::MAX, i64::MIN, 1_735_689_600_000_000_000];
+    let mut planes = Vec::new();
+    for _ in 0..1 + rng.below(3) {
+        let name = *rng.pick(&[
+            "/device:GPU:0",
+            "/device:GPU:4294967296",
+            "/host:CPU",
+            "/device:TPU:0",
+        ]);
+        let mut lines = Vec::new();
+        for _ in 0..rng.below(3) {
+            let mut events = Vec::new();
+            for _ in 0..rng.below(6) {
+                let value = match rng.below(4) {
+                    0 => x_stat::Value::Int64Value(*rng.pick(&edge)),
+                    1 => x_stat::Value::StrValue(
+                        rng.pick(&["size:4096", "regs:1 grid:1,1,1", "x", ""])
+                            .to_string(),
+                    ),
+                    2 => x_stat::Value::DoubleValue(*rng.pick(&[1e300, -1.0, f64::NAN])),
+                    _ => x_stat::Value::RefValue(rng.next()),
+                };
+                events.push(XEvent {
+                    metadata_id: 1 + rng.below(7) as i64,
+                    data: Some(x_event::Data::OffsetPs(*rng.pick(&edge))),
+                    duration_ps: *rng.pick(&edge),
+                    stats: vec![XStat {
+                        metadata_id: 1 + rng.below(6) as i64,
+                        value: Some(value),
+                    }],
+                });
+            }
+            lines.push(XLine {
+                id: rng.next() as i64,
+                name: rng
+                    .pick(&["Stream #7(Compute)", "Stream #x", "XLA Ops", "python3"])
+                    .to_string(),
+                timestamp_ns: *rng.pick(&edge),
+                events,
+                ..XLine::default()
+            });
+        }
+        planes.push(XPlane {
+            name: name.into(),
+            lines,
+            event_metadata: rng
+                .below(2)
+                .eq(&0)
+                .then(|| event_metadata.clone())
+                .unwrap_or_default(),
+            stat_metadata: rng
+                .below(2)
+                .eq(&0)
+                .then(|| stat_metadata.clone())
+                .unwrap_or_default(),
+            ..XPlane::default()
+        });
+    }
+    XSpace {
+        planes,
+        ..XSpace::default()
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn random_and_damaged_xspaces_translate_or_are_refused() {
+    run("XSpace", |seed| {
+        let mut rng = Rng(seed);
+        let bytes = random_xspace(&mut rng);
+        translate_and_analyse(&bytes, "host.xplane.pb", nsys_lens::input::Format::Xplane);
+        let mut damaged = bytes;
+        if !damaged.is_empty() {
+            let at = rng.below(damaged.len() as u64) as usize;
+            damaged[at] = rng.next() as u8;
+            damaged.truncate(rng.below(damaged.len() as u64 + 1) as usize);
+        }
+        translate_and_analyse(&damaged, "host.xplane.pb", nsys_lens::input::Format::Xplane);
     });
 }

@@ -414,3 +414,48 @@ fn the_three_files_of_a_real_jax_run_read_alike() {
         .count();
     assert_eq!(gpu_events, 42);
 }
+
+/// A trace with nothing to draw (two empty ranges at its start: found by the fuzz harness,
+/// seed 57) is refused by `convert` in one line, and no file is written.
+#[test]
+fn a_trace_with_nothing_to_draw_is_refused_by_convert() {
+    let host = XPlane {
+        name: "/host:CPU".into(),
+        lines: vec![XLine {
+            id: 1,
+            timestamp_ns: T0,
+            events: vec![event(1, 0, 0, vec![]), event(1, 0, 0, vec![])],
+            ..XLine::default()
+        }],
+        event_metadata: names(&[(1, "train")]),
+        ..XPlane::default()
+    };
+    let space = XSpace {
+        planes: vec![host],
+        ..XSpace::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.xplane.pb");
+    std::fs::write(&path, space.encode_to_vec()).unwrap();
+    let out = dir.path().join("out");
+    let done = Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+        .args([
+            "convert",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ])
+        .env("NSYS_LENS_CACHE", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    let (_, err) = texts(&done);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(err.contains("nothing to export"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with("out"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

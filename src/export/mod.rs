@@ -211,6 +211,11 @@ pub struct Written {
 /// a format's trace (always for Paraver; for Perfetto with one part or one exported process),
 /// that stream runs once, on a thread of its own, and each such writer reads its groups.
 pub fn write(plan: &Plan, parts: &[capture::Joined], targets: &Targets) -> anyhow::Result<Written> {
+    anyhow::ensure!(
+        !plan.exported.is_empty(),
+        "nothing to export: no process has events to draw in the window (a \
+         Paraver trace needs at least one task)"
+    );
     crate::output::check(&targets.outputs())?;
     let staged = crate::output::Staged::default();
     let prepared = prepare::prepare_all(plan, parts, targets.threads)?;

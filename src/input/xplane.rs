@@ -91,16 +91,25 @@ fn stream_id(line: &XLine) -> Option<u32> {
     digits.parse().ok().or_else(|| u32::try_from(line.id).ok())
 }
 
-/// An event's `[start, end]` in ns.
-fn span(line: &XLine, event: &XEvent) -> (i64, i64) {
+/// An event's `[start, end]` in ns; an error when either is beyond 64 bits of ns (a damaged
+/// trace), never a wrapped time.
+fn span(line: &XLine, event: &XEvent) -> Result<(i64, i64)> {
     let offset = match event.data {
         Some(x_event::Data::OffsetPs(ps)) => ps,
         _ => 0,
     };
     let start_ps = i128::from(line.timestamp_ns) * 1000 + i128::from(offset);
     let end_ps = start_ps + i128::from(event.duration_ps.max(0));
-    let ns = |ps: i128| (ps + 500).div_euclid(1000) as i64;
-    (ns(start_ps), ns(end_ps))
+    let ns = |ps: i128| {
+        i64::try_from((ps + 500).div_euclid(1000)).with_context(|| {
+            format!(
+                "line {} timestamp_ns {} with an event at offset_ps {offset} lasting {} ps: \
+                 beyond 64-bit ns, the trace is damaged",
+                line.id, line.timestamp_ns, event.duration_ps
+            )
+        })
+    };
+    Ok((ns(start_ps)?, ns(end_ps)?))
 }
 
 /// An event's name and its stats (the event's own, then its metadata's), by stat name.
@@ -172,7 +181,7 @@ fn device_plane(export: &mut TraceExport, plane: &XPlane, device: u32) -> Result
                 stream,
                 correlation: e.int("correlation_id").map_or(0, |c| c as u32),
             };
-            let span = span(line, event);
+            let span = span(line, event)?;
             let details = |stat: &str| e.text(plane, stat);
             gpu_event(export, (span, place), e.name, details)?;
         }
@@ -220,7 +229,7 @@ fn host_plane(export: &mut TraceExport, plane: &XPlane) -> Result<()> {
         }
         for event in &line.events {
             let e = named(plane, event);
-            let span = span(line, event);
+            let span = span(line, event)?;
             match e.int("correlation_id") {
                 Some(correlation) if e.name.starts_with("cu") => {
                     export.api_call(span, thread, correlation as u32, e.name, false)?;
@@ -306,6 +315,11 @@ mod tests {
             ..XEvent::default()
         };
         // 1,001,499 ps to 1,002,501 ps.
-        assert_eq!(span(&line, &event), (1_001, 1_003));
+        assert_eq!(span(&line, &event).unwrap(), (1_001, 1_003));
+        let far = XLine {
+            timestamp_ns: i64::MAX,
+            ..XLine::default()
+        };
+        assert!(span(&far, &event).is_err(), "no wrap");
     }
 }
