@@ -531,21 +531,19 @@ fn random_xspace(rng: &mut Rng) -> Vec<u8> {
                 ..XLine::default()
             });
         }
-        planes.push(XPlane {
+        // Metadata present or missing, each half the time.
+        let mut plane = XPlane {
             name: name.into(),
             lines,
-            event_metadata: rng
-                .below(2)
-                .eq(&0)
-                .then(|| event_metadata.clone())
-                .unwrap_or_default(),
-            stat_metadata: rng
-                .below(2)
-                .eq(&0)
-                .then(|| stat_metadata.clone())
-                .unwrap_or_default(),
             ..XPlane::default()
-        });
+        };
+        if rng.below(2) == 0 {
+            plane.event_metadata = event_metadata.clone();
+        }
+        if rng.below(2) == 0 {
+            plane.stat_metadata = stat_metadata.clone();
+        }
+        planes.push(plane);
     }
     XSpace {
         planes,
