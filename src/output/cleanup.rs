@@ -106,9 +106,7 @@ impl Temporary {
         lock.0.files.retain(|p| *p != path);
         Ok(())
     }
-}
 
-impl Temporary {
     /// Renames the file, which another program wrote (`nsys export`), to `dest`.
     pub fn persist(self, dest: &Path) -> std::io::Result<()> {
         let mut lock = lock();
