@@ -310,6 +310,10 @@ mod tests {
             ),
             ("nvfuser_inner_persistent_f1_c1_r0_g2", "reduction"),
             ("loop_subtract_fusion_2", "elementwise"),
+            // A custom all-reduce moves data between GPUs: not a reduction kernel.
+            ("cross_device_reduce_2stage", "comm:custom_allreduce"),
+            // TensorRT-LLM's MoE all-to-all is communication, not MoE routing.
+            ("moeA2ACombineKernel", "comm:trtllm_moe"),
             // ROCm's code objects end in `.kd` (rocprof, torch.profiler on ROCm).
             (
                 "Cijk_Ailk_Bljk_BBS_BH_MT256x256x64_MI16x16x16x1_SN_1LDSB1_GRVW8_WG32_8_1.kd",
