@@ -232,11 +232,6 @@ impl Output {
         self.beside.is_some()
     }
 
-    /// The name the user gave.
-    pub fn shown(&self) -> &Path {
-        &self.shown
-    }
-
     /// Renames the complete output into place now.
     pub fn commit(self) -> anyhow::Result<()> {
         let staged = Staged::default();
