@@ -215,11 +215,11 @@ impl Families {
     }
 }
 
-/// Family names per kernel, computed once per distinct full name.
+/// Family names per kernel, computed once per distinct (short name, full name).
 pub struct FamilyCache<'a> {
     families: &'a Families,
     timeline: &'a Timeline,
-    cache: FxHashMap<StringId, String>,
+    cache: FxHashMap<(StringId, StringId), String>,
 }
 
 impl<'a> FamilyCache<'a> {
@@ -235,7 +235,7 @@ impl<'a> FamilyCache<'a> {
     /// The family of the kernel with this short name and full name.
     pub fn kernel(&mut self, short: StringId, name: StringId) -> &str {
         let (families, timeline) = (self.families, self.timeline);
-        self.cache.entry(name).or_insert_with(|| {
+        self.cache.entry((short, name)).or_insert_with(|| {
             let full = match timeline.text(name) {
                 "" => timeline.text(short),
                 text => text,
@@ -325,6 +325,20 @@ mod tests {
         for (name, family) in cases {
             assert_eq!(f.of_kernel(short(name), name), family, "{name}");
         }
+    }
+
+    /// Two kernels whose full names are both empty (a damaged export) keep the families their
+    /// short names give: the cache is keyed by both names.
+    #[test]
+    fn the_cache_tells_kernels_apart_by_short_name_too() {
+        let mut timeline = Timeline::default();
+        let empty = timeline.strings.intern("");
+        let gemm = timeline.strings.intern("ampere_sgemm_128x64_tn");
+        let reduce = timeline.strings.intern("reduce_kernel");
+        let families = Families::default();
+        let mut cache = FamilyCache::new(&families, &timeline);
+        assert_eq!(cache.kernel(gemm, empty), "gemm_fp32_tf32");
+        assert_eq!(cache.kernel(reduce, empty), "reduction");
     }
 
     #[test]
