@@ -137,12 +137,6 @@ pub fn read(path: &Path) -> Result<Vec<Capture>, Error> {
         path: path.to_path_buf(),
         what,
     };
-    if !is_part(path) {
-        return Err(Error::NotAPart {
-            path: path.to_path_buf(),
-        });
-    }
-    let sealed = seal::check(&file).map_err(corrupt)?;
     let mut head = [0u8; 24];
     let got = read_up_to(&mut file, &mut head).map_err(io)?;
     if got < MAGIC.len() || &head[..16] != MAGIC {
@@ -157,6 +151,8 @@ pub fn read(path: &Path) -> Result<Vec<Capture>, Error> {
     if got < head.len() {
         return Err(corrupt("it ends before its header".into()));
     }
+    // Positional reads: the file's cursor stays after the header.
+    let sealed = seal::check(&file).map_err(corrupt)?;
     let light_len = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
     let file_len = sealed.data_len;
     if light_len > file_len.saturating_sub(24) {

@@ -1036,26 +1036,20 @@ impl Timeline {
     /// every field (a duplicated row: a damaged or twice-merged export), in a warning: they
     /// are kept as the file has them, but their time counts twice.
     fn warn_duplicate_gpu_ops(&mut self) {
+        /// The streams of the rows of `rows` (sorted) that repeat the row before them.
+        fn repeats<T: PartialEq>(
+            rows: &[T],
+            stream: fn(&T) -> StreamId,
+        ) -> impl Iterator<Item = StreamId> + '_ {
+            rows.windows(2)
+                .filter(|w| w[0] == w[1])
+                .map(move |w| stream(&w[0]))
+        }
         let mut per_report = vec![0u64; self.reports.len()];
-        let streams = |t: &Timeline| {
-            let kernels = t
-                .kernels
-                .windows(2)
-                .filter(|w| w[0] == w[1])
-                .map(|w| w[0].stream);
-            let memcpys = t
-                .memcpys
-                .windows(2)
-                .filter(|w| w[0] == w[1])
-                .map(|w| w[0].stream);
-            let memsets = t
-                .memsets
-                .windows(2)
-                .filter(|w| w[0] == w[1])
-                .map(|w| w[0].stream);
-            kernels.chain(memcpys).chain(memsets).collect::<Vec<_>>()
-        };
-        for stream in streams(self) {
+        let streams = repeats(&self.kernels, |k| k.stream)
+            .chain(repeats(&self.memcpys, |m| m.stream))
+            .chain(repeats(&self.memsets, |m| m.stream));
+        for stream in streams {
             let process = self.streams[stream.index()].process;
             per_report[self.processes[process.index()].report.index()] += 1;
         }
