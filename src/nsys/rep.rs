@@ -72,13 +72,9 @@ fn export(path: &Path, cache: &Path) -> Result<()> {
             "nsys is not on PATH, so the report cannot be exported here; export it where nsys is installed with:\n    {command}\nthen pass the .sqlite file"
         )));
     };
-    let dir = match cache.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
     let (partial, file) =
-        crate::output::cleanup::Temporary::new(dir, ".sqlite").map_err(|cause| Error::Io {
-            path: dir.to_path_buf(),
+        crate::output::cleanup::Temporary::beside(cache, ".sqlite").map_err(|cause| Error::Io {
+            path: crate::output::cleanup::dir_of(cache).to_path_buf(),
             cause,
         })?;
     drop(file);

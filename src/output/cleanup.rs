@@ -23,7 +23,7 @@ struct Pending {
 }
 
 /// The files and children a signal cleans up. A signal's handler holds the lock until the
-/// process exits, so whatever runs under it ([`Temporary::new`], committing a set of outputs)
+/// process exits, so whatever runs under it ([`Temporary::beside`], committing a set of outputs)
 /// happens wholly before or not at all.
 static PENDING: Mutex<Pending> = Mutex::new(Pending {
     files: Vec::new(),
@@ -64,6 +64,14 @@ fn host() -> String {
         .collect()
 }
 
+/// The directory a file at `path` is in (`.` for a bare name).
+pub fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// A file being written under a temporary name: registered while it exists, removed when
 /// dropped unless it was renamed into place (by [`super::Staged::commit`], or
 /// [`Temporary::persist`]).
@@ -73,9 +81,11 @@ pub struct Temporary {
 }
 
 impl Temporary {
-    /// Creates `.nsys-lens-HOST-PID-XXXXXX.tmp{extension}` in `dir` (created when missing),
-    /// readable by its owner only; first removes what killed runs left in `dir`.
-    pub fn new(dir: &Path, extension: &str) -> std::io::Result<(Temporary, File)> {
+    /// Creates `.nsys-lens-HOST-PID-XXXXXX.tmp{extension}` in the directory of `dest`
+    /// ([`dir_of`], created when missing), readable by its owner only; first removes what
+    /// killed runs left there.
+    pub fn beside(dest: &Path, extension: &str) -> std::io::Result<(Temporary, File)> {
+        let dir = dir_of(dest);
         std::fs::create_dir_all(dir)?;
         sweep_stale(dir);
         // Created and registered under the lock: a signal sees either no file or a registered
@@ -234,7 +244,7 @@ mod tests {
     #[test]
     fn temporary_names_say_whose_they_are() {
         let dir = tempfile::tempdir().unwrap();
-        let (temp, _file) = Temporary::new(dir.path(), ".sqlite").unwrap();
+        let (temp, _file) = Temporary::beside(&dir.path().join("x.sqlite"), ".sqlite").unwrap();
         let name = temp
             .path()
             .file_name()

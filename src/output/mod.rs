@@ -197,12 +197,11 @@ impl Output {
                 (file.with_context(cannot)?, None)
             }
             Destination::Replace(dest) => {
-                let dir = match dest.parent() {
-                    Some(d) if !d.as_os_str().is_empty() => d,
-                    _ => Path::new("."),
-                };
-                let (temp, file) = cleanup::Temporary::new(dir, extension)
-                    .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+                let (temp, file) =
+                    cleanup::Temporary::beside(&dest, extension).with_context(|| {
+                        let dir = cleanup::dir_of(&dest);
+                        format!("cannot create a file in {}", dir.display())
+                    })?;
                 (file, Some((temp, dest)))
             }
         };
