@@ -106,7 +106,7 @@ pub fn encode(
 /// conversion that reads the same inputs with the same options computes the same value.
 pub fn fingerprint(plan: &Plan, parts: &[Joined], options: &str) -> u64 {
     let sizes = parts.iter().map(|p| p.events.size().0);
-    let options = super::seal::fingerprint(options.as_bytes());
+    let options = seal::fingerprint(options.as_bytes());
     super::part::fingerprint(plan.activity.timeline, sizes.chain([options]))
 }
 

@@ -1,8 +1,9 @@
 //! The seal of a file that travels between machines (part files, encoded parts): its last
 //! [`SEAL_LEN`] bytes are a CRC-32 of every byte before them and of the fingerprint after it, a
-//! fingerprint of what the file was made from, and [`SEAL_MAGIC`]. A reader checks the seal before it trusts a byte, so a
-//! copy cut short or a flipped bit is refused instead of read into a wrong trace, and a piece
-//! made from other inputs or options is told apart by its fingerprint.
+//! fingerprint of what the file was made from, and [`SEAL_MAGIC`]. A reader checks the seal
+//! before it trusts a byte, so a copy cut short or a flipped bit is refused instead of read
+//! into a wrong trace, and a piece made from other inputs or options is told apart by its
+//! fingerprint.
 
 use std::fs::File;
 use std::hash::Hasher;

@@ -28,6 +28,8 @@ pub const UNTRANSLATED: &str = "NSYS_LENS_UNTRANSLATED";
 /// Times above this are UTC epoch ns (after 1973), not times since a start.
 const EPOCH_NS: i64 = 100_000_000_000_000_000;
 
+use crate::nsys::tables::{KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, SYNC};
+
 /// The session start of a trace whose times count from `base` (Kineto's
 /// `baseTimeNanoseconds`, UTC ns) and whose first event is at `first`: an error naming the
 /// field when it leaves the merged clock's range (1970 to 2043), never a wrapped time.
@@ -41,8 +43,6 @@ fn session_start(base: i64, first: i64) -> Result<i64> {
         )
     })
 }
-
-use crate::nsys::tables::{KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, SYNC};
 
 /// Tables of GPU work, whose owning process is known only at the end.
 const GPU_TABLES: [&str; 4] = [KERNEL, MEMCPY, MEMSET, SYNC];
