@@ -459,15 +459,21 @@ fn random_xspace(rng: &mut Rng) -> Vec<u8> {
         "memcpy_details",
         "step_num",
     ];
-    let stat_metadata: std::collections::HashMap<i64, XStatMetadata> = (1..=stat_names.len()
-        as i64)
-        .map(|id| {
-            let m = XStatMetadata {
+    // Metadata ids from 1, in the names' order.
+    let by_id = |names: &[&str]| -> Vec<(i64, String)> {
+        (1..).zip(names.iter().map(|n| n.to_string())).collect()
+    };
+    let stat_metadata: std::collections::HashMap<i64, XStatMetadata> = by_id(&stat_names)
+        .into_iter()
+        .map(|(id, name)| {
+            (
                 id,
-                name: stat_names[id as usize - 1].into(),
-                ..XStatMetadata::default()
-            };
-            (id, m)
+                XStatMetadata {
+                    id,
+                    name,
+                    ..XStatMetadata::default()
+                },
+            )
         })
         .collect();
     let event_names = [
@@ -478,15 +484,17 @@ fn random_xspace(rng: &mut Rng) -> Vec<u8> {
         "cuLaunchKernel",
         "",
     ];
-    let event_metadata: std::collections::HashMap<i64, XEventMetadata> = (1..=event_names.len()
-        as i64)
-        .map(|id| {
-            let m = XEventMetadata {
+    let event_metadata: std::collections::HashMap<i64, XEventMetadata> = by_id(&event_names)
+        .into_iter()
+        .map(|(id, name)| {
+            (
                 id,
-                name: event_names[id as usize - 1].into(),
-                ..XEventMetadata::default()
-            };
-            (id, m)
+                XEventMetadata {
+                    id,
+                    name,
+                    ..XEventMetadata::default()
+                },
+            )
         })
         .collect();
     let edge = [0, 1, -1, i64::MAX, i64::MIN, 1_735_689_600_000_000_000];
