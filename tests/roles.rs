@@ -17,12 +17,17 @@ const PRESETS: &[&str] = &[
     "--preset fsdp --nodes 1 --gpus-per-node 2 --steps 2",
 ];
 
-/// How the capture looks.
+/// How the capture looks: 2022's names with every placement of the communication, and today's
+/// (DeepEP's all-to-alls, userbuffers' tensor-parallel all-reduces and NCCL's symmetric
+/// kernels, which bypass NCCL's calls or replace its kernels) and ROCm's.
 const VARIANTS: &[&str] = &[
     "",
     "--nccl-on-compute",
     "--no-framework-nvtx",
     "--nccl-on-compute --no-framework-nvtx",
+    "--names 2026",
+    "--names 2026 --nccl-on-compute --no-framework-nvtx",
+    "--names rocm --no-framework-nvtx",
 ];
 
 fn exports(dir: &Path) -> Vec<PathBuf> {
@@ -46,7 +51,7 @@ fn our_roles(files: &[PathBuf]) -> BTreeMap<(u64, u64, i64), String> {
         let window = classify::window::find(&activity, rank.process, &WindowSpec::Whole);
         let streams =
             classify::streams::classify(&activity, rank.process, window.bounds(false), &rules);
-        for k in &streams.nccl {
+        for k in &streams.comm {
             let stream = u64::from(timeline.stream(k.stream).stream);
             let key = (u64::from(rank.rank), stream, k.start);
             roles.insert(key, k.role_name(&rules).to_string());
@@ -99,10 +104,31 @@ fn every_communication_kernel_gets_the_role_its_evidence_supports() {
                 "{args}: off the diagonal {off:?} of {confusion:?}"
             );
             assert_eq!(ours.len(), kernels.len(), "{args}: kernels we saw");
+            if variant.contains("2026") {
+                assert!(
+                    todays_comm_kernels(&files) > 0,
+                    "{args}: no DeepEP, userbuffers or symmetric kernel"
+                );
+            }
             assert!(!confusion.is_empty(), "{args}: no communication kernel");
             check_wait_and_exposure(&files, &truth, &args);
         }
     }
+}
+
+/// How many kernels of the exports are DeepEP's, userbuffers' or NCCL's symmetric ones (SQL).
+fn todays_comm_kernels(files: &[PathBuf]) -> i64 {
+    let sql = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+               JOIN StringIds s ON s.id = k.shortName JOIN StringIds d ON d.id = k.demangledName \
+               WHERE s.value LIKE 'ncclSymk%' OR s.value LIKE 'userbuffers%' \
+               OR d.value LIKE '%deep_ep::%'";
+    files
+        .iter()
+        .map(|f| {
+            let db = rusqlite::Connection::open(f).unwrap();
+            db.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap()
+        })
+        .sum()
 }
 
 /// Per rank over the whole capture: pipeline wait and exposed communication equal the truth;

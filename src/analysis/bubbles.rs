@@ -9,7 +9,7 @@
 //! otherwise.
 
 use super::IntervalSet;
-use crate::classify::rules::is_nccl;
+use crate::classify::comm::is_comm_kernel;
 use crate::classify::{Activity, RankStreams, RoleRules};
 use crate::model::ProcessId;
 
@@ -59,7 +59,7 @@ pub fn rank_bubbles(
     let timeline = activity.timeline;
     let mut busy: Vec<(i64, i64)> = activity
         .kernels(process)
-        .filter(|k| !is_nccl(timeline.text(k.short_name)))
+        .filter(|k| !is_comm_kernel(timeline, k))
         .map(|k| (k.start.0, k.end.0))
         .chain(
             activity
@@ -68,7 +68,7 @@ pub fn rank_bubbles(
         )
         .collect();
     let mut transfers = Vec::new();
-    for k in &streams.nccl {
+    for k in &streams.comm {
         match k.is_pipeline(rules) {
             true => transfers.push((k.start, k.end)),
             false => busy.push((k.start, k.end)),

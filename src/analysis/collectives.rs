@@ -17,8 +17,9 @@
 //! An instance's arrival of a member is its kernel's start: the last to arrive is the
 //! straggler, the skew is last minus first arrival, and each member waited `last - own`.
 
+use crate::classify::comm::comm_kind;
 use crate::classify::layout::{self, Transfer};
-use crate::classify::rules::{RoleRules, is_nccl, is_point_to_point};
+use crate::classify::rules::RoleRules;
 use crate::hash::FxHashMap;
 use crate::model::{ProcessId, StreamId, StringId, Timeline};
 use std::collections::{BTreeMap, BTreeSet};
@@ -114,16 +115,19 @@ pub fn match_instances(timeline: &Timeline, processes: &[ProcessId]) -> Collecti
         processes.iter().enumerate().map(|(i, &p)| (p, i)).collect();
     // Per family, per member rank: its kernels in start order (the kernels are sorted).
     let mut families: BTreeMap<(StringId, u32), PerRank> = BTreeMap::new();
-    let mut collective: FxHashMap<StringId, bool> = FxHashMap::default();
+    let mut collective: FxHashMap<(StringId, StringId), bool> = FxHashMap::default();
+    let mut names: FxHashMap<StringId, StringId> = FxHashMap::default();
     for k in &timeline.kernels {
-        let is_collective = *collective.entry(k.short_name).or_insert_with(|| {
-            let name = timeline.text(k.short_name);
-            is_nccl(name) && !is_point_to_point(name)
+        let key = (k.short_name, k.name);
+        let is_collective = *collective.entry(key).or_insert_with(|| {
+            comm_kind(timeline.text(k.short_name), timeline.text(k.name))
+                .is_some_and(|c| !c.point_to_point)
         });
         let stream = timeline.stream(k.stream);
         let Some(&rank) = rank_of.get(&stream.process).filter(|_| is_collective) else {
             continue;
         };
+        names.entry(k.short_name).or_insert(k.name);
         families
             .entry((k.short_name, stream.stream))
             .or_default()
@@ -135,7 +139,7 @@ pub fn match_instances(timeline: &Timeline, processes: &[ProcessId]) -> Collecti
     let mut out = Collectives::default();
     for ((kernel, stream), per_rank) in families {
         let op = rules
-            .label(rules.collective(timeline.text(kernel)))
+            .label(rules.by_name(timeline.text(kernel), timeline.text(names[&kernel])))
             .to_string();
         for members in communicators(&per_rank, &host_of) {
             let id = out.communicators.len();

@@ -68,7 +68,7 @@ pub fn rank_kernels(
     families: &mut FamilyCache,
 ) -> RankKernels {
     let roles: FxHashMap<(StreamId, i64), &str> = comm
-        .nccl
+        .comm
         .iter()
         .map(|k| ((k.stream, k.start), rules.label(k.purpose)))
         .collect();

@@ -9,7 +9,7 @@
 //! compute streams form the `barrier` role: reported, never counted in the rank's totals.
 
 use super::IntervalSet;
-use crate::classify::{NcclKernel, RankStreams, RoleRules, Stage};
+use crate::classify::{CommKernel, RankStreams, RoleRules, Stage};
 use std::collections::BTreeMap;
 
 /// The stage a group covers.
@@ -105,8 +105,8 @@ pub type RankExposure = Vec<((StageKey, RoleKey), Exposure)>;
 
 /// Groups a rank's NCCL kernels and measures how much of each group compute hides.
 pub fn rank_exposure(streams: &RankStreams, rules: &RoleRules) -> RankExposure {
-    let mut groups: BTreeMap<(StageKey, RoleKey), Vec<&NcclKernel>> = BTreeMap::new();
-    for k in &streams.nccl {
+    let mut groups: BTreeMap<(StageKey, RoleKey), Vec<&CommKernel>> = BTreeMap::new();
+    for k in &streams.comm {
         let role = RoleKey::Role {
             name: k.role_name(rules).to_string(),
             in_stream: k.in_stream,
@@ -136,7 +136,7 @@ pub fn rank_exposure(streams: &RankStreams, rules: &RoleRules) -> RankExposure {
 }
 
 /// The exposure of a group of kernels against the compute union.
-fn measure(kernels: &[&NcclKernel], compute: &IntervalSet) -> Exposure {
+fn measure(kernels: &[&CommKernel], compute: &IntervalSet) -> Exposure {
     let mut e = Exposure {
         kernels: kernels.len() as u64,
         overlap_min_pct: f64::INFINITY,
@@ -238,8 +238,8 @@ mod tests {
     use crate::classify::{Role, StreamUse};
     use crate::model::StreamId;
 
-    fn kernel(stream: u32, start: i64, end: i64, purpose: crate::classify::Purpose) -> NcclKernel {
-        NcclKernel {
+    fn kernel(stream: u32, start: i64, end: i64, purpose: crate::classify::Purpose) -> CommKernel {
+        CommKernel {
             start,
             end,
             stream: StreamId(stream),
@@ -273,7 +273,7 @@ mod tests {
         let a2a = rules.named("ep_a2a");
         let streams = RankStreams {
             streams: vec![usage(1, Role::Comm(a2a)), usage(2, Role::Comm(a2a))],
-            nccl: vec![kernel(1, 20, 100, a2a), kernel(2, 30, 90, a2a)],
+            comm: vec![kernel(1, 20, 100, a2a), kernel(2, 30, 90, a2a)],
             compute: IntervalSet::from_intervals([(0, 40)]),
         };
         let groups = rank_exposure(&streams, &rules);

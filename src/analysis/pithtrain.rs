@@ -10,8 +10,9 @@
 
 use super::IntervalSet;
 use super::overlap::percent;
+use crate::classify::comm::is_comm_kernel;
 use crate::classify::enclosing::{Candidate, innermost_scan};
-use crate::classify::rules::{Stage, is_nccl};
+use crate::classify::rules::Stage;
 use crate::classify::{Activity, RankLabel};
 use crate::model::{Kernel, ProcessId, StringId};
 use std::collections::BTreeMap;
@@ -324,7 +325,7 @@ impl<'a, 't> PidView<'a, 't> {
                 purpose: "compute",
             });
             let duration = k.end.0 - k.start.0;
-            if is_nccl(timeline.text(k.short_name)) {
+            if is_comm_kernel(timeline, k) {
                 row.n_comm += 1;
                 row.comm_ns += duration;
             } else {

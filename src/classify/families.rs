@@ -12,7 +12,8 @@
 //! pattern = "(?i)permute|unpermute"   # a regex on the kernel's short name
 //! ```
 
-use super::rules::{RoleRules, is_nccl};
+use super::comm::is_comm;
+use super::rules::RoleRules;
 use crate::hash::FxHashMap;
 use crate::model::{StringId, Timeline};
 use regex::Regex;
@@ -206,8 +207,11 @@ impl Families {
         if let Some((family, _)) = self.user.iter().find(|(_, r)| r.is_match(short)) {
             return family.clone();
         }
-        if is_nccl(short) {
-            return self.roles.label(self.roles.collective(short)).to_string();
+        if is_comm(short, name) {
+            return self
+                .roles
+                .label(self.roles.by_name(short, name))
+                .to_string();
         }
         BUILTIN
             .family(short, name)
@@ -311,9 +315,15 @@ mod tests {
             ("nvfuser_inner_persistent_f1_c1_r0_g2", "reduction"),
             ("loop_subtract_fusion_2", "elementwise"),
             // A custom all-reduce moves data between GPUs: not a reduction kernel.
-            ("cross_device_reduce_2stage", "comm:custom_allreduce"),
+            // Its role by name: tensor-parallel communication.
+            ("cross_device_reduce_2stage", "tp_comm"),
             // TensorRT-LLM's MoE all-to-all is communication, not MoE routing.
-            ("moeA2ACombineKernel", "comm:trtllm_moe"),
+            ("moeA2ACombineKernel", "ep_a2a"),
+            // DeepEP's layout kernel counts tokens per rank: routing compute, not a transfer.
+            (
+                "void deep_ep::layout::get_dispatch_layout<(int)256, (int)32, (int)8>(const long *, int *, int *, int *, bool *, int, int, int, int)",
+                "moe_routing",
+            ),
             // ROCm's code objects end in `.kd` (rocprof, torch.profiler on ROCm).
             (
                 "Cijk_Ailk_Bljk_BBS_BH_MT256x256x64_MI16x16x16x1_SN_1LDSB1_GRVW8_WG32_8_1.kd",

@@ -74,7 +74,7 @@ pub fn rank_transfers(
 /// which way its data went).
 pub fn transfers(streams: &RankStreams, rules: &RoleRules) -> Vec<Transfer> {
     streams
-        .nccl
+        .comm
         .iter()
         .filter(|k| k.is_pipeline(rules))
         .filter_map(|k| match k.call? {

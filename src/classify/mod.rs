@@ -6,6 +6,7 @@
 //! picture always agree.
 
 pub mod activity;
+pub mod comm;
 pub mod enclosing;
 pub mod families;
 pub mod label;
@@ -22,5 +23,5 @@ pub use activity::Activity;
 pub use label::{AxisCoord, RankLabel};
 pub use ranks::{Rank, RankSource};
 pub use rules::{Purpose, RoleRules, Stage};
-pub use streams::{Evidence, NcclKernel, RankStreams, Role, StreamUse};
+pub use streams::{CommKernel, Evidence, RankStreams, Role, StreamUse};
 pub use window::{Window, WindowSource, WindowSpec};

@@ -406,6 +406,9 @@ impl RoleRules {
             });
         }
         labels.insert(P2P.to_string());
+        for l in super::comm::LIBRARIES {
+            labels.insert(l.role.to_string());
+        }
         for c in COLLECTIVES.iter().chain(&["other"]) {
             labels.insert(format!("nccl:{c}"));
         }
@@ -462,9 +465,13 @@ impl RoleRules {
         self.matches(text).get(tier, p2p)
     }
 
-    /// `nccl:<Collective>` from an NCCL kernel's short name (`nccl:other` when unrecognised).
-    pub fn collective(&self, kernel_name: &str) -> Purpose {
-        self.named(&format!("nccl:{}", collective_name(kernel_name)))
+    /// The role a communication kernel's name gives it ([`super::comm`]): an NCCL kernel's
+    /// `nccl:<Collective>` (`nccl:other` when unrecognised), another library's role.
+    pub fn by_name(&self, short: &str, name: &str) -> Purpose {
+        match super::comm::comm_kind(short, name).and_then(|k| k.library) {
+            Some(library) => self.named(library.role),
+            None => self.named(&format!("nccl:{}", collective_name(short))),
+        }
     }
 
     /// The role with this label, which must be one the classifier gives (`p2p`, `nccl:...`).
@@ -478,7 +485,8 @@ impl RoleRules {
         &self.labels[purpose.0 as usize]
     }
 
-    /// Every label a kernel can get: the rules' roles, `p2p` and `nccl:<collective>`.
+    /// Every label a kernel can get: the rules' roles, `p2p`, the communication libraries'
+    /// roles and `nccl:<collective>`.
     pub fn labels(&self) -> impl Iterator<Item = &str> {
         self.labels.iter().map(String::as_str)
     }
@@ -615,7 +623,7 @@ mod tests {
     #[test]
     fn collectives_come_from_kernel_names() {
         let rules = RoleRules::default();
-        let c = |name: &str| rules.label(rules.collective(name)).to_string();
+        let c = |name: &str| rules.label(rules.by_name(name, name)).to_string();
         assert_eq!(c("ncclDevKernel_SendRecv"), "nccl:SendRecv");
         assert_eq!(
             c("ncclKernel_AllReduce_RING_LL_Sum_float"),

@@ -15,9 +15,10 @@
 //! other collective there is `barrier` communication.
 
 use super::activity::Activity;
+use super::comm::{comm_kind, is_comm_kernel};
 use super::enclosing::{Candidate, innermost};
 use super::nccl_calls::{NcclCalls, NcclEvidence, Pattern};
-use super::rules::{Matches, P2P, Purpose, RoleRules, Stage, Tier, is_nccl, is_point_to_point};
+use super::rules::{Matches, P2P, Purpose, RoleRules, Stage, Tier};
 use crate::hash::FxHashMap;
 use crate::intervals::IntervalSet;
 use crate::model::{ApiCall, Kernel, ProcessId, StreamId, StringId};
@@ -126,7 +127,7 @@ impl Evidence {
 
 /// One NCCL kernel inside the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NcclKernel {
+pub struct CommKernel {
     /// Start, clipped to the window.
     pub start: i64,
     /// End, clipped to the window.
@@ -156,7 +157,7 @@ pub const BARRIER: &str = "barrier";
 /// kernel with no NVTX at all).
 pub const PIPELINE_ROLES: &[&str] = &["pp_p2p", P2P, "nccl:SendRecv"];
 
-impl NcclKernel {
+impl CommKernel {
     /// The role the outputs file it under: `barrier`, or its own.
     pub fn role_name<'r>(&self, rules: &'r RoleRules) -> &'r str {
         if self.is_barrier() {
@@ -184,16 +185,16 @@ pub struct RankStreams {
     /// Streams with work in the window, by (device, stream id).
     pub streams: Vec<StreamUse>,
     /// NCCL kernels in the window, by start.
-    pub nccl: Vec<NcclKernel>,
+    pub comm: Vec<CommKernel>,
     /// Union of the non-NCCL kernels in the window: the compute that can hide communication.
     pub compute: IntervalSet,
 }
 
 impl RankStreams {
     /// The NCCL kernel of `stream` whose (clipped) start is `start`.
-    pub fn nccl_at(&self, stream: StreamId, start: i64) -> Option<&NcclKernel> {
-        let from = self.nccl.partition_point(|k| k.start < start);
-        self.nccl[from..]
+    pub fn comm_at(&self, stream: StreamId, start: i64) -> Option<&CommKernel> {
+        let from = self.comm.partition_point(|k| k.start < start);
+        self.comm[from..]
             .iter()
             .take_while(|k| k.start == start)
             .find(|k| k.stream == stream)
@@ -229,7 +230,7 @@ pub fn classify(
     let mut usage = Usage::new(true);
     for k in activity.kernels(process) {
         if let Some((s, e)) = clip((k.start.0, k.end.0), window) {
-            usage.kernel(k, is_nccl(timeline.text(k.short_name)), (s, e));
+            usage.kernel(k, is_comm_kernel(timeline, k), (s, e));
         }
     }
     for g in activity.graph_launches(process) {
@@ -261,7 +262,7 @@ pub struct Usage {
     /// Each stream's counts, and with `intervals` its operations' intervals.
     per_stream: PerStream,
     /// The NCCL kernels, clipped.
-    nccl: Vec<(Kernel, i64, i64)>,
+    comm: Vec<(Kernel, i64, i64)>,
     /// The non-NCCL kernels and graph launches, when `intervals`.
     compute: Vec<(i64, i64)>,
     /// Whether to keep the intervals that give busy time and the compute set.
@@ -287,7 +288,7 @@ impl Usage {
         if nccl {
             usage.n_comm += 1;
             usage.comm_ns += e - s;
-            self.nccl.push((*k, s, e));
+            self.comm.push((*k, s, e));
         } else {
             usage.n_comp += 1;
             usage.comp_ns += e - s;
@@ -326,13 +327,13 @@ impl Usage {
         rules: &RoleRules,
     ) -> RankStreams {
         let timeline = activity.timeline;
-        let nccl = label_kernels(activity, process, &self.nccl, rules);
+        let comm = label_kernels(activity, process, &self.comm, rules);
         let mut streams = self
             .per_stream
             .into_values()
             .map(|(mut usage, busy)| {
                 usage.busy_ns = IntervalSet::from_intervals(busy).measure();
-                usage.role = role(&usage, &nccl);
+                usage.role = role(&usage, &comm);
                 usage
             })
             .collect::<Vec<_>>();
@@ -341,9 +342,9 @@ impl Usage {
             .filter(|s| s.role == Role::Compute)
             .map(|s| s.stream)
             .collect();
-        let nccl = nccl
+        let comm = comm
             .into_iter()
-            .map(|k| NcclKernel {
+            .map(|k| CommKernel {
                 in_stream: compute_streams.contains(&k.stream),
                 ..k
             })
@@ -354,7 +355,7 @@ impl Usage {
         });
         RankStreams {
             streams,
-            nccl,
+            comm,
             compute: IntervalSet::from_intervals(self.compute),
         }
     }
@@ -386,7 +387,7 @@ impl StreamUse {
 }
 
 /// The stream's role from its counts and its NCCL kernels' purposes.
-fn role(usage: &StreamUse, nccl: &[NcclKernel]) -> Role {
+fn role(usage: &StreamUse, nccl: &[CommKernel]) -> Role {
     if usage.n_comp > 0 {
         return Role::Compute;
     }
@@ -407,7 +408,7 @@ fn label_kernels(
     process: ProcessId,
     kernels: &[(Kernel, i64, i64)],
     rules: &RoleRules,
-) -> Vec<NcclKernel> {
+) -> Vec<CommKernel> {
     let timeline = activity.timeline;
     let calls: Vec<Option<&ApiCall>> = kernels
         .iter()
@@ -417,13 +418,14 @@ fn label_kernels(
         .iter()
         .zip(&calls)
         .map(|((k, ..), call)| {
-            let p2p = is_point_to_point(timeline.text(k.short_name));
+            let kind = comm_kind(timeline.text(k.short_name), timeline.text(k.name));
+            let p2p = kind.is_some_and(|c| c.point_to_point);
             (call.map_or(k.start.0, |c| c.start.0), p2p)
         })
         .collect();
     let (by_rule, by_stage) = range_evidence(activity, process, &launches, rules);
     let nccl_calls = NcclCalls::new(activity, process);
-    let mut labelled: Vec<NcclKernel> = kernels
+    let mut labelled: Vec<CommKernel> = kernels
         .iter()
         .enumerate()
         .map(|(i, &(ref k, start, end))| {
@@ -434,10 +436,10 @@ fn label_kernels(
                     Some((pattern_role(found.pattern, rules), Evidence::Nccl(found)))
                 })
                 .unwrap_or_else(|| {
-                    let role = rules.collective(timeline.text(k.short_name));
+                    let role = rules.by_name(timeline.text(k.short_name), timeline.text(k.name));
                     (role, Evidence::KernelName)
                 });
-            NcclKernel {
+            CommKernel {
                 start,
                 end,
                 stream: k.stream,
@@ -518,7 +520,7 @@ fn range_evidence(
 /// Per (stream, kernel name), the role its kernels have from evidence stronger than the name:
 /// `Some` when they agree, `None` when they do not.
 fn stream_consensus(
-    labelled: &[NcclKernel],
+    labelled: &[CommKernel],
     kernels: &[(Kernel, i64, i64)],
 ) -> FxHashMap<(StreamId, StringId), Option<Purpose>> {
     let mut consensus: FxHashMap<(StreamId, StringId), Option<Purpose>> = FxHashMap::default();

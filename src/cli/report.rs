@@ -240,7 +240,7 @@ fn bar(w: &RankWindow, streams: &RankStreams, rules: &RoleRules) -> (Vec<Segment
     let compute = &streams.compute;
     let mut by_role: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     let mut barrier = Vec::new();
-    for k in &streams.nccl {
+    for k in &streams.comm {
         if k.is_barrier() {
             barrier.push((k.start, k.end));
         } else {

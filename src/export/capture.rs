@@ -9,7 +9,7 @@
 //! one (as [`Timeline::load`] merges reports), and each capture keeps the [`Translation`] and
 //! time shift that carry its events onto the merged ones when they are read.
 
-use crate::classify::rules::is_nccl;
+use crate::classify::comm::is_comm;
 use crate::hash::FxHashSet;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
@@ -304,7 +304,7 @@ struct Spill {
     acc_events: Sorter<AccEvent>,
     metrics: Sorter<MetricSample>,
     memory: Sorter<MemoryEvent>,
-    nccl: Vec<Kernel>,
+    comm: Vec<Kernel>,
     /// Sends, receives and waits: what MPI messages are matched from.
     messaging: Vec<MpiCall>,
     /// (process, correlation id) of every NCCL kernel (kernels are read before API calls).
@@ -330,7 +330,7 @@ impl Spill {
             acc_events: Sorter::new(budget.clone()),
             metrics: Sorter::new(budget.clone()),
             memory: Sorter::new(budget),
-            nccl: Vec::new(),
+            comm: Vec::new(),
             messaging: Vec::new(),
             nccl_launches: FxHashSet::default(),
             launches: Vec::new(),
@@ -357,10 +357,10 @@ impl Default for Spill {
 impl crate::model::Sink for Spill {
     type Output = Events;
 
-    fn kernel(&mut self, k: Kernel, process: ProcessId, short_name: &str) {
+    fn kernel(&mut self, k: Kernel, process: ProcessId, (short, name): (&str, &str)) {
         self.names.add(k.short_name, Names::KERNEL);
-        if is_nccl(short_name) {
-            self.nccl.push(k);
+        if is_comm(short, name) {
+            self.comm.push(k);
             self.nccl_launches.insert((process, k.correlation));
         }
         let pushed = self.kernels.push(k);
@@ -444,7 +444,7 @@ impl crate::model::Sink for Spill {
         if let Some(e) = self.error {
             return Err(e);
         }
-        timeline.kernels = self.nccl;
+        timeline.kernels = self.comm;
         timeline.api_calls = self.launches;
         timeline.nvtx = self.nvtx;
         timeline.mpi_calls = self.messaging;

@@ -14,7 +14,7 @@ use super::Plan;
 use super::prepare::Prepared;
 use super::stream::{Event, Item};
 use crate::analysis::overlap::BARRIER;
-use crate::classify::rules::is_nccl;
+use crate::classify::comm::is_comm_kernel;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -108,7 +108,7 @@ impl Counters {
         }
         let mut roles: Vec<String> = prepared
             .streams
-            .nccl
+            .comm
             .iter()
             .map(|k| k.role_name(plan.rules).to_string())
             .collect();
@@ -146,8 +146,8 @@ impl Counters {
     pub fn add(&mut self, plan: &Plan, prepared: &Prepared, item: &Item) {
         let timeline = plan.activity.timeline;
         let moves = match item.event {
-            Event::Kernel(k) if is_nccl(timeline.text(k.short_name)) => {
-                let Some(n) = prepared.streams.nccl_at(k.stream, item.start) else {
+            Event::Kernel(k) if is_comm_kernel(timeline, &k) => {
+                let Some(n) = prepared.streams.comm_at(k.stream, item.start) else {
                     return;
                 };
                 let role = n.role_name(plan.rules);

@@ -11,7 +11,7 @@ use super::Plan;
 use super::capture::Joined;
 use super::stream::{Event, Item, Kinds, Stream};
 use crate::classify::RankStreams;
-use crate::classify::rules::is_nccl;
+use crate::classify::comm::is_comm_kernel;
 use crate::classify::streams::Usage;
 use crate::hash::FxHashMap;
 use crate::model::{GpuId, NvtxKind, StreamId, StringId, ThreadId};
@@ -243,8 +243,8 @@ impl Gathering {
             }
             Event::Nvtx(n) => thread(n.thread, true),
             Event::Kernel(k) => {
-                let nccl = is_nccl(timeline.text(k.short_name));
-                self.usage.kernel(&k, nccl, span);
+                let comm = is_comm_kernel(timeline, &k);
+                self.usage.kernel(&k, comm, span);
                 self.gpu_op(plan, k.stream, span, k.correlation);
                 self.counters = true;
             }

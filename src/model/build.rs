@@ -349,8 +349,8 @@ pub(crate) fn read_report_into<S: Sink>(
 pub(crate) trait Sink: Default {
     /// What the sink gives back when the report is read.
     type Output;
-    /// A kernel of `process`, named `short_name`.
-    fn kernel(&mut self, k: Kernel, process: ProcessId, short_name: &str);
+    /// A kernel of `process`, with its short and full names.
+    fn kernel(&mut self, k: Kernel, process: ProcessId, names: (&str, &str));
     /// A memory copy.
     fn memcpy(&mut self, m: Memcpy);
     /// A memory set.
@@ -384,7 +384,7 @@ pub(crate) struct Vecs(Timeline);
 impl Sink for Vecs {
     type Output = ();
 
-    fn kernel(&mut self, k: Kernel, _: ProcessId, _: &str) {
+    fn kernel(&mut self, k: Kernel, _: ProcessId, _: (&str, &str)) {
         self.0.kernels.push(k);
     }
 
@@ -582,8 +582,8 @@ impl<S: Sink> Builder<S> {
                 dynamic_shared: k.dynamic_shared,
                 graph_node: k.graph_node,
             };
-            self.sink
-                .kernel(kernel, process, strings.text(k.short_name));
+            let names = (strings.text(k.short_name), strings.text(k.name));
+            self.sink.kernel(kernel, process, names);
         })?;
         let memcpy = report.read_memcpys(chunking, warnings, clock, |m| {
             span.add(m.op.start, m.op.end);

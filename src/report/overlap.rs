@@ -109,7 +109,7 @@ fn numbers(e: &Exposure, min_pct: f64, max_pct: f64, barrier: bool) -> [Cell; 8]
 
 /// Says so when no NCCL kernel ran, and what in-stream communication means when some did.
 fn stream_notes(ranks: &[(RankWindow, RankStreams, RankExposure)]) -> Vec<String> {
-    let kernels = || ranks.iter().flat_map(|(_, s, _)| &s.nccl);
+    let kernels = || ranks.iter().flat_map(|(_, s, _)| &s.comm);
     if kernels().next().is_none() {
         return vec!["no NCCL kernel ran inside the window(s): nothing to hide or expose".into()];
     }

@@ -64,7 +64,7 @@ pub fn missing_evidence<'s>(
     rules: &RoleRules,
 ) -> Vec<String> {
     let (mut pattern, mut bare) = (0, 0);
-    for k in ranks.flat_map(|s| &s.nccl) {
+    for k in ranks.flat_map(|s| &s.comm) {
         let role = rules.label(k.purpose);
         match k.evidence {
             Evidence::Nccl(_) if role == "nccl:AllToAll" || role == P2P => pattern += 1,
@@ -99,7 +99,7 @@ fn comm_roles(
     rules: &RoleRules,
 ) -> Cell {
     let mut groups: IndexMap<(&str, &str), (u64, String, bool)> = IndexMap::new();
-    for k in streams.nccl.iter().filter(|k| k.stream == stream) {
+    for k in streams.comm.iter().filter(|k| k.stream == stream) {
         let key = (k.role_name(rules), k.evidence.kind());
         let entry = groups
             .entry(key)

@@ -22,6 +22,9 @@ pub struct KernelKind {
     pub shared: u32,
     /// Whether NCCL launches it (through `cuLaunchKernelEx`).
     pub nccl: bool,
+    /// Whether it is a transfer that spins until its peers arrive (NCCL's `SendRecv`, DeepEP):
+    /// on a compute stream it keeps its role instead of being a barrier.
+    pub point_to_point: bool,
     /// The family `kernels` must give it, by what its name says (`gemm_unknown` where the name
     /// does not say the precision); an NCCL kernel's is its collective (`nccl:AllReduce`),
     /// which its role replaces where the capture says more.
@@ -43,6 +46,7 @@ const fn kernel(
         registers: 128,
         shared: 0,
         nccl: false,
+        point_to_point: false,
         family,
     }
 }
@@ -57,6 +61,7 @@ const fn nccl(short: &'static str, demangled: &'static str, family: &'static str
         registers: 96,
         shared: 0,
         nccl: true,
+        point_to_point: false,
         family,
     }
 }
@@ -170,11 +175,14 @@ pub const OPTIMIZER: KernelKind = KernelKind {
     )
 };
 /// NCCL point-to-point (also all-to-all).
-pub const NCCL_SENDRECV: KernelKind = nccl(
-    "ncclDevKernel_SendRecv",
-    "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)",
-    "nccl:SendRecv",
-);
+pub const NCCL_SENDRECV: KernelKind = KernelKind {
+    point_to_point: true,
+    ..nccl(
+        "ncclDevKernel_SendRecv",
+        "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)",
+        "nccl:SendRecv",
+    )
+};
 /// NCCL bf16 all-reduce.
 pub const NCCL_ALLREDUCE_BF16: KernelKind = nccl(
     "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
@@ -206,6 +214,47 @@ pub const NCCL_REDUCESCATTER_BF16: KernelKind = nccl(
     "nccl:ReduceScatter",
 );
 
+/// DeepEP's intranode dispatch (deepseek-ai/DeepEP csrc/kernels/intranode.cu): the MoE
+/// dispatch all-to-all without NCCL, launched by DeepEP itself; its name says `ep_a2a`.
+pub const DEEP_EP_DISPATCH: KernelKind = KernelKind {
+    point_to_point: true,
+    shared: 0,
+    ..kernel(
+        (
+            "dispatch",
+            "void deep_ep::intranode::dispatch<(int)8, (int)768, (int)8192>(int4 *, float *, int *, long *, float *, int *, int *, const int4 *, const float *, const long *, const float *, const bool *, const int *, int, int, int, int, int, int, int, void **, int, int, int, int)",
+        ),
+        [24, 1, 1],
+        [768, 1, 1],
+        "ep_a2a",
+    )
+};
+/// DeepEP's intranode combine.
+pub const DEEP_EP_COMBINE: KernelKind = KernelKind {
+    point_to_point: true,
+    ..kernel(
+        (
+            "combine",
+            "void deep_ep::intranode::combine<__nv_bfloat16, (int)8, (int)768>(int4 *, float *, const int4 *, const float *, const bool *, const int *, const int *, const int *, const int *, int, int, int, int, void **, int, int, int, int)",
+        ),
+        [24, 1, 1],
+        [768, 1, 1],
+        "ep_a2a",
+    )
+};
+/// Transformer Engine's userbuffers all-reduce (comm-GEMM overlap: TransformerEngine
+/// transformer_engine/common/comm_gemm_overlap/userbuffers/userbuffers.cu); its name says
+/// tensor-parallel communication (`tp_comm`).
+pub const USERBUFFERS_ALLREDUCE: KernelKind = kernel(
+    (
+        "userbuffers_fp16_sum_inplace_gpu_rr",
+        "void userbuffers_fp16_sum_inplace_gpu_rr<(int)2>(int, int, int, int, int, unsigned long, int, void **, int, int *, int)",
+    ),
+    [8, 1, 1],
+    [1024, 1, 1],
+    "tp_comm",
+);
+
 /// Whose kernel names a synthetic run writes: the same work, named as each stack names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Names {
@@ -235,8 +284,14 @@ impl Names {
     }
 }
 
-/// 2022's kernels and today's for the same work.
-static TODAY: [(&KernelKind, &KernelKind); 7] = [
+/// 2022's kernels and today's for the same work (NCCL >= 2.27 runs its all-reduces,
+/// all-gathers and reduce-scatters as symmetric-memory kernels where buffers are registered).
+static TODAY: [(&KernelKind, &KernelKind); 12] = [
+    (&NCCL_ALLREDUCE_BF16, &SYMK_ALLREDUCE_BF16),
+    (&NCCL_ALLREDUCE_F32, &SYMK_ALLREDUCE_F32),
+    (&NCCL_ALLREDUCE_U32, &SYMK_ALLREDUCE_U32),
+    (&NCCL_ALLGATHER, &SYMK_ALLGATHER),
+    (&NCCL_REDUCESCATTER_BF16, &SYMK_REDUCESCATTER_BF16),
     (&GEMM_BF16, &NVJET_BF16),
     (&GEMM_FP32, &SM80_SGEMM),
     (&FLASH_FWD, &FA3_FWD),
@@ -256,6 +311,43 @@ static ROCM: [(&KernelKind, &KernelKind); 7] = [
     (&REDUCE, &TRITON_REDUCTION),
     (&LAYER_NORM, &TRITON_LAYER_NORM),
 ];
+
+/// NCCL 2.27's symmetric-memory kernels (NVIDIA/nccl src/device/symmetric/generate.py names
+/// them `ncclSymkDevKernel_<Collective>_<algorithm>[_<op>_<type>]`).
+const SYMK_ALLREDUCE_BF16: KernelKind = symk(
+    "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_bf16",
+    "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_bf16(ncclSymkDevWorkArgs4K)",
+    "nccl:AllReduce",
+);
+const SYMK_ALLREDUCE_F32: KernelKind = symk(
+    "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_f32",
+    "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_f32(ncclSymkDevWorkArgs4K)",
+    "nccl:AllReduce",
+);
+const SYMK_ALLREDUCE_U32: KernelKind = symk(
+    "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_u32",
+    "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_u32(ncclSymkDevWorkArgs4K)",
+    "nccl:AllReduce",
+);
+const SYMK_ALLGATHER: KernelKind = symk(
+    "ncclSymkDevKernel_AllGather_LL",
+    "ncclSymkDevKernel_AllGather_LL(ncclSymkDevWorkArgs4K)",
+    "nccl:AllGather",
+);
+const SYMK_REDUCESCATTER_BF16: KernelKind = symk(
+    "ncclSymkDevKernel_ReduceScatter_LL_sum_bf16",
+    "ncclSymkDevKernel_ReduceScatter_LL_sum_bf16(ncclSymkDevWorkArgs4K)",
+    "nccl:ReduceScatter",
+);
+
+/// A symmetric-memory kernel (NCCL launches it as it does its others).
+const fn symk(short: &'static str, demangled: &'static str, family: &'static str) -> KernelKind {
+    KernelKind {
+        grid: [32, 1, 1],
+        block: [512, 1, 1],
+        ..nccl(short, demangled, family)
+    }
+}
 
 /// cuBLASLt's bf16 GEMM on Hopper, as torch 2.11 runs it (the name does not say bf16).
 const NVJET_BF16: KernelKind = KernelKind {

@@ -314,6 +314,11 @@ impl NodeExport {
         self.spec.names.apply(kind).family
     }
 
+    /// `kind` as this node names it.
+    pub fn named(&self, kind: &'static KernelKind) -> &'static KernelKind {
+        self.spec.names.apply(kind)
+    }
+
     /// A kernel that ran as node `graph_node` of a CUDA graph (node-level graph trace).
     pub fn graph_kernel(
         &mut self,

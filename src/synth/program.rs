@@ -29,6 +29,9 @@ pub enum Call {
     AllToAll,
     /// A group with one send to the next member and one receive from the previous (a ring step).
     Ring,
+    /// No NCCL call: a library that bypasses NCCL launches its own kernel (DeepEP's dispatch,
+    /// Transformer Engine's userbuffers), whose name is the only evidence of its role.
+    Direct,
 }
 
 /// One operation of a rank.

@@ -73,8 +73,11 @@ pub struct PlacedTransfer {
 /// One collective as the simulator ran it: its members and when each one's kernel started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacedCollective {
-    /// The kernel's short name.
+    /// The kernel's short name, as the export names it.
     pub kernel: &'static str,
+    /// Whether the kernel is a transfer that spins until its peers arrive (an all-to-all's
+    /// `SendRecv`, DeepEP's dispatch): `collectives` matches the others only.
+    pub point_to_point: bool,
     /// Member ranks, in group order.
     pub members: Vec<usize>,
     /// Each member's kernel start, ns (the member's arrival).
@@ -134,14 +137,25 @@ impl Style {
         }
     }
 
-    /// The role the capture supports for a communication kernel (see [`Placed::role`]).
-    fn role(self, stream: u32, call: Call, purpose: Option<&'static str>) -> &'static str {
+    /// The role the capture supports for a communication kernel of `kind` (see
+    /// [`Placed::role`]).
+    fn role(
+        self,
+        (stream, kind): (u32, &KernelKind),
+        call: Call,
+        purpose: Option<&'static str>,
+    ) -> &'static str {
         match (call, purpose) {
-            (Call::Collective(_), _) if stream == DEFAULT_STREAM => "barrier",
+            (Call::Collective(_) | Call::Direct, _)
+                if stream == DEFAULT_STREAM && !kind.point_to_point =>
+            {
+                "barrier"
+            }
             (_, Some(purpose)) if self.framework_nvtx => purpose,
             (Call::Collective(api), _) => collective_role(api),
             (Call::AllToAll, _) => "nccl:AllToAll",
             (Call::Ring, _) => "p2p",
+            (Call::Direct, _) => kind.family,
         }
     }
 }
@@ -366,8 +380,8 @@ fn open_nccl_calls(
 }
 
 /// The calls before a collective's launch, and the call it is launched in.
-fn call_ranges(call: Call, members: usize) -> (Vec<&'static str>, &'static str) {
-    match call {
+fn call_ranges(call: Call, members: usize) -> Option<(Vec<&'static str>, &'static str)> {
+    Some(match call {
         Call::Collective(api) => (Vec::new(), api),
         Call::AllToAll => {
             let mut before = vec!["ncclGroupStart"];
@@ -380,7 +394,8 @@ fn call_ranges(call: Call, members: usize) -> (Vec<&'static str>, &'static str) 
             vec!["ncclGroupStart", "ncclSend", "ncclRecv"],
             "ncclGroupEnd",
         ),
-    }
+        Call::Direct => return None,
+    })
 }
 
 /// One point-to-point call: its stream, NCCL API and framework purpose.
@@ -636,15 +651,20 @@ fn resolve_comm(
         };
         rank.pc += 1;
         let stream = rank.style.comm_stream(*stream);
-        let role = rank.style.role(stream, *call, *role);
+        let role = rank.style.role((stream, kind), *call, *role);
         let node = &mut nodes[rank.place.node];
-        let (before, api) = call_ranges(*call, members.len());
-        let range_start = open_nccl_calls(rank, node, &before)?;
-        let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
-        let who = (rank.place.pid, rank.tid());
-        let payload = nccl_payload(rank, api, *dur);
-        let text = NvtxText::Registered(api);
-        node.nccl_range((range_start, rank.cpu), who, text, payload.as_deref())?;
+        let (ready, correlation) = match call_ranges(*call, members.len()) {
+            Some((before, api)) => {
+                let range_start = open_nccl_calls(rank, node, &before)?;
+                let launched = launch(rank, node, "cuLaunchKernelEx", 1)?;
+                let who = (rank.place.pid, rank.tid());
+                let payload = nccl_payload(rank, api, *dur);
+                let text = NvtxText::Registered(api);
+                node.nccl_range((range_start, rank.cpu), who, text, payload.as_deref())?;
+                launched
+            }
+            None => launch(rank, node, "cudaLaunchKernelExC_v11060", 0)?,
+        };
         let delay = match rank.style.straggler {
             Some((straggler, ns)) if straggler == m => ns,
             _ => 0,
@@ -655,8 +675,10 @@ fn resolve_comm(
         launches.push((m, stream, *kind, ready, correlation, role));
     }
     let end = last_ready + transfer;
+    let first = launches.first().map(|l| (ranks[l.0].place.node, l.2));
     let placed = PlacedCollective {
-        kernel: launches.first().map_or("", |l| l.2.short),
+        kernel: first.map_or("", |(node, kind)| nodes[node].named(kind).short),
+        point_to_point: first.is_some_and(|(_, kind)| kind.point_to_point),
         members: members.to_vec(),
         starts: launches.iter().map(|l| l.3).collect(),
         end,

@@ -103,6 +103,9 @@ pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result
 pub struct CollectiveTruth {
     /// The kernel's short name (`ncclDevKernel_SendRecv` for all-to-alls and rings).
     pub kernel: &'static str,
+    /// Whether it is a transfer that spins until its peers arrive (`SendRecv`, DeepEP's
+    /// dispatch and combine), which `collectives` leaves out.
+    pub point_to_point: bool,
     /// Member ranks, ascending.
     pub members: Vec<usize>,
     /// The first arrival (kernel start), ns.
@@ -136,6 +139,7 @@ fn collective(c: &PlacedCollective) -> CollectiveTruth {
     members.sort_unstable();
     CollectiveTruth {
         kernel: c.kernel,
+        point_to_point: c.point_to_point,
         members,
         first_start_ns: first,
         last_start_ns: last,

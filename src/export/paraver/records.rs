@@ -12,9 +12,9 @@
 use super::gate::{Key, Remote};
 use super::layout::{GpuName, Task, Values};
 use super::types;
+use crate::classify::comm::is_comm_kernel;
 use crate::classify::mpi::MpiClass;
 use crate::classify::payloads::MAX_FIELDS;
-use crate::classify::rules::is_nccl;
 use crate::export::Plan;
 use crate::export::capture::Joined;
 use crate::export::counters::Counters;
@@ -856,7 +856,7 @@ fn begin_pairs(
     match item.event {
         Event::Kernel(k) => {
             body.counts.kernels += 1;
-            let ty = if is_nccl(timeline.text(k.short_name)) {
+            let ty = if is_comm_kernel(timeline, &k) {
                 types::NCCL_KERNEL
             } else {
                 types::KERNEL
@@ -871,7 +871,7 @@ fn begin_pairs(
             };
             pairs.push((types::CORRELATION, u64::from(k.correlation)));
             pairs.push(role);
-            let nccl = prepared.streams.nccl_at(k.stream, item.start);
+            let nccl = prepared.streams.comm_at(k.stream, item.start);
             if let Some(n) = nccl {
                 let kind = n.evidence.kind();
                 let evidence = types::EVIDENCE_KINDS.iter().position(|&e| e == kind);

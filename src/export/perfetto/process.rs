@@ -561,7 +561,7 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
             return Ok(());
         };
         let role = stream.role;
-        let nccl = self.core.prepared.streams.nccl_at(k.stream, item.start);
+        let nccl = self.core.prepared.streams.comm_at(k.stream, item.start);
         let comm_role = nccl.map_or(Value::Fixed(""), |n| match n.is_barrier() {
             true => Value::Fixed(BARRIER),
             false => Value::Purpose(n.purpose),

@@ -7,9 +7,10 @@ use super::{
     ALL_REDUCE, Mesh, PIPELINE_P2P, Workload, layer_backward, layer_forward, optimizer, precision,
     streams,
 };
-use crate::synth::Options;
 use crate::synth::kernels;
+use crate::synth::program::Call;
 use crate::synth::program::{Channels, GroupId, Launcher, Program};
+use crate::synth::{Names, Options};
 
 const PP: usize = 0;
 const DP: usize = 1;
@@ -112,13 +113,13 @@ fn micro_batch(
             }
             if o.tp > 1 {
                 p.wait(TP_STREAM, streams::COMPUTE);
-                p.comm(
-                    tp,
-                    TP_STREAM,
-                    &kernels::NCCL_ALLREDUCE_BF16,
-                    120_000,
-                    ALL_REDUCE,
-                );
+                // Today's Megatron runs its tensor-parallel communication through Transformer
+                // Engine's userbuffers, without NCCL.
+                let (kind, call) = match o.names {
+                    Names::Y2026 => (&kernels::USERBUFFERS_ALLREDUCE, (Call::Direct, None)),
+                    _ => (&kernels::NCCL_ALLREDUCE_BF16, ALL_REDUCE),
+                };
+                p.comm(tp, TP_STREAM, kind, 120_000, call);
                 p.wait(streams::COMPUTE, TP_STREAM);
             }
         }

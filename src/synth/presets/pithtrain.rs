@@ -9,9 +9,9 @@
 //! chunk's all-to-alls run while the backward chunk computes, so they are partly hidden.
 
 use super::{ALL_REDUCE, Mesh, PIPELINE_P2P, Workload, streams};
-use crate::synth::Options;
 use crate::synth::kernels::{self, KernelKind};
 use crate::synth::program::{Call, GroupId, Launcher, Program};
+use crate::synth::{Names, Options};
 
 const AXES: [&str; 4] = ["pp", "dp", "cp", "ep"];
 const PP: usize = 0;
@@ -46,6 +46,8 @@ struct RankGroups {
     everyone: GroupId,
     cp_size: usize,
     ep_size: usize,
+    /// Whether the expert all-to-alls run through DeepEP (today's names) instead of NCCL.
+    deep_ep: bool,
 }
 
 pub fn build(o: &Options) -> anyhow::Result<Workload> {
@@ -62,6 +64,7 @@ pub fn build(o: &Options) -> anyhow::Result<Workload> {
             everyone: w.groups.get(&everyone, "world"),
             cp_size: o.cp,
             ep_size: o.ep,
+            deep_ep: o.names == Names::Y2026,
         };
         let mut p = Program::new(o.seed, rank);
         let label = label(rank, &mesh, &coords, o);
@@ -230,8 +233,12 @@ fn all_to_all(p: &mut Program, g: &RankGroups, pass: Pass, layer: usize, stage: 
         p.wait(stream, streams::COMPUTE);
         if g.ep_size > 1 {
             let ns = 180_000 + (p.unit() * 120_000.0) as i64;
-            let a2a = (Call::AllToAll, Some("ep_a2a"));
-            p.comm(g.ep, stream, &kernels::NCCL_SENDRECV, ns, a2a);
+            let (kind, call) = match (g.deep_ep, stage) {
+                (true, 2) => (&kernels::DEEP_EP_DISPATCH, Call::Direct),
+                (true, _) => (&kernels::DEEP_EP_COMBINE, Call::Direct),
+                (false, _) => (&kernels::NCCL_SENDRECV, Call::AllToAll),
+            };
+            p.comm(g.ep, stream, kind, ns, (call, Some("ep_a2a")));
         }
     });
 }
