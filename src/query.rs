@@ -214,7 +214,7 @@ pub fn rank_table(timeline: &Timeline) -> anyhow::Result<Output> {
     let ranks = ranks(&activity)?;
     let pipeline = layout::pipeline_coords(&activity, &ranks, &RoleRules::default());
     let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-    let collectives = match_instances(timeline, &processes);
+    let collectives = match_instances(&activity, &processes, &RoleRules::default());
     Ok(report::ranks_output(
         timeline,
         &ranks,
@@ -509,7 +509,7 @@ pub fn collectives(
     let ranks = ranks(&activity)?;
     let windows = selection.window.windows(&activity, &ranks)?;
     let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-    let mut collectives = match_instances(timeline, &processes);
+    let mut collectives = match_instances(&activity, &processes, &selection.rules);
     if options.p2p {
         let transfers = layout::rank_transfers(&activity, &ranks, &selection.rules);
         add_transfers(&mut collectives, &transfers);

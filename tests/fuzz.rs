@@ -257,7 +257,7 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
     }
     align::estimate(&timeline);
     let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-    let mut matched = collectives::match_instances(&timeline, &processes);
+    let mut matched = collectives::match_instances(&activity, &processes, &rules);
     let transfers = classify::layout::rank_transfers(&activity, &ranks, &rules);
     collectives::add_transfers(&mut matched, &transfers);
     let instances: Vec<_> = matched.instances.iter().collect();

@@ -28,6 +28,7 @@ const VARIANTS: &[&str] = &[
     "--names 2026",
     "--names 2026 --nccl-on-compute --no-framework-nvtx",
     "--names rocm --no-framework-nvtx",
+    "--renumber-streams --no-framework-nvtx",
 ];
 
 fn exports(dir: &Path) -> Vec<PathBuf> {

@@ -157,12 +157,14 @@ fn agree(obs: &[i64]) -> bool {
 
 /// Every collective instance that spans two hosts or more (matched by
 /// [`match_instances`](super::collectives::match_instances), which keeps communicators that
-/// share a kernel name and stream apart), with its communicator and its members per host.
+/// share a kernel name apart), with its communicator and its members per host.
 fn instances(timeline: &Timeline) -> Vec<(Family, Vec<Member>)> {
     let processes: Vec<ProcessId> = (0..timeline.processes.len() as u32)
         .map(ProcessId)
         .collect();
-    let matched = super::collectives::match_instances(timeline, &processes);
+    let activity = crate::classify::Activity::new(timeline);
+    let rules = crate::classify::RoleRules::default();
+    let matched = super::collectives::match_instances(&activity, &processes, &rules);
     matched
         .instances
         .into_iter()

@@ -1,41 +1,43 @@
 //! Collective instances matched across their member ranks: who arrived last at each one, by
 //! how much, and how long every other member waited for it.
 //!
-//! A family of collectives is one kernel name on one stream id (PyTorch gives every process
-//! group its own stream, created in the same order on every rank); its k-th kernel on each rank
-//! is one instance, the NCCL sequence number within that communicator. One family can still
-//! hold several communicators across hosts (each node's own tensor-parallel all-reduce has the
-//! same name and stream id everywhere), and one host can hold several (one tensor-parallel
-//! group per pipeline stage). On one host, ranks whose k-th kernels are often disjoint in time
-//! are apart: the members of one collective are all inside it at once. Across hosts, groups join
-//! only when their instances' end times keep a constant distance (one clock offset; members
-//! leave a collective nearly together), as `--align collectives` requires too. Two groups that
-//! run their collectives at the same moments on one host (the tensor-parallel groups of two
-//! data-parallel replicas on one node) cannot be told apart this way: NCCL's payloads would.
-//! Point-to-point kernels are not collectives here.
+//! A kernel's collective is what the trace says it is ([`CommKernel::op`]): NCCL's call around
+//! its launch, else PyTorch's collective range (`nccl:all_to_all` around a `SendRecv` kernel is
+//! an all-to-all), else its name. A family of collectives is one collective run as one kernel
+//! name (which carries NCCL's algorithm and data type); on each member it runs on one stream,
+//! whatever that stream's id (every process numbers its own streams). The k-th kernel of each
+//! member's stream is one instance, the NCCL sequence number within that communicator.
+//!
+//! One family can hold several communicators: across hosts (each node's own tensor-parallel
+//! all-reduce), on one host (one tensor-parallel group per pipeline stage), and on one rank
+//! (its tensor- and data-parallel all-reduces, on two streams). On one host, streams whose k-th
+//! kernels are often disjoint in time are apart: the members of one collective are all inside
+//! it at once; a communicator holds one stream per rank. Across hosts, groups join only when
+//! their instances' end times keep a constant distance (one clock offset; members leave a
+//! collective nearly together), as `--align collectives` requires too. Two groups that run their
+//! collectives at the same moments on one host (the tensor-parallel groups of two data-parallel
+//! replicas on one node) cannot be told apart this way: NCCL's payloads would. Point-to-point
+//! transfers are not collectives here ([`add_transfers`] matches them sender to receiver).
 //!
 //! An instance's arrival of a member is its kernel's start: the last to arrive is the
 //! straggler, the skew is last minus first arrival, and each member waited `last - own`.
 
-use crate::classify::comm::comm_kind;
 use crate::classify::layout::{self, Transfer};
-use crate::classify::rules::RoleRules;
-use crate::hash::FxHashMap;
-use crate::model::{ProcessId, StreamId, StringId, Timeline};
+use crate::classify::rules::{Purpose, RoleRules};
+use crate::classify::{Activity, CommKernel, Evidence, streams};
+use crate::model::{ProcessId, StreamId, StringId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Two hosts' instances of one family whose end-time distances spread wider than this belong to
 /// different communicators.
 pub const AGREEMENT_NS: i64 = 5_000;
 
-/// A communicator: one family on a set of hosts.
+/// A communicator: one family on one stream of each member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Communicator {
     /// The kernel name (short) the family runs.
     pub kernel: StringId,
-    /// The stream id it runs on.
-    pub stream: u32,
-    /// `nccl:AllReduce`, ... from the kernel name.
+    /// The collective (`nccl:AllReduce`, `nccl:AllToAll`, ...; [`CommKernel::op`]).
     pub op: String,
     /// Members (indices into the processes given), ascending.
     pub members: Vec<usize>,
@@ -102,56 +104,68 @@ pub struct Collectives {
     pub communicators: Vec<Communicator>,
     /// Instances with two members or more, by first arrival.
     pub instances: Vec<Instance>,
+    /// Kernels that are part of a collective (by their evidence), matched or not.
+    pub kernels: u64,
+    /// Point-to-point kernels that nothing but their name describes: an all-to-all or a
+    /// collective run as `SendRecv` looks like this when the capture has neither NCCL's NVTX
+    /// nor PyTorch's collective ranges.
+    pub unnamed_transfers: u64,
 }
 
-/// One family's kernels per member: (start, end) in start order, and their stream.
-type PerRank = BTreeMap<usize, Vec<(i64, i64, StreamId)>>;
+/// One member's stream of a family: (member, stream).
+type Unit = (usize, StreamId);
+
+/// One family's kernels per unit: (start, end) in start order.
+type PerUnit = BTreeMap<Unit, Vec<(i64, i64)>>;
+
+/// The whole capture, as a classification window.
+const WHOLE: (i64, i64) = (i64::MIN, i64::MAX);
 
 /// Matches every collective instance of `processes` (members are indices into it) over the
-/// whole capture.
-pub fn match_instances(timeline: &Timeline, processes: &[ProcessId]) -> Collectives {
-    let rules = RoleRules::default();
-    let rank_of: FxHashMap<ProcessId, usize> =
-        processes.iter().enumerate().map(|(i, &p)| (p, i)).collect();
-    // Per family, per member rank: its kernels in start order (the kernels are sorted).
-    let mut families: BTreeMap<(StringId, u32), PerRank> = BTreeMap::new();
-    let mut collective: FxHashMap<(StringId, StringId), bool> = FxHashMap::default();
-    let mut names: FxHashMap<StringId, StringId> = FxHashMap::default();
-    for k in &timeline.kernels {
-        let key = (k.short_name, k.name);
-        let is_collective = *collective.entry(key).or_insert_with(|| {
-            comm_kind(timeline.text(k.short_name), timeline.text(k.name))
-                .is_some_and(|c| !c.point_to_point)
-        });
-        let stream = timeline.stream(k.stream);
-        let Some(&rank) = rank_of.get(&stream.process).filter(|_| is_collective) else {
-            continue;
-        };
-        names.entry(k.short_name).or_insert(k.name);
-        families
-            .entry((k.short_name, stream.stream))
-            .or_default()
-            .entry(rank)
-            .or_default()
-            .push((k.start.0, k.end.0, k.stream));
+/// whole capture, each kernel's collective from its evidence under `rules`.
+pub fn match_instances(
+    activity: &Activity,
+    processes: &[ProcessId],
+    rules: &RoleRules,
+) -> Collectives {
+    let timeline = activity.timeline;
+    let mut out = Collectives::default();
+    // Per family (collective, kernel name), per member's stream: its kernels in start order;
+    // and whether the kernel is a transfer (an all-to-all's `SendRecv`).
+    let mut families: BTreeMap<(Purpose, StringId), PerUnit> = BTreeMap::new();
+    let mut transfers: BTreeSet<StringId> = BTreeSet::new();
+    for (rank, &process) in processes.iter().enumerate() {
+        let classified = streams::classify(activity, process, WHOLE, rules);
+        for k in &classified.comm {
+            let CommKernel { op: Some(op), .. } = k else {
+                out.unnamed_transfers += u64::from(k.evidence == Evidence::KernelName);
+                continue;
+            };
+            out.kernels += 1;
+            if k.point_to_point {
+                transfers.insert(k.name);
+            }
+            families
+                .entry((*op, k.name))
+                .or_default()
+                .entry((rank, k.stream))
+                .or_default()
+                .push((k.start, k.end));
+        }
     }
     let host_of = |rank: usize| timeline.process(processes[rank]).host.index();
-    let mut out = Collectives::default();
-    for ((kernel, stream), per_rank) in families {
-        let op = rules
-            .label(rules.by_name(timeline.text(kernel), timeline.text(names[&kernel])))
-            .to_string();
-        for members in communicators(&per_rank, &host_of) {
+    for ((op, kernel), per_unit) in families {
+        let co_ending = !transfers.contains(&kernel);
+        for members in communicators(&per_unit, &host_of, co_ending) {
             let id = out.communicators.len();
-            let kernels: Vec<&Vec<(i64, i64, StreamId)>> =
-                members.iter().map(|m| &per_rank[m]).collect();
+            let kernels: Vec<&Vec<(i64, i64)>> = members.iter().map(|u| &per_unit[u]).collect();
             let count = kernels.iter().map(|k| k.len()).min().unwrap_or(0);
             for sequence in 0..count {
                 let arrivals = members
                     .iter()
                     .zip(&kernels)
-                    .map(|(&rank, k)| {
-                        let (start, end, stream) = k[sequence];
+                    .map(|(&(rank, stream), k)| {
+                        let (start, end) = k[sequence];
                         Arrival {
                             rank,
                             stream,
@@ -168,9 +182,8 @@ pub fn match_instances(timeline: &Timeline, processes: &[ProcessId]) -> Collecti
             }
             out.communicators.push(Communicator {
                 kernel,
-                stream,
-                op: op.clone(),
-                members,
+                op: rules.label(op).to_string(),
+                members: members.iter().map(|&(rank, _)| rank).collect(),
             });
         }
     }
@@ -180,32 +193,39 @@ pub fn match_instances(timeline: &Timeline, processes: &[ProcessId]) -> Collecti
     out
 }
 
-/// A family's communicators: on each host (one clock), ranks whose k-th kernels never overlap
-/// in a share of instances are apart (the members of one collective are all inside it at once);
-/// then groups of different hosts join when the distance between their instances' median ends
-/// stays within [`AGREEMENT_NS`] (one clock offset).
-fn communicators(per_rank: &PerRank, host_of: &dyn Fn(usize) -> usize) -> Vec<Vec<usize>> {
-    let mut by_host: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for &rank in per_rank.keys() {
-        by_host.entry(host_of(rank)).or_default().push(rank);
+/// A family's communicators, each its members' streams in member order: on each host (one
+/// clock), streams whose k-th kernels never overlap in a share of instances are apart (the
+/// members of one collective are all inside it at once), and a communicator holds one stream
+/// per member; then groups of different hosts join when the distance between their instances'
+/// median ends stays within [`AGREEMENT_NS`] (one clock offset). With `co_ending`, streams of
+/// one host must also end their kernels together ([`CO_ENDING_EVIDENCE`]).
+fn communicators(
+    per_unit: &PerUnit,
+    host_of: &dyn Fn(usize) -> usize,
+    co_ending: bool,
+) -> Vec<Vec<Unit>> {
+    let mut by_host: BTreeMap<usize, Vec<Unit>> = BTreeMap::new();
+    for &unit in per_unit.keys() {
+        by_host.entry(host_of(unit.0)).or_default().push(unit);
     }
-    let units: Vec<(usize, Vec<usize>)> = by_host
+    let groups: Vec<(usize, Vec<Unit>)> = by_host
         .into_iter()
-        .flat_map(|(host, ranks)| {
-            local_groups(per_rank, &ranks)
+        .flat_map(|(host, units)| {
+            local_groups(per_unit, &units, co_ending)
                 .into_iter()
                 .map(move |g| (host, g))
         })
         .collect();
-    let ends: Vec<Vec<i64>> = units
+    let ends: Vec<Vec<i64>> = groups
         .iter()
-        .map(|(_, g)| median_ends(per_rank, g))
+        .map(|(_, g)| median_ends(per_unit, g))
         .collect();
     // Union of groups of different hosts; a joined set never holds two groups of one host.
-    let mut joined_to: Vec<usize> = (0..units.len()).collect();
-    let mut hosts: Vec<BTreeSet<usize>> = units.iter().map(|(h, _)| BTreeSet::from([*h])).collect();
-    for a in 0..units.len() {
-        for b in a + 1..units.len() {
+    let mut joined_to: Vec<usize> = (0..groups.len()).collect();
+    let mut hosts: Vec<BTreeSet<usize>> =
+        groups.iter().map(|(h, _)| BTreeSet::from([*h])).collect();
+    for a in 0..groups.len() {
+        for b in a + 1..groups.len() {
             let (x, y) = (joined_to[a], joined_to[b]);
             if x != y && hosts[x].is_disjoint(&hosts[y]) && agree(&ends[a], &ends[b]) {
                 let moved = std::mem::take(&mut hosts[y]);
@@ -217,9 +237,9 @@ fn communicators(per_rank: &PerRank, host_of: &dyn Fn(usize) -> usize) -> Vec<Ve
             }
         }
     }
-    let mut joined: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (u, (_, ranks)) in units.into_iter().enumerate() {
-        joined.entry(joined_to[u]).or_default().extend(ranks);
+    let mut joined: BTreeMap<usize, Vec<Unit>> = BTreeMap::new();
+    for (g, (_, units)) in groups.into_iter().enumerate() {
+        joined.entry(joined_to[g]).or_default().extend(units);
     }
     joined
         .into_values()
@@ -230,52 +250,57 @@ fn communicators(per_rank: &PerRank, host_of: &dyn Fn(usize) -> usize) -> Vec<Ve
         .collect()
 }
 
-/// The share of instances in which two ranks' kernels may be disjoint and the ranks still be
-/// one communicator's (slack for kernels cut at the capture's edges).
+/// The share of instances in which two streams' kernels may be disjoint and the streams still
+/// be one communicator's (slack for kernels cut at the capture's edges).
 const DISJOINT_SHARE: f64 = 0.1;
 
-/// With this many instances or more, two ranks of one host are one communicator's only when
+/// With this many instances or more, two streams of one host are one communicator's only when
 /// their kernels end within [`AGREEMENT_NS`] of each other in at least half of them (on one
-/// node the members of a collective leave it together; two groups running side by side do
-/// not). With fewer, overlapping in time is all the evidence there is.
+/// node the members of a collective kernel leave it together; two groups running side by side
+/// do not). With fewer, overlapping in time is all the evidence there is. An all-to-all run as
+/// point-to-point kernels has no such test: each member's kernel ends with its own transfers
+/// (tens of µs apart on one H100 node), so two all-to-all groups that run side by side on one
+/// host in lockstep are not told apart.
 const CO_ENDING_EVIDENCE: usize = 3;
 
-/// One host's ranks of a family, grouped: a rank joins the first group all of whose members it
-/// runs its collectives with ([`DISJOINT_SHARE`], [`CO_ENDING_EVIDENCE`]), else starts a group.
-fn local_groups(per_rank: &PerRank, ranks: &[usize]) -> Vec<Vec<usize>> {
-    let together = |p: usize, q: usize| {
-        let (a, b) = (&per_rank[&p], &per_rank[&q]);
+/// One host's streams of a family, grouped: a stream joins the first group that has no stream
+/// of its rank and all of whose members it runs its collectives with ([`DISJOINT_SHARE`],
+/// [`CO_ENDING_EVIDENCE`]), else starts a group.
+fn local_groups(per_unit: &PerUnit, units: &[Unit], co_ending: bool) -> Vec<Vec<Unit>> {
+    let together = |p: Unit, q: Unit| {
+        let (a, b) = (&per_unit[&p], &per_unit[&q]);
         let n = a.len().min(b.len());
         let pairs = || a.iter().zip(b);
         let disjoint = pairs()
-            .filter(|((s1, e1, _), (s2, e2, _))| e1 < s2 || e2 < s1)
+            .filter(|((s1, e1), (s2, e2))| e1 < s2 || e2 < s1)
             .count();
-        let co_ending = pairs()
-            .filter(|((_, e1, _), (_, e2, _))| (e1 - e2).abs() <= AGREEMENT_NS)
+        let ended_together = pairs()
+            .filter(|((_, e1), (_, e2))| (e1 - e2).abs() <= AGREEMENT_NS)
             .count();
-        disjoint as f64 <= DISJOINT_SHARE * n as f64
-            && (n < CO_ENDING_EVIDENCE || 2 * co_ending >= n)
+        p.0 != q.0
+            && disjoint as f64 <= DISJOINT_SHARE * n as f64
+            && (!co_ending || n < CO_ENDING_EVIDENCE || 2 * ended_together >= n)
     };
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for &r in ranks {
+    let mut groups: Vec<Vec<Unit>> = Vec::new();
+    for &u in units {
         match groups
             .iter_mut()
-            .find(|g| g.iter().all(|&m| together(m, r)))
+            .find(|g| g.iter().all(|&m| together(m, u)))
         {
-            Some(g) => g.push(r),
-            None => groups.push(vec![r]),
+            Some(g) => g.push(u),
+            None => groups.push(vec![u]),
         }
     }
     groups
 }
 
-/// The median end of a group's k-th instance, for every k all its ranks have.
-fn median_ends(per_rank: &PerRank, ranks: &[usize]) -> Vec<i64> {
-    let count = ranks.iter().map(|r| per_rank[r].len()).min().unwrap_or(0);
+/// The median end of a group's k-th instance, for every k all its streams have.
+fn median_ends(per_unit: &PerUnit, units: &[Unit]) -> Vec<i64> {
+    let count = units.iter().map(|u| per_unit[u].len()).min().unwrap_or(0);
     (0..count)
         .map(|k| {
-            let mut e: Vec<i64> = ranks.iter().map(|r| per_rank[r][k].1).collect();
-            super::upper_median(&mut e).expect("a group has ranks")
+            let mut e: Vec<i64> = units.iter().map(|u| per_unit[u][k].1).collect();
+            super::upper_median(&mut e).expect("a group has streams")
         })
         .collect()
 }
@@ -315,7 +340,6 @@ pub fn add_transfers(collectives: &mut Collectives, transfers: &[Vec<Transfer>])
         let id = collectives.communicators.len();
         collectives.communicators.push(Communicator {
             kernel: StringId::EMPTY,
-            stream: 0,
             op: P2P_OP.to_string(),
             members: vec![sender, receiver],
         });
@@ -338,7 +362,8 @@ pub fn add_transfers(collectives: &mut Collectives, transfers: &[Vec<Transfer>])
 pub struct RankWaits {
     /// Instances it took part in.
     pub instances: u64,
-    /// Time it waited for the last member, summed, ns.
+    /// Time it waited for the last member, ns of wall time (instances on several streams at
+    /// once count once, as the traces draw the waiting state).
     pub waited_ns: i64,
     /// Time the others waited for it when it was last, summed over them, ns.
     pub caused_ns: i64,
@@ -349,16 +374,19 @@ pub struct RankWaits {
 /// Per member (index into the processes given), its totals over `instances`.
 pub fn by_rank(ranks: usize, instances: &[&Instance]) -> Vec<RankWaits> {
     let mut out = vec![RankWaits::default(); ranks];
+    let mut waits: Vec<Vec<(i64, i64)>> = vec![Vec::new(); ranks];
     for i in instances {
         let (_, last) = i.first_last();
         for a in &i.arrivals {
-            let w = &mut out[a.rank];
-            w.instances += 1;
-            w.waited_ns += last.start - a.start;
+            out[a.rank].instances += 1;
+            waits[a.rank].push((a.start, last.start));
         }
         let caused: i64 = i.arrivals.iter().map(|a| last.start - a.start).sum();
         out[last.rank].caused_ns += caused;
         out[last.rank].times_last += 1;
+    }
+    for (w, intervals) in out.iter_mut().zip(waits) {
+        w.waited_ns = crate::intervals::IntervalSet::from_intervals(intervals).measure();
     }
     out
 }
@@ -376,16 +404,20 @@ mod tests {
             vec![4_000_000, 5_000_000, 6_000_000],
             vec![1_200_000, 2_500_000, 3_100_000],
         ];
-        let per_rank: PerRank = ends
+        let per_unit: PerUnit = ends
             .iter()
             .enumerate()
             .map(|(r, e)| {
-                let kernels = e.iter().map(|&end| (end - 100, end, StreamId(0)));
-                (r, kernels.collect())
+                let kernels = e.iter().map(|&end| (end - 100, end));
+                ((r, StreamId(r as u32)), kernels.collect())
             })
             .collect();
-        let groups = communicators(&per_rank, &|r| r);
-        assert_eq!(groups, [vec![0, 1], vec![2]]);
+        let groups = communicators(&per_unit, &|r| r, true);
+        let ranks: Vec<Vec<usize>> = groups
+            .iter()
+            .map(|g| g.iter().map(|u| u.0).collect())
+            .collect();
+        assert_eq!(ranks, [vec![0, 1], vec![2]]);
     }
 
     #[test]

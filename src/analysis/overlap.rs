@@ -243,6 +243,8 @@ mod tests {
             start,
             end,
             stream: StreamId(stream),
+            name: crate::model::StringId::EMPTY,
+            op: None,
             purpose,
             evidence: crate::classify::Evidence::KernelName,
             stage: Stage::last_in("layer00.stage2_f"),

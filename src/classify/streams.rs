@@ -125,7 +125,7 @@ impl Evidence {
     }
 }
 
-/// One NCCL kernel inside the window.
+/// One communication kernel inside the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommKernel {
     /// Start, clipped to the window.
@@ -134,6 +134,13 @@ pub struct CommKernel {
     pub end: i64,
     /// Its stream.
     pub stream: StreamId,
+    /// Its short name.
+    pub name: StringId,
+    /// The collective it is one member's part of, from the evidence that names a collective
+    /// rather than a purpose: NCCL's call (`ncclAllReduce`; a group of sends and receives to
+    /// several peers is `nccl:AllToAll`), else PyTorch's collective range (`nccl:all_to_all`),
+    /// else the kernel name. None for a point-to-point transfer.
+    pub op: Option<Purpose>,
     /// Its own role (the stream's role is what its kernels agree on).
     pub purpose: Purpose,
     /// Why.
@@ -423,26 +430,32 @@ fn label_kernels(
             (call.map_or(k.start.0, |c| c.start.0), p2p)
         })
         .collect();
-    let (by_rule, by_stage) = range_evidence(activity, process, &launches, rules);
+    let (by_tier, by_stage) = range_evidence(activity, process, &launches, rules);
     let nccl_calls = NcclCalls::new(activity, process);
     let mut labelled: Vec<CommKernel> = kernels
         .iter()
         .enumerate()
         .map(|(i, &(ref k, start, end))| {
             let call = calls[i].and_then(|c| nccl_calls.around(c));
-            let (purpose, evidence) = by_rule[i]
+            let named = rules.by_name(timeline.text(k.short_name), timeline.text(k.name));
+            let by_rule = by_tier.iter().find_map(|hits| hits[i]);
+            let (purpose, evidence) = by_rule
                 .or_else(|| {
                     let found = call?;
                     Some((pattern_role(found.pattern, rules), Evidence::Nccl(found)))
                 })
-                .unwrap_or_else(|| {
-                    let role = rules.by_name(timeline.text(k.short_name), timeline.text(k.name));
-                    (role, Evidence::KernelName)
-                });
+                .unwrap_or((named, Evidence::KernelName));
+            let torch = by_tier[Tier::Torch as usize][i].map(|(p, _)| p);
             CommKernel {
                 start,
                 end,
                 stream: k.stream,
+                name: k.short_name,
+                op: collective_op(
+                    (call.map(|c| c.pattern), torch),
+                    (named, launches[i].1),
+                    rules,
+                ),
                 purpose,
                 evidence,
                 stage: by_stage[i],
@@ -465,15 +478,32 @@ fn label_kernels(
     labelled
 }
 
-/// For each launch (time, whether its kernel is point-to-point): the role and evidence of the
-/// strongest rule tier with a matching range around it (the innermost such range), and the
-/// PithTrain stage range it sits in.
+/// The collective a kernel is part of ([`CommKernel::op`]), from NCCL's call pattern around its
+/// launch, PyTorch's collective range, or its name (`named`: the role its name gives;
+/// `point_to_point`: its name says a transfer).
+fn collective_op(
+    (call, torch): (Option<Pattern>, Option<Purpose>),
+    (named, point_to_point): (Purpose, bool),
+    rules: &RoleRules,
+) -> Option<Purpose> {
+    let op = match (call, torch) {
+        (Some(pattern), _) => pattern_role(pattern, rules),
+        (None, Some(op)) => op,
+        (None, None) if point_to_point => return None,
+        (None, None) => named,
+    };
+    (op != rules.named(P2P)).then_some(op)
+}
+
+/// For each launch (time, whether its kernel is point-to-point), per rule tier (strongest
+/// first): the role and evidence of the innermost matching range around it; and the PithTrain
+/// stage range it sits in.
 fn range_evidence(
     activity: &Activity,
     process: ProcessId,
     launches: &[(i64, bool)],
     rules: &RoleRules,
-) -> (Vec<Option<RuleHit>>, Vec<Option<Stage>>) {
+) -> ([Vec<Option<RuleHit>>; 3], Vec<Option<Stage>>) {
     let timeline = activity.timeline;
     let mut matches: FxHashMap<StringId, Matches> = FxHashMap::default();
     let mut stages: FxHashMap<StringId, Option<Stage>> = FxHashMap::default();
@@ -498,7 +528,10 @@ fn range_evidence(
             stage_ranges.push((candidate, s));
         }
     }
-    let mut by_rule: Vec<Option<RuleHit>> = vec![None; launches.len()];
+    let mut by_tier: [Vec<Option<RuleHit>>; 3] = Default::default();
+    for tier in Tier::ALL {
+        by_tier[tier as usize] = vec![None; launches.len()];
+    }
     for kind in [false, true] {
         let (indices, times): (Vec<usize>, Vec<i64>) = (0..launches.len())
             .filter(|&i| launches[i].1 == kind)
@@ -507,14 +540,13 @@ fn range_evidence(
         for tier in Tier::ALL {
             let found = lookup(&rule_ranges[tier as usize][usize::from(kind)], &times);
             for (&i, hit) in indices.iter().zip(found) {
-                if let (None, Some((purpose, range))) = (by_rule[i], hit) {
-                    by_rule[i] = Some((purpose, Evidence::Rule { tier, range }));
-                }
+                by_tier[tier as usize][i] =
+                    hit.map(|(purpose, range)| (purpose, Evidence::Rule { tier, range }));
             }
         }
     }
     let times: Vec<i64> = launches.iter().map(|l| l.0).collect();
-    (by_rule, lookup(&stage_ranges, &times))
+    (by_tier, lookup(&stage_ranges, &times))
 }
 
 /// Per (stream, kernel name), the role its kernels have from evidence stronger than the name:

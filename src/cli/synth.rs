@@ -105,6 +105,12 @@ pub struct Args {
     #[arg(long)]
     nccl_on_compute: bool,
 
+    /// Number every process's streams its own way, as real processes do (rank r's streams
+    /// shifted by r, an odd rank's in reverse order): nothing may rest on stream ids agreeing
+    /// across processes.
+    #[arg(long)]
+    renumber_streams: bool,
+
     /// Record OS runtime calls (`OSRT_API`, as `nsys profile --trace=osrt`): the host's waits
     /// in the OS, such as ddp's data loader in `pthread_cond_wait` (`--slow-dataloader`).
     #[arg(long)]
@@ -268,6 +274,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         session_gap: args.session_gap,
         clock_skew: args.clock_skew,
         nccl_on_compute: args.nccl_on_compute,
+        renumber_streams: args.renumber_streams,
         osrt: args.osrt,
         gpu_metrics: args.gpu_metrics,
         memory_usage: args.memory_usage,

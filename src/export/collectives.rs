@@ -6,8 +6,9 @@
 use super::Exported;
 use crate::analysis::collectives::match_instances;
 use crate::classify::streams::clip;
+use crate::classify::{Activity, RoleRules};
 use crate::hash::FxHashMap;
-use crate::model::{ProcessId, StreamId, Timeline};
+use crate::model::{ProcessId, StreamId};
 
 /// The collectives as drawn.
 #[derive(Debug, Clone, Default)]
@@ -28,9 +29,13 @@ const FLOW_BIT: u64 = 1 << 63;
 impl Drawn {
     /// Matches the collectives of the exported parts; with `flows`, links each instance's last
     /// arrival to the other members whose kernels are exported too.
-    pub fn new(timeline: &Timeline, parts: &[Exported], flows: bool) -> Drawn {
+    pub fn new(
+        (activity, rules): (&Activity, &RoleRules),
+        parts: &[Exported],
+        flows: bool,
+    ) -> Drawn {
         let processes: Vec<ProcessId> = parts.iter().map(|p| p.process).collect();
-        let matched = match_instances(timeline, &processes);
+        let matched = match_instances(activity, &processes, rules);
         let mut drawn = Drawn::default();
         for (n, instance) in matched.instances.iter().enumerate() {
             let number = n as u64 + 1;

@@ -113,7 +113,7 @@ impl<'a, 't> Plan<'a, 't> {
             index[e.process.index()] = Some(i as u32);
         }
         Plan {
-            collectives: collectives::Drawn::new(timeline, &exported, false),
+            collectives: collectives::Drawn::new((activity, rules), &exported, false),
             messages: mpi::Drawn::new(timeline, &exported, &index),
             payloads: {
                 let processes: Vec<ProcessId> = exported.iter().map(|e| e.process).collect();
@@ -130,8 +130,8 @@ impl<'a, 't> Plan<'a, 't> {
 
     /// Draws a flow from each collective's last arrival to every other member's kernel.
     pub fn with_collective_flows(mut self) -> Self {
-        let timeline = self.activity.timeline;
-        self.collectives = collectives::Drawn::new(timeline, &self.exported, true);
+        let context = (self.activity, self.rules);
+        self.collectives = collectives::Drawn::new(context, &self.exported, true);
         self
     }
 

@@ -86,24 +86,49 @@ pub fn by_rank_output(timeline: &Timeline, windows: &[RankWindow], waits: &[Rank
     }
     let mut output = per_rank_output(timeline, table, windows.iter());
     output.notes.push(
-        "waited_ns: time the rank spent in collectives waiting for their last member; \
-         caused_ns: time the other members waited for it when it was last"
+        "waited_ns: wall time the rank spent in collectives waiting for their last member \
+         (waits on several streams at once count once); caused_ns: time the other members \
+         waited for it when it was last, summed"
             .to_string(),
     );
     output
 }
 
-/// What the matching rests on.
+/// What the matching rests on, and why nothing matched when nothing did.
 fn notes(collectives: &Collectives) -> Vec<String> {
-    vec![
-        format!(
-            "{} communicator(s): one kernel name on one stream id, hosts joined where the \
-             instances' end times keep one distance; an instance is the k-th kernel of each \
-             member; arrival = kernel start, waits = last arrival - own arrival",
-            collectives.communicators.len()
-        ),
+    let mut notes = vec![format!(
+        "{} communicator(s): one collective (from NCCL's calls, PyTorch's collective ranges or \
+         the kernel name) run as one kernel name, on one stream of each member whatever its id, \
+         hosts joined where the instances' end times keep one distance; an instance is the \
+         k-th kernel of each member; arrival = kernel start, waits = last arrival - own arrival",
+        collectives.communicators.len()
+    )];
+    if collectives.instances.is_empty() {
+        notes.push(unmatched(collectives));
+    }
+    notes.push(
         "bytes and busbw_gbps need NCCL's payload values (nsys export --include-blobs=true), \
          which nsys-lens does not read yet"
             .to_string(),
-    ]
+    );
+    notes
+}
+
+/// Why no instance matched: which evidence was missing.
+fn unmatched(collectives: &Collectives) -> String {
+    match (collectives.kernels, collectives.unnamed_transfers) {
+        (0, 0) => "no instance: no rank ran a collective kernel".to_string(),
+        (0, n) => format!(
+            "no instance: the {n} communication kernel(s) are point-to-point (SendRecv) with \
+             nothing around their launch to say which collective they carry: capture NCCL's \
+             NVTX (nsys --trace=nvtx) or PyTorch's collective names (torch.profiler, or nsys \
+             --pytorch=autograd-nvtx)"
+        ),
+        (n, _) => format!(
+            "no instance: {n} collective kernel(s), but no family ran on two ranks together: \
+             on one host their kernels do not overlap in time, across hosts their end times do \
+             not keep one distance (separate clocks, or traces that hold only some ranks or \
+             some of each rank's kernels)"
+        ),
+    }
 }

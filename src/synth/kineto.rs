@@ -4,10 +4,13 @@
 //!
 //! Each rank's file holds its kernels, copies and sets (on the GPU pseudo-process `pid` =
 //! device, `tid` = stream, as Kineto lays them out), its CUDA API calls, its framework's NVTX ranges (not NCCL's: torch.profiler does not
-//! record them) as `user_annotation`s (marks as ranges of no length), process and thread names, `distributedInfo` and
+//! record them) as `user_annotation`s (marks as ranges of no length), PyTorch's own range
+//! around each collective it calls (`nccl:all_reduce`, `nccl:all_to_all`, ...: what NCCL's calls
+//! around the launch show), process and thread names, `distributedInfo` and
 //! `baseTimeNanoseconds` (the earliest session start: every `ts` counts from it, in µs with
 //! three decimals, so no ns is lost).
 
+use crate::classify::nccl_calls::{NcclCalls, Pattern};
 use crate::classify::{Activity, ranks};
 use crate::model::{Ns, NvtxKind, ProcessId, StreamId, StringId, Timeline};
 use anyhow::{Context, Result};
@@ -196,6 +199,7 @@ impl Sink<'_> {
                 "args": {"correlation": a.correlation}});
             self.to(thread.process, &event)?;
         }
+        self.collective_ranges()?;
         // torch.profiler records the framework's ranges (record_function), not NCCL's own.
         for n in t.nvtx.iter().filter(|n| n.domain == StringId::EMPTY) {
             // A mark (the rank label) is a range of no length: record_function has no marks.
@@ -215,6 +219,44 @@ impl Sink<'_> {
             self.to(thread.process, &event)?;
         }
         Ok(())
+    }
+
+    /// PyTorch's range around the launch of every NCCL kernel, named as ProcessGroupNCCL names
+    /// the collective NCCL's calls around the launch show.
+    fn collective_ranges(&mut self) -> Result<()> {
+        let t = self.timeline;
+        let activity = Activity::new(t);
+        for p in 0..t.processes.len() {
+            let process = ProcessId(p as u32);
+            let calls = NcclCalls::new(&activity, process);
+            for k in activity.kernels(process) {
+                let launch = activity.launch_call(process, k.correlation);
+                let Some((launch, found)) = launch.and_then(|l| Some((l, calls.around(l)?))) else {
+                    continue;
+                };
+                let thread = t.thread(launch.thread);
+                let (ts, dur) = times(Ns(launch.start.0 - 1_000), Ns(launch.end.0 + 1_000));
+                let event = json!({"ph": "X", "cat": "cpu_op", "name": torch_name(found.pattern),
+                    "pid": t.process(process).pid, "tid": thread.tid, "ts": ts, "dur": dur});
+                self.to(process, &event)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// ProcessGroupNCCL's range name for what NCCL's calls show.
+fn torch_name(pattern: Pattern) -> &'static str {
+    match pattern {
+        Pattern::Collective("AllReduce") => "nccl:all_reduce",
+        Pattern::Collective("AllGather") => "nccl:_all_gather_base",
+        Pattern::Collective("ReduceScatter") => "nccl:_reduce_scatter_base",
+        Pattern::Collective("Broadcast") => "nccl:broadcast",
+        Pattern::Collective(_) => "nccl:other",
+        Pattern::AllToAll { .. } => "nccl:all_to_all",
+        Pattern::PointToPoint { sends: 0, .. } => "nccl:recv 1<-0",
+        Pattern::PointToPoint { recvs: 0, .. } => "nccl:send 0->1",
+        Pattern::PointToPoint { .. } => "nccl:batch_isend_irecv",
     }
 }
 

@@ -75,6 +75,9 @@ pub struct Options {
     pub clock_skew: i64,
     /// Communication launched on the compute stream instead of its own streams.
     pub nccl_on_compute: bool,
+    /// Every process numbers its streams its own way (as real processes do): rank r's
+    /// non-default streams are shifted by r, and an odd rank's come in reverse order.
+    pub renumber_streams: bool,
     /// OS runtime calls are recorded (`OSRT_API`), as `--trace=osrt` does.
     pub osrt: bool,
     /// GPU metrics are sampled (`GPU_METRICS`), as `--gpu-metrics-devices=all` does.
@@ -124,6 +127,7 @@ impl Options {
             session_gap: 37_251_904,
             clock_skew: 0,
             nccl_on_compute: false,
+            renumber_streams: false,
             osrt: false,
             gpu_metrics: false,
             memory_usage: false,
@@ -206,7 +210,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
             NodeExport::create(&dir.join(format!("node{i}.sqlite")), spec, command.clone())
         })
         .collect::<Result<Vec<_>>>()?;
-    let places = place_ranks(world, options.gpus_per_node);
+    let places = place_ranks(world, options.gpus_per_node, options.renumber_streams);
     for (rank, place) in places.iter().enumerate() {
         register(&mut nodes[place.node], place, options.session_gap)?;
         if options.mpi == Some(MpiTrace::Tables) {
@@ -246,8 +250,9 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
     nodes.into_iter().map(NodeExport::finish).collect()
 }
 
-/// Rank r runs on node r / gpus_per_node, device r % gpus_per_node; pids repeat on every node.
-fn place_ranks(world: usize, gpus_per_node: usize) -> Vec<Placement> {
+/// Rank r runs on node r / gpus_per_node, device r % gpus_per_node; pids repeat on every node;
+/// with `renumber`, each numbers its streams its own way ([`Placement::stream_id`]).
+fn place_ranks(world: usize, gpus_per_node: usize, renumber: bool) -> Vec<Placement> {
     (0..world)
         .map(|rank| {
             let local = (rank % gpus_per_node) as u32;
@@ -257,6 +262,7 @@ fn place_ranks(world: usize, gpus_per_node: usize) -> Vec<Placement> {
                 pid,
                 device: local,
                 autograd_tid: pid + 29,
+                renumbered: renumber.then_some(rank as u32),
             }
         })
         .collect()

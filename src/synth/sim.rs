@@ -27,6 +27,21 @@ pub struct Placement {
     pub device: u32,
     /// Thread id of PyTorch's autograd thread.
     pub autograd_tid: u32,
+    /// When the process numbers its streams its own way: its rank ([`Placement::stream_id`]).
+    pub renumbered: Option<u32>,
+}
+
+impl Placement {
+    /// The id the export gives the simulator's `stream`: the same, or when renumbered (rank
+    /// r), the default stream as it is and the others shifted by r, in reverse order on an odd
+    /// rank (the presets' streams lie in 20..=60).
+    pub fn stream_id(&self, stream: u32) -> u32 {
+        match self.renumbered {
+            Some(r) if stream != DEFAULT_STREAM && r % 2 == 1 => 100 - stream + r,
+            Some(r) if stream != DEFAULT_STREAM => stream + r,
+            _ => stream,
+        }
+    }
 }
 
 /// How the captured program looks: where NCCL runs and which NVTX the framework emits.
@@ -75,8 +90,9 @@ pub struct PlacedTransfer {
 pub struct PlacedCollective {
     /// The kernel's short name, as the export names it.
     pub kernel: &'static str,
-    /// Whether the kernel is a transfer that spins until its peers arrive (an all-to-all's
-    /// `SendRecv`, DeepEP's dispatch): `collectives` matches the others only.
+    /// Whether the capture shows point-to-point transfers, not a collective (a ring step's
+    /// send and receive, DeepEP's dispatch with only its name to go by), which `collectives`
+    /// leaves out; an all-to-all's group of sends and receives is a collective.
     pub point_to_point: bool,
     /// Member ranks, in group order.
     pub members: Vec<usize>,
@@ -213,7 +229,11 @@ impl RankState {
     }
 
     fn gpu(&self, stream: u32) -> (u32, u32, u32) {
-        (self.place.pid, self.place.device, stream)
+        (
+            self.place.pid,
+            self.place.device,
+            self.place.stream_id(stream),
+        )
     }
 }
 
@@ -676,9 +696,17 @@ fn resolve_comm(
     }
     let end = last_ready + transfer;
     let first = launches.first().map(|l| (ranks[l.0].place.node, l.2));
+    let call = match &programs[members[0]].ops[ranks[members[0]].pc - 1] {
+        Op::Comm { call, .. } => *call,
+        _ => unreachable!("the members stood at a collective"),
+    };
     let placed = PlacedCollective {
         kernel: first.map_or("", |(node, kind)| nodes[node].named(kind).short),
-        point_to_point: first.is_some_and(|(_, kind)| kind.point_to_point),
+        point_to_point: match call {
+            Call::Ring => true,
+            Call::Direct => first.is_some_and(|(_, kind)| kind.point_to_point),
+            Call::Collective(_) | Call::AllToAll => false,
+        },
         members: members.to_vec(),
         starts: launches.iter().map(|l| l.3).collect(),
         end,

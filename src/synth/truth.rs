@@ -90,7 +90,7 @@ pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result
     let truth = serde_json::json!({
         "ranks": ranks(schedules, places),
         "steps": steps(schedules),
-        "kernels": kernels(schedules),
+        "kernels": kernels(schedules, places),
         "collectives": collectives(schedules),
         "transfers": schedules.iter().flat_map(|s| &s.transfers).collect::<Vec<_>>(),
     });
@@ -103,8 +103,8 @@ pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result
 pub struct CollectiveTruth {
     /// The kernel's short name (`ncclDevKernel_SendRecv` for all-to-alls and rings).
     pub kernel: &'static str,
-    /// Whether it is a transfer that spins until its peers arrive (`SendRecv`, DeepEP's
-    /// dispatch and combine), which `collectives` leaves out.
+    /// Whether the capture shows point-to-point transfers rather than a collective (a ring
+    /// step, DeepEP's dispatch and combine), which `collectives` leaves out.
     pub point_to_point: bool,
     /// Member ranks, ascending.
     pub members: Vec<usize>,
@@ -149,7 +149,7 @@ fn collective(c: &PlacedCollective) -> CollectiveTruth {
 }
 
 /// Every communication kernel, per rank in start order.
-fn kernels(schedules: &[Schedule]) -> Vec<KernelTruth> {
+fn kernels(schedules: &[Schedule], places: &[Placement]) -> Vec<KernelTruth> {
     let mut out = Vec::new();
     for (rank, schedule) in schedules.iter().enumerate() {
         let mut comm: Vec<&Placed> = schedule
@@ -160,7 +160,7 @@ fn kernels(schedules: &[Schedule]) -> Vec<KernelTruth> {
         comm.sort_by_key(|k| (k.start, k.stream));
         out.extend(comm.into_iter().map(|k| KernelTruth {
             rank,
-            stream: k.stream,
+            stream: places[rank].stream_id(k.stream),
             start: k.start,
             end: k.end,
             role: k.role,
