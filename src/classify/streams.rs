@@ -191,14 +191,14 @@ impl CommKernel {
 pub struct RankStreams {
     /// Streams with work in the window, by (device, stream id).
     pub streams: Vec<StreamUse>,
-    /// NCCL kernels in the window, by start.
+    /// Communication kernels in the window, by start.
     pub comm: Vec<CommKernel>,
-    /// Union of the non-NCCL kernels in the window: the compute that can hide communication.
+    /// Union of the other kernels in the window: the compute that can hide communication.
     pub compute: IntervalSet,
 }
 
 impl RankStreams {
-    /// The NCCL kernel of `stream` whose (clipped) start is `start`.
+    /// The communication kernel of `stream` whose (clipped) start is `start`.
     pub fn comm_at(&self, stream: StreamId, start: i64) -> Option<&CommKernel> {
         let from = self.comm.partition_point(|k| k.start < start);
         self.comm[from..]
@@ -268,9 +268,9 @@ pub fn classify(
 pub struct Usage {
     /// Each stream's counts, and with `intervals` its operations' intervals.
     per_stream: PerStream,
-    /// The NCCL kernels, clipped.
+    /// The communication kernels, clipped.
     comm: Vec<(Kernel, i64, i64)>,
-    /// The non-NCCL kernels and graph launches, when `intervals`.
+    /// The other kernels and graph launches, when `intervals`.
     compute: Vec<(i64, i64)>,
     /// Whether to keep the intervals that give busy time and the compute set.
     intervals: bool,
@@ -286,13 +286,13 @@ impl Usage {
         }
     }
 
-    /// A kernel, clipped to `span`; `nccl` when it is NCCL's.
-    pub fn kernel(&mut self, k: &Kernel, nccl: bool, (s, e): (i64, i64)) {
+    /// A kernel, clipped to `span`; `comm` when it moves data between GPUs.
+    pub fn kernel(&mut self, k: &Kernel, comm: bool, (s, e): (i64, i64)) {
         let (usage, busy) = entry(&mut self.per_stream, k.stream);
         if self.intervals {
             busy.push((s, e));
         }
-        if nccl {
+        if comm {
             usage.n_comm += 1;
             usage.comm_ns += e - s;
             self.comm.push((*k, s, e));
@@ -326,7 +326,7 @@ impl Usage {
         }
     }
 
-    /// The streams' roles and the NCCL kernels' roles, evidence and stages.
+    /// The streams' roles and the communication kernels' roles, evidence and stages.
     pub fn classify(
         self,
         activity: &Activity,
@@ -393,12 +393,12 @@ impl StreamUse {
     }
 }
 
-/// The stream's role from its counts and its NCCL kernels' purposes.
-fn role(usage: &StreamUse, nccl: &[CommKernel]) -> Role {
+/// The stream's role from its counts and its communication kernels' purposes.
+fn role(usage: &StreamUse, comm: &[CommKernel]) -> Role {
     if usage.n_comp > 0 {
         return Role::Compute;
     }
-    let mut purposes = nccl
+    let mut purposes = comm
         .iter()
         .filter(|k| k.stream == usage.stream)
         .map(|k| k.purpose);
@@ -409,7 +409,7 @@ fn role(usage: &StreamUse, nccl: &[CommKernel]) -> Role {
     }
 }
 
-/// Each NCCL kernel's role, evidence and stage, from the ranges enclosing its launch.
+/// Each communication kernel's role, evidence and stage, from the ranges enclosing its launch.
 fn label_kernels(
     activity: &Activity,
     process: ProcessId,
@@ -421,14 +421,21 @@ fn label_kernels(
         .iter()
         .map(|(k, ..)| activity.launch_call(process, k.correlation))
         .collect();
+    // What each distinct kernel's names say: its role by name, and whether it is a transfer.
+    let mut by_name: FxHashMap<(StringId, StringId), (Purpose, bool)> = FxHashMap::default();
+    let mut named = |k: &Kernel| {
+        *by_name.entry((k.short_name, k.name)).or_insert_with(|| {
+            let (short, name) = (timeline.text(k.short_name), timeline.text(k.name));
+            let p2p = comm_kind(short, name).is_some_and(|c| c.point_to_point);
+            (rules.by_name(short, name), p2p)
+        })
+    };
+    let names: Vec<(Purpose, bool)> = kernels.iter().map(|(k, ..)| named(k)).collect();
     let launches: Vec<(i64, bool)> = kernels
         .iter()
         .zip(&calls)
-        .map(|((k, ..), call)| {
-            let kind = comm_kind(timeline.text(k.short_name), timeline.text(k.name));
-            let p2p = kind.is_some_and(|c| c.point_to_point);
-            (call.map_or(k.start.0, |c| c.start.0), p2p)
-        })
+        .zip(&names)
+        .map(|(((k, ..), call), &(_, p2p))| (call.map_or(k.start.0, |c| c.start.0), p2p))
         .collect();
     let (by_tier, by_stage) = range_evidence(activity, process, &launches, rules);
     let nccl_calls = NcclCalls::new(activity, process);
@@ -437,7 +444,7 @@ fn label_kernels(
         .enumerate()
         .map(|(i, &(ref k, start, end))| {
             let call = calls[i].and_then(|c| nccl_calls.around(c));
-            let named = rules.by_name(timeline.text(k.short_name), timeline.text(k.name));
+            let (named, point_to_point) = names[i];
             let by_rule = by_tier.iter().find_map(|hits| hits[i]);
             let (purpose, evidence) = by_rule
                 .or_else(|| {
@@ -453,7 +460,7 @@ fn label_kernels(
                 name: k.short_name,
                 op: collective_op(
                     (call.map(|c| c.pattern), torch),
-                    (named, launches[i].1),
+                    (named, point_to_point),
                     rules,
                 ),
                 purpose,

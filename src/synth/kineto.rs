@@ -38,6 +38,7 @@ pub fn write(exports: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>> {
     }
     let mut sink = Sink {
         timeline: &timeline,
+        activity: &activity,
         files,
     };
     sink.events()?;
@@ -130,6 +131,7 @@ fn times(start: Ns, end: Ns) -> (Value, Value) {
 /// Sends every event of a rank's process to its file.
 struct Sink<'t> {
     timeline: &'t Timeline,
+    activity: &'t Activity<'t>,
     files: Vec<Option<RankFile>>,
 }
 
@@ -224,11 +226,10 @@ impl Sink<'_> {
     /// PyTorch's range around the launch of every NCCL kernel, named as ProcessGroupNCCL names
     /// the collective NCCL's calls around the launch show.
     fn collective_ranges(&mut self) -> Result<()> {
-        let t = self.timeline;
-        let activity = Activity::new(t);
+        let (t, activity) = (self.timeline, self.activity);
         for p in 0..t.processes.len() {
             let process = ProcessId(p as u32);
-            let calls = NcclCalls::new(&activity, process);
+            let calls = NcclCalls::new(activity, process);
             for k in activity.kernels(process) {
                 let launch = activity.launch_call(process, k.correlation);
                 let Some((launch, found)) = launch.and_then(|l| Some((l, calls.around(l)?))) else {

@@ -656,6 +656,8 @@ fn resolve_comm(
     let mut launches = Vec::with_capacity(members.len());
     let mut last_ready = i64::MIN;
     let mut transfer = 0;
+    // Whether the capture shows transfers, not a collective (the same call on every member).
+    let mut point_to_point = false;
     for &m in members {
         let rank = &mut ranks[m];
         let Op::Comm {
@@ -670,6 +672,11 @@ fn resolve_comm(
             unreachable!("blocked ranks stand at a collective")
         };
         rank.pc += 1;
+        point_to_point = match call {
+            Call::Ring => true,
+            Call::Direct => kind.point_to_point,
+            Call::Collective(_) | Call::AllToAll => false,
+        };
         let stream = rank.style.comm_stream(*stream);
         let role = rank.style.role((stream, kind), *call, *role);
         let node = &mut nodes[rank.place.node];
@@ -696,17 +703,9 @@ fn resolve_comm(
     }
     let end = last_ready + transfer;
     let first = launches.first().map(|l| (ranks[l.0].place.node, l.2));
-    let call = match &programs[members[0]].ops[ranks[members[0]].pc - 1] {
-        Op::Comm { call, .. } => *call,
-        _ => unreachable!("the members stood at a collective"),
-    };
     let placed = PlacedCollective {
         kernel: first.map_or("", |(node, kind)| nodes[node].named(kind).short),
-        point_to_point: match call {
-            Call::Ring => true,
-            Call::Direct => first.is_some_and(|(_, kind)| kind.point_to_point),
-            Call::Collective(_) | Call::AllToAll => false,
-        },
+        point_to_point,
         members: members.to_vec(),
         starts: launches.iter().map(|l| l.3).collect(),
         end,
