@@ -40,7 +40,9 @@ fn the_three_node_all_reduce_is_one_instance_with_the_sql_skew_and_straggler() {
     assert_eq!(int(&row["skew_ns"]), last.0 - first.0);
     assert_eq!(int(&row["last_pid"]), last.1);
     assert_eq!(row["op"], "nccl:AllReduce");
+    // NCCL 2.17 records no payloads there: no size, matched by timing.
     assert!(row["bytes"].is_null() && row["busbw_gbps"].is_null());
+    assert_eq!(row["matched_by"], "timing");
     // The waits add up to what the last rank caused.
     let waits: i64 = members(&row["waits_ns"]).iter().sum();
     let by_rank = json(&[
@@ -175,6 +177,98 @@ fn a_straggler_is_named_with_the_true_skew_in_every_preset() {
     }
 }
 
+/// NCCL's bus-bandwidth factor (nccl-tests' PERFORMANCE.md), written here from the document.
+fn bus_factor(op: &str, n: f64) -> f64 {
+    match op {
+        "nccl:AllReduce" => 2.0 * (n - 1.0) / n,
+        "nccl:AllGather" | "nccl:ReduceScatter" | "nccl:AllToAll" => (n - 1.0) / n,
+        _ => 1.0,
+    }
+}
+
+/// Issue 30: sizes from the framework's own records. In the Kineto form every collective has
+/// PyTorch's `record_param_comms`; in the nsys form with `--nccl-payloads` NCCL's payloads
+/// name the collectives it calls (an all-to-all's group end carries none). Each instance's
+/// bytes, duration and bus bandwidth equal the generator's truth, its communicator is the
+/// recorded one, and the k-th instance of each member set is the truth's k-th.
+#[test]
+fn bytes_and_bus_bandwidth_come_from_the_records_and_equal_the_truth() {
+    let presets = [
+        "--preset ddp --nodes 2 --gpus-per-node 2 --layers 4 --steps 2",
+        "--preset fsdp --nodes 1 --gpus-per-node 4 --steps 2",
+        "--preset pithtrain --pp 2 --ep 2 --gpus-per-node 2",
+    ];
+    for preset in presets {
+        for form in ["--format kineto", "--nccl-payloads"] {
+            let args = format!("{preset} {form}");
+            let dir = synth(&args);
+            let truth: Value = serde_json::from_str(
+                &std::fs::read_to_string(dir.path().join("truth.json")).unwrap(),
+            )
+            .unwrap();
+            let mut want: BTreeMap<Vec<i64>, Vec<&Value>> = BTreeMap::new();
+            for c in truth["collectives"].as_array().unwrap() {
+                if c["point_to_point"] == false {
+                    want.entry(members(&c["members"])).or_default().push(c);
+                }
+            }
+            let inputs: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.file_name().unwrap() != "truth.json")
+                .map(|p| p.to_str().unwrap().to_string())
+                .collect();
+            let mut command = vec!["collectives", "--whole"];
+            command.extend(inputs.iter().map(String::as_str));
+            let c = json(&command);
+            let mut got: BTreeMap<Vec<i64>, Vec<&Value>> = BTreeMap::new();
+            for row in rows(&c) {
+                got.entry(members(&row["members"])).or_default().push(row);
+            }
+            assert_eq!(
+                got.keys().collect::<Vec<_>>(),
+                want.keys().collect::<Vec<_>>(),
+                "{args}"
+            );
+            let mut sized = 0;
+            for (group, truths) in &want {
+                let rows = &got[group];
+                assert_eq!(rows.len(), truths.len(), "{args}: {group:?}");
+                let mut rows = rows.clone();
+                rows.sort_by_key(|r| int(&r["first_start_ns"]));
+                for (row, t) in rows.iter().zip(truths) {
+                    let op = row["op"].as_str().unwrap();
+                    let duration = int(&t["duration_ns"]);
+                    assert_eq!(int(&row["duration_ns"]), duration, "{args}: {row}");
+                    let recorded = form == "--format kineto" || op != "nccl:AllToAll";
+                    if !recorded {
+                        assert!(row["bytes"].is_null(), "{args}: {row}");
+                        assert_eq!(row["matched_by"], "timing", "{args}");
+                        continue;
+                    }
+                    sized += 1;
+                    let bytes = int(&t["bytes"]);
+                    assert_eq!(int(&row["bytes"]), bytes, "{args}: {row}");
+                    let n = group.len() as f64;
+                    let busbw = bytes as f64 / duration as f64 * bus_factor(op, n);
+                    let got = row["busbw_gbps"].as_f64().unwrap();
+                    assert!(
+                        (got - busbw).abs() < 1e-9 * busbw,
+                        "{args}: {got} vs {busbw}"
+                    );
+                    let by = if form == "--nccl-payloads" {
+                        "nccl_id"
+                    } else {
+                        "process_group"
+                    };
+                    assert_eq!(row["matched_by"], by, "{args}");
+                }
+            }
+            assert!(sized > 0, "{args}: no sized instance");
+        }
+    }
+}
+
 #[test]
 fn tensor_parallel_groups_of_two_nodes_are_never_matched_together() {
     // 2 nodes x TP 2: every node's TP all-reduce has the same kernel name and stream id.
@@ -262,6 +356,8 @@ fn pipeline_transfers_are_paired_sender_to_receiver() {
         "--preset megatron --tp 2 --pp 2 --gpus-per-node 4 --chunks 4",
         "--preset megatron --tp 2 --pp 4 --dp 2 --gpus-per-node 4 --chunks 6",
         "--preset megatron --tp 2 --pp 4 --dp 2 --gpus-per-node 4 --chunks 6 --nccl-on-compute",
+        // Each process numbers its streams its own way, as real processes do.
+        "--preset megatron --tp 2 --pp 4 --dp 2 --gpus-per-node 4 --chunks 6 --renumber-streams",
     ] {
         let dir = synth(args);
         let truth: Value =

@@ -358,13 +358,18 @@ fn broken_traces_are_clear_errors() {
 /// at its first event, an export's at its session start) or the evidence only nsys has (NCCL's
 /// own NVTX ranges, which torch.profiler does not record).
 fn comparable(output: &Value) -> Vec<Value> {
-    const DROPPED: [&str; 6] = [
+    // The traces add PyTorch's record_param_comms (sizes, process groups), which the exports
+    // lack: `collectives` tests those against the truth.
+    const DROPPED: [&str; 9] = [
         "host",
         "last_host",
         "first_start_ns",
         "last_start_ns",
         "comm_roles",
         "evidence",
+        "matched_by",
+        "bytes",
+        "busbw_gbps",
     ];
     let mut rows = output["rows"].as_array().unwrap().clone();
     for row in &mut rows {
@@ -588,4 +593,42 @@ fn the_collective_record_param_comms_names_reaches_its_nccl_kernel_in_paraver() 
         got.insert(correlation, (collective, value(9502).unwrap() as i64));
     }
     assert_eq!(got, want);
+}
+
+/// Issue 30: one real rank of a 2-rank DDP run (HTA's `nccl_data`): nothing to match, and the
+/// note says so, with the group size its `record_param_comms` records (read here from the JSON).
+#[test]
+fn one_real_rank_alone_is_told_to_bring_its_peers() {
+    let Some(path) = real("hta_nccl_data.json.gz") else {
+        return;
+    };
+    let (_, events) = events(&path);
+    let group = events
+        .iter()
+        .filter(|e| {
+            e["name"] == "record_param_comms" && e["args"]["Collective name"] == "allreduce"
+        })
+        .map(|e| e["args"]["Group size"].as_i64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(group, 2);
+    let args = [
+        "collectives",
+        "--whole",
+        "--format",
+        "json",
+        path.to_str().unwrap(),
+    ];
+    let c = json(&shared_cache(), &args);
+    assert!(c["rows"].as_array().unwrap().is_empty());
+    let notes: Vec<&str> = c["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let want = format!(
+        "all on one rank: give the traces of their other members (their records say {group} ranks) too"
+    );
+    assert!(notes.iter().any(|n| n.contains(&want)), "{notes:?}");
 }

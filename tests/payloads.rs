@@ -49,19 +49,28 @@ fn nccl_payload_fields_reach_their_kernels_and_every_payload_its_slice() {
     let prv = base.with_extension("prv");
     pertalde(&prv);
     let trace = parse(&prv);
-    assert_eq!(trace.pcf[&9501].0, "NCCL Message size [bytes]");
-    assert_eq!(trace.pcf[&9502].0, "NCCL Reduction operation");
+    // One type per field from 9501, in the payloads' order (NCCL's: its communicator first).
+    let type_of = |name: &str| {
+        let found = trace.pcf.iter().find(|(_, (n, _))| n == name);
+        *found.unwrap_or_else(|| panic!("no type {name}")).0
+    };
+    assert_eq!(type_of("NCCL NCCL communicator ID"), 9501);
+    let (size_type, op_type) = (
+        type_of("NCCL Message size [bytes]"),
+        type_of("NCCL Reduction operation"),
+    );
+    assert_eq!((size_type, op_type), (9502, 9503));
     let mut got = BTreeMap::new();
     for (_, task, _, pairs) in &trace.events {
         let value = |ty: u32| pairs.iter().find(|p| p.0 == ty).map(|p| p.1);
-        let Some(size) = value(9501).filter(|&v| v != 0) else {
+        let Some(size) = value(size_type).filter(|&v| v != 0) else {
             continue;
         };
         assert!(
             value(63_000_007).is_some_and(|v| v != 0),
             "on an NCCL kernel"
         );
-        let op = value(9502).map(|v| trace.pcf[&9502].1[&v].clone());
+        let op = value(op_type).map(|v| trace.pcf[&op_type].1[&v].clone());
         let pid = task_pid(&trace, *task);
         got.insert((pid, value(9200).unwrap() as i64), (size as i64, op));
     }

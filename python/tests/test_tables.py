@@ -173,3 +173,19 @@ def test_the_gil_is_released_while_rust_reads(tmp_path):
         thread.join()
     assert took > 0.05, "too quick to tell"
     assert max(pauses) < took / 2, (max(pauses), took)
+
+
+def test_collective_sizes_come_from_torch_profiler_records(tmp_path):
+    """torch.profiler's record_param_comms give each collective its process group, size and
+    bus bandwidth, in the table as in the CLI."""
+    cli("synth", "-o", str(tmp_path / "run"), "--preset", "ddp", "--format", "kineto")
+    run = nsys_lens.open(tmp_path / "run", export_dir=tmp_path / "cache")
+    doc = cli_json("collectives", "--whole", "--export-dir", str(tmp_path / "cache"),
+                   str(tmp_path / "run"))
+    table = run.collectives(whole=True)
+    assert_table_equals(table, doc)
+    rows = table.to_pylist()
+    assert rows
+    for row in rows:
+        assert row["matched_by"] == "process_group"
+        assert row["bytes"] > 0 and row["busbw_gbps"] > 0

@@ -19,10 +19,19 @@
 //! replicas on one node) cannot be told apart this way: NCCL's payloads would. Point-to-point
 //! transfers are not collectives here ([`add_transfers`] matches them sender to receiver).
 //!
+//! A communicator the collective's own records name comes first: NCCL's communicator id (its
+//! NVTX payloads) or PyTorch's process group (`record_param_comms`); a family is then one
+//! collective run as one kernel name within one recorded communicator, and timing only splits
+//! what the records leave together.
+//!
 //! An instance's arrival of a member is its kernel's start: the last to arrive is the
-//! straggler, the skew is last minus first arrival, and each member waited `last - own`.
+//! straggler, the skew is last minus first arrival, and each member waited `last - own`. Its
+//! size is what the records say ([`Size`](crate::classify::payloads::Size)); its bus bandwidth is NCCL's (nccl-tests'
+//! `PERFORMANCE.md`): the size over the collective proper (from the last arrival to the last
+//! end) times a factor per collective ([`bus_factor`]).
 
 use crate::classify::layout::{self, Transfer};
+use crate::classify::payloads::{CallArgs, CommunicatorId, NcclPayloads};
 use crate::classify::rules::{Purpose, RoleRules};
 use crate::classify::{Activity, CommKernel, Evidence, streams};
 use crate::model::{ProcessId, StreamId, StringId};
@@ -41,6 +50,34 @@ pub struct Communicator {
     pub op: String,
     /// Members (indices into the processes given), ascending.
     pub members: Vec<usize>,
+    /// What tells its members apart from other communicators'.
+    pub matched_by: MatchedBy,
+}
+
+/// The evidence a communicator rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MatchedBy {
+    /// NCCL's communicator id, from its NVTX payloads.
+    NcclId,
+    /// PyTorch's process group, from `record_param_comms`.
+    ProcessGroup,
+    /// Timing alone: members inside their kernels at once, ends a constant distance apart
+    /// across hosts.
+    Timing,
+    /// A point-to-point transfer matched sender to receiver.
+    Transfer,
+}
+
+impl MatchedBy {
+    /// Its name in the outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatchedBy::NcclId => "nccl_id",
+            MatchedBy::ProcessGroup => "process_group",
+            MatchedBy::Timing => "timing",
+            MatchedBy::Transfer => "transfer",
+        }
+    }
 }
 
 /// One member's part in an instance.
@@ -65,6 +102,11 @@ pub struct Instance {
     pub sequence: u32,
     /// Every member's arrival, in member order.
     pub arrivals: Vec<Arrival>,
+    /// How many ranks its communicator has: as recorded, else its members here.
+    pub ranks: u32,
+    /// Its buffer size, bytes, when a record gives it ([`Size::buffer_bytes`](crate::classify::payloads::Size::buffer_bytes); the largest
+    /// among the members).
+    pub bytes: Option<u64>,
 }
 
 impl Instance {
@@ -95,6 +137,28 @@ impl Instance {
         let end = self.arrivals.iter().map(|a| a.end).max().expect("members");
         end - last.start
     }
+
+    /// Its bus bandwidth as collective `op`, GB/s: bytes over [`Instance::duration`] times
+    /// [`bus_factor`]; None without a size, a factor or a duration.
+    pub fn busbw_gbps(&self, op: &str) -> Option<f64> {
+        let bytes = self.bytes? as f64;
+        let duration = self.duration();
+        (duration > 0).then_some(())?;
+        Some(bytes / duration as f64 * bus_factor(op, self.ranks)?)
+    }
+}
+
+/// NCCL's bus-bandwidth factor of collective `op` among `n` ranks (nccl-tests'
+/// `PERFORMANCE.md`): 2(n−1)/n for an all-reduce, (n−1)/n for an all-gather, a reduce-scatter
+/// and an all-to-all, 1 for a broadcast, a reduce and a send/receive; None for another.
+pub fn bus_factor(op: &str, n: u32) -> Option<f64> {
+    let share = f64::from(n.saturating_sub(1)) / f64::from(n.max(1));
+    match op {
+        "nccl:AllReduce" => Some(2.0 * share),
+        "nccl:AllGather" | "nccl:ReduceScatter" | "nccl:AllToAll" => Some(share),
+        "nccl:Broadcast" | "nccl:Reduce" | "nccl:SendRecv" | P2P_OP => Some(1.0),
+        _ => None,
+    }
 }
 
 /// Every communicator and instance of a run.
@@ -110,13 +174,27 @@ pub struct Collectives {
     /// collective run as `SendRecv` looks like this when the capture has neither NCCL's NVTX
     /// nor PyTorch's collective ranges.
     pub unnamed_transfers: u64,
+    /// The processes matched.
+    pub processes: usize,
+    /// The largest communicator size the collectives' records give, when any.
+    pub recorded_ranks: Option<u32>,
 }
 
 /// One member's stream of a family: (member, stream).
 type Unit = (usize, StreamId);
 
-/// One family's kernels per unit: (start, end) in start order.
-type PerUnit = BTreeMap<Unit, Vec<(i64, i64)>>;
+/// One member's kernel of a collective: its (start, end) and its call's records.
+#[derive(Debug, Clone, Copy)]
+struct Part {
+    span: (i64, i64),
+    args: CallArgs,
+}
+
+/// One family's kernels per unit, in start order.
+type PerUnit = BTreeMap<Unit, Vec<Part>>;
+
+/// A family: one collective, one kernel name, one recorded communicator (when any).
+type Family = (Purpose, StringId, Option<CommunicatorId>);
 
 /// The whole capture, as a classification window.
 const WHOLE: (i64, i64) = (i64::MIN, i64::MAX);
@@ -129,10 +207,14 @@ pub fn match_instances(
     rules: &RoleRules,
 ) -> Collectives {
     let timeline = activity.timeline;
-    let mut out = Collectives::default();
-    // Per family (collective, kernel name), per member's stream: its kernels in start order;
-    // and whether the kernel is a transfer (an all-to-all's `SendRecv`).
-    let mut families: BTreeMap<(Purpose, StringId), PerUnit> = BTreeMap::new();
+    let payloads = NcclPayloads::new(activity, processes);
+    let mut out = Collectives {
+        processes: processes.len(),
+        ..Collectives::default()
+    };
+    // Per family, per member's stream: its kernels in start order; and whether the kernel is a
+    // transfer (an all-to-all's `SendRecv`).
+    let mut families: BTreeMap<Family, PerUnit> = BTreeMap::new();
     let mut transfers: BTreeSet<StringId> = BTreeSet::new();
     for (rank, &process) in processes.iter().enumerate() {
         let classified = streams::classify(activity, process, WHOLE, rules);
@@ -145,45 +227,35 @@ pub fn match_instances(
             if k.point_to_point {
                 transfers.insert(k.name);
             }
+            let args = payloads.args(process, k.correlation);
+            out.recorded_ranks = out.recorded_ranks.max(args.ranks);
             families
-                .entry((*op, k.name))
+                .entry((*op, k.name, args.communicator))
                 .or_default()
                 .entry((rank, k.stream))
                 .or_default()
-                .push((k.start, k.end));
+                .push(Part {
+                    span: (k.start, k.end),
+                    args,
+                });
         }
     }
     let host_of = |rank: usize| timeline.process(processes[rank]).host.index();
-    for ((op, kernel), per_unit) in families {
+    for ((op, kernel, recorded), per_unit) in families {
         let co_ending = !transfers.contains(&kernel);
+        let op = rules.label(op);
         for members in communicators(&per_unit, &host_of, co_ending) {
             let id = out.communicators.len();
-            let kernels: Vec<&Vec<(i64, i64)>> = members.iter().map(|u| &per_unit[u]).collect();
-            let count = kernels.iter().map(|k| k.len()).min().unwrap_or(0);
-            for sequence in 0..count {
-                let arrivals = members
-                    .iter()
-                    .zip(&kernels)
-                    .map(|(&(rank, stream), k)| {
-                        let (start, end) = k[sequence];
-                        Arrival {
-                            rank,
-                            stream,
-                            start,
-                            end,
-                        }
-                    })
-                    .collect();
-                out.instances.push(Instance {
-                    communicator: id,
-                    sequence: sequence as u32,
-                    arrivals,
-                });
-            }
+            out.instances.extend(instances(id, op, &members, &per_unit));
             out.communicators.push(Communicator {
                 kernel,
-                op: rules.label(op).to_string(),
+                op: op.to_string(),
                 members: members.iter().map(|&(rank, _)| rank).collect(),
+                matched_by: match recorded {
+                    Some(CommunicatorId::Nccl(_)) => MatchedBy::NcclId,
+                    Some(CommunicatorId::ProcessGroup(_)) => MatchedBy::ProcessGroup,
+                    None => MatchedBy::Timing,
+                },
             });
         }
     }
@@ -191,6 +263,47 @@ pub fn match_instances(
     out.instances
         .sort_by_key(|i| (i.first_last().0.start, i.communicator));
     out
+}
+
+/// The instances of communicator `id` (collective `op`): the k-th kernel of each member's
+/// stream, for every k all of them have.
+fn instances<'a>(
+    id: usize,
+    op: &'a str,
+    members: &'a [Unit],
+    per_unit: &'a PerUnit,
+) -> impl Iterator<Item = Instance> + 'a {
+    let kernels: Vec<&Vec<Part>> = members.iter().map(|u| &per_unit[u]).collect();
+    let count = kernels.iter().map(|k| k.len()).min().unwrap_or(0);
+    (0..count).map(move |sequence| {
+        let parts = kernels.iter().map(|k| k[sequence]);
+        let ranks = parts
+            .clone()
+            .filter_map(|p| p.args.ranks)
+            .max()
+            .unwrap_or(members.len() as u32);
+        let bytes = parts
+            .clone()
+            .filter_map(|p| Some(p.args.size?.buffer_bytes(op, ranks)))
+            .max();
+        let arrivals = members
+            .iter()
+            .zip(parts)
+            .map(|(&(rank, stream), p)| Arrival {
+                rank,
+                stream,
+                start: p.span.0,
+                end: p.span.1,
+            })
+            .collect();
+        Instance {
+            communicator: id,
+            sequence: sequence as u32,
+            arrivals,
+            ranks,
+            bytes,
+        }
+    })
 }
 
 /// A family's communicators, each its members' streams in member order: on each host (one
@@ -270,7 +383,7 @@ fn local_groups(per_unit: &PerUnit, units: &[Unit], co_ending: bool) -> Vec<Vec<
     let together = |p: Unit, q: Unit| {
         let (a, b) = (&per_unit[&p], &per_unit[&q]);
         let n = a.len().min(b.len());
-        let pairs = || a.iter().zip(b);
+        let pairs = || a.iter().zip(b).map(|(x, y)| (x.span, y.span));
         let disjoint = pairs()
             .filter(|((s1, e1), (s2, e2))| e1 < s2 || e2 < s1)
             .count();
@@ -299,7 +412,7 @@ fn median_ends(per_unit: &PerUnit, units: &[Unit]) -> Vec<i64> {
     let count = units.iter().map(|u| per_unit[u].len()).min().unwrap_or(0);
     (0..count)
         .map(|k| {
-            let mut e: Vec<i64> = units.iter().map(|u| per_unit[u][k].1).collect();
+            let mut e: Vec<i64> = units.iter().map(|u| per_unit[u][k].span.1).collect();
             super::upper_median(&mut e).expect("a group has streams")
         })
         .collect()
@@ -342,6 +455,7 @@ pub fn add_transfers(collectives: &mut Collectives, transfers: &[Vec<Transfer>])
             kernel: StringId::EMPTY,
             op: P2P_OP.to_string(),
             members: vec![sender, receiver],
+            matched_by: MatchedBy::Transfer,
         });
         exchanges.sort_by_key(|[send, _]| send.start);
         for (sequence, arrivals) in exchanges.into_iter().enumerate() {
@@ -349,6 +463,8 @@ pub fn add_transfers(collectives: &mut Collectives, transfers: &[Vec<Transfer>])
                 communicator: id,
                 sequence: sequence as u32,
                 arrivals: arrivals.to_vec(),
+                ranks: 2,
+                bytes: None,
             });
         }
     }
@@ -408,7 +524,10 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(r, e)| {
-                let kernels = e.iter().map(|&end| (end - 100, end));
+                let kernels = e.iter().map(|&end| Part {
+                    span: (end - 100, end),
+                    args: CallArgs::default(),
+                });
                 ((r, StreamId(r as u32)), kernels.collect())
             })
             .collect();
@@ -432,12 +551,18 @@ mod tests {
             communicator: 0,
             sequence: 0,
             arrivals: vec![a(0, 100), a(1, 400), a(2, 250), a(3, 400)],
+            ranks: 4,
+            bytes: Some(1_200_000),
         };
         let (first, last) = i.first_last();
         assert_eq!(
             (first.rank, last.rank, i.skew(), i.duration()),
             (0, 1, 300, 600)
         );
+        // 1.2 MB in 600 ns is 2000 GB/s of algorithm bandwidth; an all-reduce of 4 moves 1.5×.
+        assert_eq!(i.busbw_gbps("nccl:AllReduce"), Some(3000.0));
+        assert_eq!(i.busbw_gbps("nccl:AllGather"), Some(1500.0));
+        assert_eq!(i.busbw_gbps("tp_comm"), None);
         let w = by_rank(4, &[&i]);
         assert_eq!(w[1].times_last, 1);
         assert_eq!(w[1].caused_ns, 300 + 150);

@@ -244,6 +244,7 @@ mod tests {
             end,
             stream: StreamId(stream),
             name: crate::model::StringId::EMPTY,
+            correlation: 0,
             op: None,
             purpose,
             evidence: crate::classify::Evidence::KernelName,

@@ -136,6 +136,8 @@ pub struct CommKernel {
     pub stream: StreamId,
     /// Its short name.
     pub name: StringId,
+    /// Its launch's correlation id.
+    pub correlation: u32,
     /// The collective it is one member's part of, from the evidence that names a collective
     /// rather than a purpose: NCCL's call (`ncclAllReduce`; a group of sends and receives to
     /// several peers is `nccl:AllToAll`), else PyTorch's collective range (`nccl:all_to_all`),
@@ -458,6 +460,7 @@ fn label_kernels(
                 end,
                 stream: k.stream,
                 name: k.short_name,
+                correlation: k.correlation,
                 op: collective_op(
                     (call.map(|c| c.pattern), torch),
                     (named, point_to_point),

@@ -297,14 +297,17 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .unwrap_or_else(|| default_gpus_per_node(&options)),
         ..options
     };
-    let mut written = synth::generate(&args.output, &options)?;
-    if let SynthFormat::Kineto = args.format {
-        let exports = std::mem::take(&mut written);
-        written = synth::kineto::write(&exports, &args.output)?;
-        for export in exports {
-            std::fs::remove_file(export)?;
+    let generated = synth::generate(&args.output, &options)?;
+    let written = match args.format {
+        SynthFormat::Kineto => {
+            let written = synth::kineto::write(&generated, &args.output)?;
+            for export in generated.exports {
+                std::fs::remove_file(export)?;
+            }
+            written
         }
-    }
+        _ => generated.exports,
+    };
     super::print_paths(&written)?;
     Ok(Outcome::Done)
 }

@@ -16,6 +16,7 @@ pub fn instances_output(
     let mut table = Table::new(&[
         "op",
         "communicator",
+        "matched_by",
         "sequence",
         "members",
         "first_start_ns",
@@ -43,6 +44,7 @@ pub fn instances_output(
         table.push(vec![
             Cell::text(&c.op),
             Cell::text(format!("c{}", i.communicator)),
+            Cell::text(c.matched_by.name()),
             Cell::Int(i.sequence.into()),
             per_member(&|a| windows[a.rank].rank.rank.into()),
             Cell::Int(first.start),
@@ -53,13 +55,13 @@ pub fn instances_output(
             Cell::Int(process.pid.into()),
             Cell::Int(i.duration()),
             per_member(&|a| last.start - a.start),
-            Cell::Empty,
-            Cell::Empty,
+            i.bytes.map_or(Cell::Empty, |b| Cell::Int(b as i64)),
+            i.busbw_gbps(&c.op).map_or(Cell::Empty, Cell::Number),
         ]);
     }
     let mut output = per_rank_output(timeline, Table::default(), windows.iter());
     output.table = table;
-    output.notes.extend(notes(collectives));
+    output.notes.extend(notes(collectives, instances));
     output
 }
 
@@ -95,23 +97,40 @@ pub fn by_rank_output(timeline: &Timeline, windows: &[RankWindow], waits: &[Rank
 }
 
 /// What the matching rests on, and why nothing matched when nothing did.
-fn notes(collectives: &Collectives) -> Vec<String> {
+fn notes(collectives: &Collectives, instances: &[&Instance]) -> Vec<String> {
     let mut notes = vec![format!(
         "{} communicator(s): one collective (from NCCL's calls, PyTorch's collective ranges or \
-         the kernel name) run as one kernel name, on one stream of each member whatever its id, \
-         hosts joined where the instances' end times keep one distance; an instance is the \
-         k-th kernel of each member; arrival = kernel start, waits = last arrival - own arrival",
+         the kernel name) run as one kernel name, within the communicator its records name \
+         (matched_by nccl_id, process_group) or else by timing alone: on one stream of each \
+         member whatever its id, hosts joined where the instances' end times keep one \
+         distance; an instance is the k-th kernel of each member; arrival = kernel start, \
+         waits = last arrival - own arrival",
         collectives.communicators.len()
     )];
     if collectives.instances.is_empty() {
         notes.push(unmatched(collectives));
     }
-    notes.push(
-        "bytes and busbw_gbps need NCCL's payload values (nsys export --include-blobs=true), \
-         which nsys-lens does not read yet"
-            .to_string(),
-    );
+    notes.push(sizes_note(instances));
     notes
+}
+
+/// Where the sizes come from, or which capture would give them.
+fn sizes_note(instances: &[&Instance]) -> String {
+    let sized = instances.iter().filter(|i| i.bytes.is_some()).count();
+    let missing = instances.len() - sized;
+    let how = "bytes: the larger of the input and output buffers, from NCCL's payloads or \
+               PyTorch's record_param_comms; busbw_gbps: bytes / (last end - last arrival) \
+               x NCCL's factor (all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all \
+               (n-1)/n; broadcast, reduce, send/recv 1), n the communicator's recorded size";
+    match (sized, missing) {
+        (_, 0) => how.to_string(),
+        (0, n) => format!(
+            "{how}; none of the {n} instance(s) has a size: record them with torch.profiler \
+             (record_param_comms), or with NCCL 2.23+ under nsys and `nsys export \
+             --include-json=true`"
+        ),
+        (_, n) => format!("{how}; {n} instance(s) have no size record"),
+    }
 }
 
 /// Why no instance matched: which evidence was missing.
@@ -124,6 +143,15 @@ fn unmatched(collectives: &Collectives) -> String {
              NVTX (nsys --trace=nvtx) or PyTorch's collective names (torch.profiler, or nsys \
              --pytorch=autograd-nvtx)"
         ),
+        (n, _) if collectives.processes == 1 => {
+            let members = collectives
+                .recorded_ranks
+                .map_or(String::new(), |r| format!(" (their records say {r} ranks)"));
+            format!(
+                "no instance: {n} collective kernel(s), all on one rank: give the traces of \
+                 their other members{members} too"
+            )
+        }
         (n, _) => format!(
             "no instance: {n} collective kernel(s), but no family ran on two ranks together: \
              on one host their kernels do not overlap in time, across hosts their end times do \

@@ -6,21 +6,27 @@
 //! device, `tid` = stream, as Kineto lays them out), its CUDA API calls, its framework's NVTX ranges (not NCCL's: torch.profiler does not
 //! record them) as `user_annotation`s (marks as ranges of no length), PyTorch's own range
 //! around each collective it calls (`nccl:all_reduce`, `nccl:all_to_all`, ...: what NCCL's calls
-//! around the launch show), process and thread names, `distributedInfo` and
+//! around the launch show) inside its `record_param_comms` with the collective's arguments
+//! (name, element counts, dtype, group size, process group), process and thread names,
+//! `distributedInfo` and
 //! `baseTimeNanoseconds` (the earliest session start: every `ts` counts from it, in µs with
 //! three decimals, so no ns is lost).
 
+use super::Generated;
+use super::sim::TorchCall;
 use crate::classify::nccl_calls::{NcclCalls, Pattern};
 use crate::classify::{Activity, ranks};
+use crate::hash::FxHashMap;
 use crate::model::{Ns, NvtxKind, ProcessId, StreamId, StringId, Timeline};
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// Writes `dir/rank<R>.json` for every rank of the exports; returns their paths.
-pub fn write(exports: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>> {
-    let timeline = Timeline::load(exports).context("cannot read the synthetic exports back")?;
+/// Writes `dir/rank<R>.json` for every rank of the run; returns their paths.
+pub fn write(run: &Generated, dir: &Path) -> Result<Vec<PathBuf>> {
+    let timeline =
+        Timeline::load(&run.exports).context("cannot read the synthetic exports back")?;
     let activity = Activity::new(&timeline);
     let ranks = ranks::discover(&activity)?;
     let base = timeline
@@ -36,10 +42,20 @@ pub fn write(exports: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>> {
         file.head(&timeline, rank, ranks.len(), base)?;
         files[rank.process.index()] = Some(file);
     }
+    let torch_calls = run
+        .torch_calls
+        .iter()
+        .flat_map(|((host, pid), calls)| {
+            calls
+                .iter()
+                .map(move |c| ((host.as_str(), *pid, c.correlation), c))
+        })
+        .collect();
     let mut sink = Sink {
         timeline: &timeline,
         activity: &activity,
         files,
+        torch_calls,
     };
     sink.events()?;
     let mut written = Vec::new();
@@ -133,6 +149,8 @@ struct Sink<'t> {
     timeline: &'t Timeline,
     activity: &'t Activity<'t>,
     files: Vec<Option<RankFile>>,
+    /// What PyTorch records of each collective call, by (host, pid, correlation id).
+    torch_calls: FxHashMap<(&'t str, u32, u32), &'t TorchCall>,
 }
 
 impl Sink<'_> {
@@ -224,26 +242,49 @@ impl Sink<'_> {
     }
 
     /// PyTorch's range around the launch of every NCCL kernel, named as ProcessGroupNCCL names
-    /// the collective NCCL's calls around the launch show.
+    /// the collective NCCL's calls around the launch show, inside its `record_param_comms`
+    /// when the rank recorded the call.
     fn collective_ranges(&mut self) -> Result<()> {
         let (t, activity) = (self.timeline, self.activity);
         for p in 0..t.processes.len() {
             let process = ProcessId(p as u32);
+            let (host, pid) = (
+                &t.host(t.process(process).host).name,
+                t.process(process).pid,
+            );
             let calls = NcclCalls::new(activity, process);
             for k in activity.kernels(process) {
                 let launch = activity.launch_call(process, k.correlation);
                 let Some((launch, found)) = launch.and_then(|l| Some((l, calls.around(l)?))) else {
                     continue;
                 };
-                let thread = t.thread(launch.thread);
+                let tid = t.thread(launch.thread).tid;
                 let (ts, dur) = times(Ns(launch.start.0 - 1_000), Ns(launch.end.0 + 1_000));
                 let event = json!({"ph": "X", "cat": "cpu_op", "name": torch_name(found.pattern),
-                    "pid": t.process(process).pid, "tid": thread.tid, "ts": ts, "dur": dur});
+                    "pid": pid, "tid": tid, "ts": ts, "dur": dur});
                 self.to(process, &event)?;
+                if let Some(call) = self.torch_calls.get(&(host.as_str(), pid, k.correlation)) {
+                    let (ts, dur) = times(Ns(launch.start.0 - 2_000), Ns(launch.end.0 + 2_000));
+                    let event = json!({"ph": "X", "cat": "cpu_op", "name": "record_param_comms",
+                        "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": comms_args(call)});
+                    self.to(process, &event)?;
+                }
             }
         }
         Ok(())
     }
+}
+
+/// The arguments PyTorch records on `record_param_comms` (names and forms as PyTorch 2.x
+/// writes them, as in HTA's `nccl_data` trace).
+fn comms_args(call: &TorchCall) -> Value {
+    let (group, members) = &call.group;
+    let ranks: Vec<String> = members.iter().map(usize::to_string).collect();
+    json!({"Collective name": call.name, "In msg nelems": call.nelems.0,
+        "Out msg nelems": call.nelems.1, "Group size": members.len(), "dtype": call.dtype,
+        "Process Group Name": group.to_string(), "Process Group Description": "undefined",
+        "Process Group Ranks": format!("[{}]", ranks.join(", ")),
+        "In split size": "[]", "Out split size": "[]"})
 }
 
 /// ProcessGroupNCCL's range name for what NCCL's calls show.

@@ -160,8 +160,18 @@ const FIRST_SESSION_UTC: i64 = 1_779_267_600_000_000_000;
 /// Ranks start their captured work this long after the last node's session started.
 const CAPTURE_LEAD_NS: i64 = 150_000_000;
 
-/// Writes `dir/node<i>.sqlite` for every node; returns their paths.
-pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
+/// A synthetic run written: its exports, and what PyTorch would have recorded of each rank's
+/// collective calls (for the Kineto form).
+#[derive(Debug)]
+pub struct Generated {
+    /// `dir/node<i>.sqlite`, in node order.
+    pub exports: Vec<PathBuf>,
+    /// Per rank: (host name, pid) and its calls.
+    pub torch_calls: Vec<((String, u32), Vec<sim::TorchCall>)>,
+}
+
+/// Writes `dir/node<i>.sqlite` for every node.
+pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
     let world = presets::world_size(options);
     ensure!(world >= 1, "the mesh has no ranks");
     ensure!(
@@ -197,7 +207,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
         .map(|i| {
             let start = i as i64 * options.session_gap;
             let spec = NodeSpec {
-                hostname: format!("node{i}"),
+                hostname: host_name(i),
                 session_start_utc: FIRST_SESSION_UTC
                     + (options.seed % 1000) as i64 * 1_000_000
                     + start
@@ -247,7 +257,23 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Vec<PathBuf>> {
             memory::write(node, place, schedule)?;
         }
     }
-    nodes.into_iter().map(NodeExport::finish).collect()
+    let torch_calls = schedules
+        .into_iter()
+        .zip(&places)
+        .map(|(s, p)| ((host_name(p.node), p.pid), s.torch_calls))
+        .collect();
+    Ok(Generated {
+        exports: nodes
+            .into_iter()
+            .map(NodeExport::finish)
+            .collect::<Result<_>>()?,
+        torch_calls,
+    })
+}
+
+/// Node `i`'s host name.
+fn host_name(i: usize) -> String {
+    format!("node{i}")
 }
 
 /// Rank r runs on node r / gpus_per_node, device r % gpus_per_node; pids repeat on every node;

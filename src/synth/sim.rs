@@ -100,6 +100,24 @@ pub struct PlacedCollective {
     pub starts: Vec<i64>,
     /// When every member's kernel ended, ns.
     pub end: i64,
+    /// Its buffer size, bytes (the larger of input and output), for a collective NCCL or
+    /// PyTorch records; None for transfers.
+    pub bytes: Option<u64>,
+}
+
+/// What PyTorch's `record_param_comms` says of a collective one rank called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TorchCall {
+    /// The launch's correlation id.
+    pub correlation: u32,
+    /// PyTorch's name for the collective (`allreduce`, `all_to_all`, ...).
+    pub name: &'static str,
+    /// Input and output elements.
+    pub nelems: (u64, u64),
+    /// PyTorch's name of their type (`c10::ScalarType`: `Float`, `BFloat16`).
+    pub dtype: &'static str,
+    /// Its process group: the group's number and its member ranks.
+    pub group: (GroupId, Vec<usize>),
 }
 
 /// One kernel the simulator placed.
@@ -141,6 +159,8 @@ pub struct Schedule {
     pub transfers: Vec<PlacedTransfer>,
     /// (start, end) of every `ProfilerStep#N` range, in order.
     pub steps: Vec<(i64, i64)>,
+    /// The collectives it called as PyTorch records them.
+    pub torch_calls: Vec<TorchCall>,
 }
 
 impl Style {
@@ -310,9 +330,9 @@ pub fn run(
     }
 }
 
-/// Sends not yet received, per channel, in order: (end, sender, start).
+/// Sends not yet received, per channel, in order: (end, sender, start, bytes).
 #[derive(Default)]
-struct Mailboxes(FxHashMap<GroupId, VecDeque<(i64, usize, i64)>>);
+struct Mailboxes(FxHashMap<GroupId, VecDeque<(i64, usize, i64, u64)>>);
 
 /// Runs a rank's operations until it reaches a collective (returned), a receive whose send has
 /// not happened yet (returns None and stays there), or its end (None).
@@ -330,7 +350,7 @@ fn run_local(
                 stream,
                 role,
             } => {
-                let Some((sent, sender, send_start)) =
+                let Some((sent, sender, send_start, bytes)) =
                     mailboxes.0.get_mut(channel).and_then(VecDeque::pop_front)
                 else {
                     return Ok(None);
@@ -340,6 +360,7 @@ fn run_local(
                     stream: *stream,
                     api: "ncclRecv",
                     purpose: *role,
+                    message: (*channel, bytes),
                 };
                 let (recv_start, _) = p2p(rank, node, transfer, RECV_MIN_NS, sent)?;
                 rank.schedule.transfers.push(PlacedTransfer {
@@ -356,14 +377,16 @@ fn run_local(
                 role,
             } => {
                 rank.pc += 1;
+                let bytes = (*dur * BYTES_PER_NS) as u64;
                 let transfer = Transfer {
                     stream: *stream,
                     api: "ncclSend",
                     purpose: *role,
+                    message: (*channel, bytes),
                 };
                 // The receive can end no earlier than the send (started then, plus the transfer).
                 let (start, sent) = p2p(rank, node, transfer, *dur, i64::MIN)?;
-                let send = (sent, rank.index, start);
+                let send = (sent, rank.index, start, bytes);
                 mailboxes.0.entry(*channel).or_default().push_back(send);
             }
             _ => {
@@ -423,6 +446,8 @@ struct Transfer {
     stream: u32,
     api: &'static str,
     purpose: Option<&'static str>,
+    /// Its channel (the communicator of its pair) and size, bytes.
+    message: (GroupId, u64),
 }
 
 /// Shortest receive kernel, ns.
@@ -441,7 +466,8 @@ fn p2p(
     let range_start = open_nccl_calls(rank, node, &[])?;
     let (ready, correlation) = launch(rank, node, "cuLaunchKernelEx", 1)?;
     let who = (rank.place.pid, rank.tid());
-    let payload = nccl_payload(rank, transfer.api, dur);
+    let (channel, bytes) = transfer.message;
+    let payload = nccl_payload(rank, transfer.api, channel, bytes);
     let text = NvtxText::Registered(transfer.api);
     node.nccl_range((range_start, rank.cpu), who, text, payload.as_deref())?;
     let start = ready.max(*rank.stream_free(stream));
@@ -595,17 +621,70 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
 /// The extended payload NCCL 2.23 and later give its call `api` (as nsys exports it with
 /// `--include-json=true`), when the style writes payloads: the bytes moved (at 100 GB/s over
 /// `dur` ns) and, for a reduction, its operation.
-fn nccl_payload(rank: &RankState, api: &str, dur: i64) -> Option<String> {
-    if !rank.style.nccl_payloads {
+fn nccl_payload(rank: &RankState, api: &str, group: GroupId, message: u64) -> Option<String> {
+    if !rank.style.nccl_payloads || !api.starts_with("nccl") || api.starts_with("ncclGroup") {
         return None;
     }
-    let bytes = dur * 100;
+    let id = communicator_id(group);
+    let head = format!(r#"{{"NCCL communicator ID": {id}, "Message size [bytes]": {message}"#);
     Some(match api {
         "ncclAllReduce" | "ncclReduceScatter" | "ncclReduce" => {
-            format!(r#"{{"Message size [bytes]": {bytes}, "Reduction operation": "Sum"}}"#)
+            format!(r#"{head}, "Reduction operation": "Sum"}}"#)
         }
-        _ => format!(r#"{{"Message size [bytes]": {bytes}}}"#),
+        _ => format!("{head}}}"),
     })
+}
+
+/// The communicator id NCCL would hash for a group: the same on every member, wide as NCCL's.
+fn communicator_id(group: GroupId) -> u64 {
+    0x9E37_79B9_7F4A_7C15_u64.wrapping_mul(u64::from(group) + 1)
+}
+
+/// Bytes a collective moves per ns of its transfer (100 GB/s of algorithm bandwidth).
+const BYTES_PER_NS: i64 = 100;
+
+/// What a collective moves: its buffer, bytes; PyTorch's name and (input, output) element
+/// counts; NCCL's `Message size [bytes]` (one member's part for an all-gather, a
+/// reduce-scatter and an all-to-all's sends).
+struct Sizes {
+    buffer: u64,
+    name: &'static str,
+    nelems: (u64, u64),
+    message: u64,
+}
+
+/// The sizes of a collective of `width`-byte elements (a whole number per member) whose
+/// transfer takes `transfer` ns; None for the calls that are transfers or not NCCL's.
+fn sizes(call: Call, members: usize, transfer: i64, width: u64) -> Option<Sizes> {
+    let n = members as u64;
+    let elements = (transfer * BYTES_PER_NS) as u64 / width / n * n;
+    let part = elements / n;
+    let (name, nelems, message) = match call {
+        Call::Collective("ncclAllGather") => ("_allgather_base", (part, elements), part),
+        Call::Collective("ncclReduceScatter") => ("_reduce_scatter_base", (elements, part), part),
+        Call::Collective("ncclAllReduce") => ("allreduce", (elements, elements), elements),
+        Call::Collective("ncclBroadcast") => ("broadcast", (elements, elements), elements),
+        Call::AllToAll => ("all_to_all", (elements, elements), part),
+        _ => return None,
+    };
+    Some(Sizes {
+        buffer: elements * width,
+        name,
+        nelems,
+        message: message * width,
+    })
+}
+
+/// PyTorch's name and the width of the data type a collective kernel's name says (NCCL's
+/// `_f32`, `_bf16`, `_f16`); bf16 when it says none (`SendRecv`).
+fn data_type(short: &str) -> (&'static str, u64) {
+    if short.contains("_f32") {
+        ("Float", 4)
+    } else if short.contains("_f16") {
+        ("Half", 2)
+    } else {
+        ("BFloat16", 2)
+    }
 }
 
 /// The OpenACC events around the launch just made of a compute kernel `kind` (directive at
@@ -655,15 +734,23 @@ fn resolve_comm(
 ) -> Result<()> {
     let mut launches = Vec::with_capacity(members.len());
     let mut last_ready = i64::MIN;
-    let mut transfer = 0;
+    let transfer = members
+        .iter()
+        .map(|&m| match programs[m].ops[ranks[m].pc] {
+            Op::Comm { dur, .. } => dur,
+            _ => unreachable!("blocked ranks stand at a collective"),
+        })
+        .max()
+        .unwrap_or(0);
+    let mut bytes = None;
     // Whether the capture shows transfers, not a collective (the same call on every member).
     let mut point_to_point = false;
     for &m in members {
         let rank = &mut ranks[m];
         let Op::Comm {
+            group,
             stream,
             kind,
-            dur,
             call,
             role,
             ..
@@ -671,6 +758,8 @@ fn resolve_comm(
         else {
             unreachable!("blocked ranks stand at a collective")
         };
+        let (dtype, width) = data_type(nodes[rank.place.node].named(kind).short);
+        let sized = sizes(*call, members.len(), transfer, width);
         rank.pc += 1;
         point_to_point = match call {
             Call::Ring => true,
@@ -685,7 +774,8 @@ fn resolve_comm(
                 let range_start = open_nccl_calls(rank, node, &before)?;
                 let launched = launch(rank, node, "cuLaunchKernelEx", 1)?;
                 let who = (rank.place.pid, rank.tid());
-                let payload = nccl_payload(rank, api, *dur);
+                let message = sized.as_ref().map_or(0, |s| s.message);
+                let payload = nccl_payload(rank, api, *group, message);
                 let text = NvtxText::Registered(api);
                 node.nccl_range((range_start, rank.cpu), who, text, payload.as_deref())?;
                 launched
@@ -698,7 +788,16 @@ fn resolve_comm(
         };
         let ready = ready.max(*rank.stream_free(stream)) + delay;
         last_ready = last_ready.max(ready);
-        transfer = transfer.max(*dur);
+        if let Some(sized) = sized {
+            bytes = Some(sized.buffer);
+            rank.schedule.torch_calls.push(TorchCall {
+                correlation,
+                name: sized.name,
+                nelems: sized.nelems,
+                dtype,
+                group: (*group, members.to_vec()),
+            });
+        }
         launches.push((m, stream, *kind, ready, correlation, role));
     }
     let end = last_ready + transfer;
@@ -709,6 +808,7 @@ fn resolve_comm(
         members: members.to_vec(),
         starts: launches.iter().map(|l| l.3).collect(),
         end,
+        bytes,
     };
     for (m, stream, kind, ready, correlation, role) in launches {
         let rank = &mut ranks[m];

@@ -116,6 +116,10 @@ pub struct CollectiveTruth {
     pub last_rank: usize,
     /// Last minus first arrival, ns.
     pub skew_ns: i64,
+    /// From the last arrival to the members' common end, ns.
+    pub duration_ns: i64,
+    /// Its buffer size, bytes, for a collective NCCL or PyTorch records.
+    pub bytes: Option<u64>,
 }
 
 /// Every collective instance once, in order of first arrival.
@@ -145,6 +149,8 @@ fn collective(c: &PlacedCollective) -> CollectiveTruth {
         last_start_ns: last,
         last_rank,
         skew_ns: last - first,
+        duration_ns: c.end - last,
+        bytes: c.bytes,
     }
 }
 
