@@ -5,7 +5,7 @@
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
 use crate::analysis::collectives::{Instance, add_transfers, by_rank, match_instances};
 use crate::analysis::idle::{cpu_activity, os_call, rank_idle};
-use crate::analysis::kernels::rank_kernels;
+use crate::analysis::kernels::{rank_kernels, unclassified_share};
 use crate::analysis::metrics::rank_metrics;
 use crate::analysis::overlap::{self, StageKey, rank_exposure};
 use crate::classify::families::{Families, FamilyCache};
@@ -223,6 +223,24 @@ pub fn rank_table(timeline: &Timeline) -> anyhow::Result<Output> {
     ))
 }
 
+/// A warning per rank whose kernels no family names take over a tenth of its GPU time in its
+/// window ([`report::unclassified_warning`]): every command says so, so that a user writes a
+/// `--families` rule before trusting a table built on unnamed kernels.
+fn unclassified_warnings<'w>(
+    activity: &Activity,
+    windows: impl Iterator<Item = &'w RankWindow>,
+) -> Vec<String> {
+    let families = Families::default();
+    let mut cache = FamilyCache::new(&families, activity.timeline);
+    windows
+        .filter_map(|w| {
+            let at = (w.rank.process, w.bounds);
+            let (other, all) = unclassified_share(activity, at, &mut cache);
+            report::unclassified_warning(w.rank.rank, other, all)
+        })
+        .collect()
+}
+
 /// `window`: each rank's window.
 pub fn windows(timeline: &Timeline, window: &WindowOptions) -> anyhow::Result<Output> {
     let activity = Activity::new(timeline);
@@ -235,11 +253,12 @@ pub fn windows(timeline: &Timeline, window: &WindowOptions) -> anyhow::Result<Ou
 pub fn streams(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
     let activity = Activity::new(timeline);
     let classified = selection.classified(&activity)?;
-    Ok(report::streams_output(
-        timeline,
-        &classified,
-        &selection.rules,
-    ))
+    let mut output = report::streams_output(timeline, &classified, &selection.rules);
+    let windows = classified.iter().map(|(w, _)| w);
+    output
+        .notes
+        .extend(unclassified_warnings(&activity, windows));
+    Ok(output)
 }
 
 /// `overlap`: hidden and exposed communication per rank, stage and role.
@@ -253,11 +272,12 @@ pub fn overlap(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Out
             (w, s, exposure)
         })
         .collect();
-    Ok(report::overlap_output(
-        timeline,
-        &measured,
-        &selection.rules,
-    ))
+    let mut output = report::overlap_output(timeline, &measured, &selection.rules);
+    let windows = measured.iter().map(|(w, ..)| w);
+    output
+        .notes
+        .extend(unclassified_warnings(&activity, windows));
+    Ok(output)
 }
 
 /// `kernels`: time per kernel family per GPU per step; `steps` overrides the steps counted in
@@ -366,7 +386,12 @@ pub fn idle(timeline: &Timeline, selection: &Selection, launch_gap: i64) -> anyh
             }
         })
         .collect();
-    Ok(report::idle_output(timeline, &idle, &selection.rules))
+    let mut output = report::idle_output(timeline, &idle, &selection.rules);
+    let windows = idle.iter().map(|r| &r.window);
+    output
+        .notes
+        .extend(unclassified_warnings(&activity, windows));
+    Ok(output)
 }
 
 /// `bubbles`: the pipeline bubble per rank and step, beside the ideal 1F1B bubble (`pp` and
@@ -427,6 +452,10 @@ pub fn bubbles(
         &whole_steps,
         pipeline.unread.as_deref(),
     ));
+    let windows = bubbles.iter().map(|b| &b.window);
+    output
+        .notes
+        .extend(unclassified_warnings(&activity, windows));
     Ok(output)
 }
 
@@ -528,13 +557,17 @@ pub fn collectives(
         instances.sort_by_key(|i| std::cmp::Reverse(i.skew()));
         instances.truncate(n);
     }
-    Ok(match options.by_rank {
+    let mut output = match options.by_rank {
         true => {
             let waits = by_rank(ranks.len(), &instances);
             report::by_rank_output(timeline, &windows, &waits)
         }
         false => report::instances_output(timeline, &windows, &collectives, &instances),
-    })
+    };
+    output
+        .notes
+        .extend(unclassified_warnings(&activity, windows.iter()));
+    Ok(output)
 }
 
 /// `metrics`: GPU metrics per rank over its window.

@@ -5,7 +5,8 @@
 
 use super::IntervalSet;
 use crate::classify::Activity;
-use crate::classify::families::{CUDA_GRAPH, FamilyCache, MEMCPY, MEMSET, OTHER};
+use crate::classify::families::{CUDA_GRAPH, FamilyCache, GEMM_UNKNOWN, MEMCPY, MEMSET, OTHER};
+use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::clip;
 use crate::classify::{RankStreams, RoleRules};
 use crate::hash::FxHashMap;
@@ -60,7 +61,9 @@ impl RankKernels {
 
 /// The breakdown of `process` over `window`. `comm` is the process's classification over the
 /// same window: an NCCL kernel's family is its role there (`ep_a2a`, `nccl:AllToAll`, ...), so
-/// `kernels` names a communication kernel as `overlap` and the traces do.
+/// `kernels` names a communication kernel as `overlap` and the traces do. A GEMM whose name
+/// does not give its precision takes it from its launching operator's inputs when recorded
+/// ([`LaunchPrecisions`]).
 pub fn rank_kernels(
     activity: &Activity,
     (process, window): (ProcessId, (i64, i64)),
@@ -83,13 +86,17 @@ pub fn rank_kernels(
         }
     };
     let mut other: BTreeMap<&str, (u64, i64)> = BTreeMap::new();
+    let precisions = LaunchPrecisions::new(activity, process);
     for k in activity.kernels(process) {
         let Some((s, e)) = clip((k.start.0, k.end.0), window) else {
             continue;
         };
         let family = match roles.get(&(k.stream, s)) {
             Some(role) => role,
-            None => families.kernel(k.short_name, k.name),
+            None => match families.kernel(k.short_name, k.name) {
+                GEMM_UNKNOWN => precisions.of(k.correlation).unwrap_or(GEMM_UNKNOWN),
+                family => family,
+            },
         };
         if family == OTHER {
             let entry = other
@@ -138,4 +145,34 @@ pub fn rank_kernels(
         concurrency_excess_ns: kernel_ns - union,
         unclassified,
     }
+}
+
+/// The time of `process`'s kernels over `window` that no family names, and the time of all its
+/// GPU operations there, ns: what [`rank_kernels`] files under [`OTHER`] and its `kernel_ns`,
+/// for the commands that list no families.
+pub fn unclassified_share(
+    activity: &Activity,
+    (process, window): (ProcessId, (i64, i64)),
+    families: &mut FamilyCache,
+) -> (i64, i64) {
+    let clipped = |s: i64, e: i64| clip((s, e), window).map_or(0, |(s, e)| e - s);
+    let (mut other, mut all) = (0, 0);
+    for k in activity.kernels(process) {
+        let time = clipped(k.start.0, k.end.0);
+        all += time;
+        if time > 0 && families.kernel(k.short_name, k.name) == OTHER {
+            other += time;
+        }
+    }
+    let copies = activity.memcpys(process).map(|m| (m.start.0, m.end.0));
+    let sets = activity.memsets(process).map(|m| (m.start.0, m.end.0));
+    let graphs = activity
+        .graph_launches(process)
+        .map(|g| (g.start.0, g.end.0));
+    all += copies
+        .chain(sets)
+        .chain(graphs)
+        .map(|(s, e)| clipped(s, e))
+        .sum::<i64>();
+    (other, all)
 }

@@ -29,8 +29,11 @@ pub const CUDA_GRAPH: &str = "cuda_graph";
 /// Kernels no rule names.
 pub const OTHER: &str = "other";
 /// The taxonomy's family of matrix products, named with the precision found
-/// (`gemm_fp8`, `gemm_bf16_fp16`, `gemm_fp32_tf32`, else `gemm_unknown`).
+/// (`gemm_fp8`, `gemm_bf16_fp16`, `gemm_fp32_tf32`, else [`GEMM_UNKNOWN`]).
 const GEMM: &str = "gemm";
+/// A matrix product whose name does not give its precision: the launching operator's inputs may
+/// ([`super::precision`]).
+pub const GEMM_UNKNOWN: &str = "gemm_unknown";
 
 /// The built-in taxonomy's text.
 const TAXONOMY: &str = include_str!("taxonomy.toml");
@@ -133,10 +136,7 @@ impl Taxonomy {
             return Some(rule.family.clone());
         }
         let precision = self.precisions.iter().find(|(_, p)| p.is_match(name));
-        Some(format!(
-            "{GEMM}_{}",
-            precision.map_or("unknown", |(p, _)| p.as_str())
-        ))
+        Some(precision.map_or(GEMM_UNKNOWN.to_string(), |(p, _)| format!("{GEMM}_{p}")))
     }
 }
 
@@ -272,10 +272,14 @@ mod tests {
                 assert_eq!(got, r.family, "{}", r.example);
             }
         }
+        let mut by_name = Vec::new();
         for p in &file.precision {
             let got = f.of_kernel(short(&p.example), &p.example);
             assert_eq!(got, format!("gemm_{}", p.precision), "{}", p.example);
+            by_name.push(got);
         }
+        // The launching operator's evidence names the same families as the names do.
+        assert_eq!(by_name, super::super::precision::GEMM_BY_PRECISION);
         assert!(
             file.rule.len() >= 20,
             "the table has {} rules",

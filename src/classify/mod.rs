@@ -14,6 +14,7 @@ pub mod layout;
 pub mod mpi;
 pub mod nccl_calls;
 pub mod payloads;
+pub mod precision;
 pub mod ranks;
 pub mod rules;
 pub mod streams;

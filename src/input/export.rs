@@ -279,6 +279,25 @@ impl TraceExport {
         self.writer.nvtx_range((start, end), (pid, tid), text, 0)
     }
 
+    /// A closed range of thread `(pid, tid)` in NVTX's default domain whose payload is `json`
+    /// (what an operator's record says of its inputs: torch.profiler's `Input type`).
+    pub fn range_with_payload(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        text: &str,
+        json: &str,
+    ) -> Result<()> {
+        self.saw(start);
+        self.cpu(pid);
+        let thread = GlobalId::encode(pid, tid);
+        self.writer.insert(
+            NVTX,
+            "start, end, eventType, text, globalTid, domainId, jsonText",
+            &[&start, &end, &NVTX_PUSH_POP, &text, &thread, &0, &json],
+        )
+    }
+
     /// A range of thread `(pid, tid)` in NCCL's NVTX domain whose extended payload is `json`
     /// (what NCCL 2.23 and later record, and what a framework says of its collective): its
     /// fields reach the NCCL kernel launched inside it. Its text is not an NCCL API name, so it

@@ -13,7 +13,7 @@
 //! | `cuda_runtime`, `cuda_driver` | a CUDA API call with its correlation id |
 //! | `cuda_sync` | a synchronization |
 //! | `cpu_op` `record_param_comms` with its collective's arguments | an NVTX range of NCCL's domain whose payload is the collective, element counts, dtype and process group (the fields reach the NCCL kernel launched inside, as NCCL's own payloads do) |
-//! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys |
+//! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys; an operator's `Input type` (`record_shapes=True`) is its payload, `{"Input type": [...]}`, which gives a GEMM launched inside its precision |
 //! | `M` events | process, thread and GPU names |
 //!
 //! JAX's Chrome JSON (what xprof writes beside the `XSpace`, and `jax.profiler.trace(...,
@@ -235,6 +235,9 @@ struct Args {
     /// What `record_param_comms` says of its collective.
     #[serde(flatten)]
     comms: Comms,
+    /// An operator's input types (`record_shapes=True`), as the JSON gave them.
+    #[serde(rename = "Input type")]
+    input_type: Option<Box<RawValue>>,
     /// JAX's stats, as text.
     #[serde(deserialize_with = "lenient_u32")]
     correlation_id: Option<u32>,
@@ -357,6 +360,12 @@ impl State {
                 let json = serde_json::to_string(&a.comms)?;
                 self.export
                     .nccl_payload_range(span()?, cpu()?, &e.name, &json)?;
+            }
+            "cpu_op" if a.input_type.is_some() => {
+                let types = a.input_type.as_deref().map_or("null", RawValue::get);
+                let json = format!("{{\"Input type\": {types}}}");
+                self.export
+                    .range_with_payload(span()?, cpu()?, &e.name, &json)?;
             }
             "user_annotation" | "cpu_op" | "operator" => {
                 self.export.range(span()?, cpu()?, &e.name)?;

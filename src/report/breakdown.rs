@@ -119,28 +119,33 @@ pub fn kernels_output(timeline: &Timeline, ranks: &[RankBreakdown]) -> Output {
     output
 }
 
-/// The share of a rank's kernel time no family names above which `kernels` says so, percent.
+/// The share of a rank's kernel time no family names above which every command says so,
+/// percent.
 const UNCLASSIFIED_WARNING_PCT: f64 = 10.0;
 
-/// A warning for each rank whose unclassified kernels take over
-/// [`UNCLASSIFIED_WARNING_PCT`] of its kernel time.
+/// The warnings of [`unclassified_warning`] for the ranks of a breakdown.
 fn unclassified_warnings(ranks: &[RankBreakdown]) -> Vec<String> {
     ranks
         .iter()
         .filter_map(|r| {
             let k = &r.kernels;
             let other: i64 = k.unclassified.iter().map(|u| u.time_ns).sum();
-            let share = percent(other, k.kernel_ns);
-            (share > UNCLASSIFIED_WARNING_PCT).then(|| {
-                format!(
-                    "warning: rank {}: {share:.1}% of kernel time is in kernels no family names \
-                     (`other`); `kernels --unclassified` lists them, and a `--families` rule \
-                     names them (docs/kernels.md)",
-                    r.window.rank.rank
-                )
-            })
+            unclassified_warning(r.window.rank.rank, other, k.kernel_ns)
         })
         .collect()
+}
+
+/// A warning when rank `rank`'s kernels no family names (`other_ns` of its `kernel_ns`) take
+/// over a tenth of its kernel time.
+pub fn unclassified_warning(rank: u32, other_ns: i64, kernel_ns: i64) -> Option<String> {
+    let share = percent(other_ns, kernel_ns);
+    (share > UNCLASSIFIED_WARNING_PCT).then(|| {
+        format!(
+            "warning: rank {rank}: {share:.1}% of kernel time is in kernels no family names \
+             (`other`); `kernels --unclassified` lists them, and a `--families` rule names them \
+             (docs/kernels.md)"
+        )
+    })
 }
 
 /// The `kernels --unclassified` output: per rank, each kernel name no family names, with its

@@ -17,7 +17,7 @@ mod time;
 
 pub use breakdown::{
     GapContext, RankBreakdown, RankBubbles, RankIdle, bubbles_output, idle_output, kernels_output,
-    unclassified_output,
+    unclassified_output, unclassified_warning,
 };
 pub use collectives::{by_rank_output, instances_output};
 pub use info::{AlignmentSummary, InfoOutput, ReportSummary};

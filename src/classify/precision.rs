@@ -1,0 +1,135 @@
+//! A GEMM's precision from the operator that launched it, where the kernel's name does not say
+//! it (cuBLASLt's `nvjet_*`, Triton's templates): torch.profiler's `record_shapes=True` records
+//! each operator's `Input type` (`c10::BFloat16`, `float`, `c10::Float8_e4m3fn`, ...), which the
+//! Kineto reader keeps as its range's payload. The innermost operator around the launch whose
+//! inputs name a floating-point type decides: the narrowest type among its inputs (an FP8 GEMM
+//! takes FP32 scales beside its FP8 operands). Nothing else is guessed: without such a record
+//! the family stays `gemm_unknown`.
+
+use super::activity::Activity;
+use crate::hash::FxHashMap;
+use crate::model::{ProcessId, StringId, ThreadId};
+
+/// The GEMM families the evidence gives, narrowest first (the taxonomy's precision names).
+pub const GEMM_BY_PRECISION: [&str; 3] = ["gemm_fp8", "gemm_bf16_fp16", "gemm_fp32_tf32"];
+
+/// The payload field that lists an operator's input types.
+const INPUT_TYPE: &str = "Input type";
+
+/// Per launch (correlation id) of one process, the GEMM family its launching operator's inputs
+/// give.
+#[derive(Debug, Default)]
+pub struct LaunchPrecisions {
+    by_correlation: FxHashMap<u32, &'static str>,
+}
+
+impl LaunchPrecisions {
+    /// The launches of `process` inside an operator range whose inputs name a precision.
+    pub fn new(activity: &Activity, process: ProcessId) -> LaunchPrecisions {
+        let timeline = activity.timeline;
+        let mut parsed: FxHashMap<StringId, Option<&'static str>> = FxHashMap::default();
+        // Per thread: (start, end, family) of every operator range with a precision.
+        let mut ranges: FxHashMap<ThreadId, Vec<(i64, i64, &'static str)>> = FxHashMap::default();
+        for n in activity.nvtx(process) {
+            let (Some(end), false) = (n.end, n.payload == StringId::EMPTY) else {
+                continue;
+            };
+            let family = *parsed
+                .entry(n.payload)
+                .or_insert_with(|| family_of(timeline.text(n.payload)));
+            if let Some(family) = family {
+                ranges
+                    .entry(n.thread)
+                    .or_default()
+                    .push((n.start.0, end.0, family));
+            }
+        }
+        let mut by_correlation = FxHashMap::default();
+        if ranges.is_empty() {
+            return LaunchPrecisions { by_correlation };
+        }
+        for call in activity.api_calls(process) {
+            let Some(on_thread) = ranges.get(&call.thread) else {
+                continue;
+            };
+            if let Some(family) = innermost(on_thread, call.start.0) {
+                by_correlation.insert(call.correlation, family);
+            }
+        }
+        LaunchPrecisions { by_correlation }
+    }
+
+    /// The GEMM family of the kernel launched with this correlation id, when evidence gives it.
+    pub fn of(&self, correlation: u32) -> Option<&'static str> {
+        self.by_correlation.get(&correlation).copied()
+    }
+}
+
+/// The family of the innermost range (ranges nest on a thread: the latest start) holding `t`;
+/// `ranges` in start order, as the timeline keeps them.
+fn innermost(ranges: &[(i64, i64, &'static str)], t: i64) -> Option<&'static str> {
+    let opened = ranges.partition_point(|r| r.0 <= t);
+    ranges[..opened]
+        .iter()
+        .rev()
+        .find(|r| t <= r.1)
+        .map(|r| r.2)
+}
+
+/// The GEMM family an operator payload's input types give: the narrowest floating-point type.
+fn family_of(payload: &str) -> Option<&'static str> {
+    let value: serde_json::Value = serde_json::from_str(payload).ok()?;
+    value
+        .get(INPUT_TYPE)?
+        .as_array()?
+        .iter()
+        .filter_map(|t| precision_rank(t.as_str()?))
+        .min()
+        .map(|rank| GEMM_BY_PRECISION[rank])
+}
+
+/// A PyTorch type's place in [`GEMM_BY_PRECISION`]; None for a type that is not a GEMM
+/// operand's (integers, doubles, scalars, lists).
+fn precision_rank(dtype: &str) -> Option<usize> {
+    let name = dtype.strip_prefix("c10::").unwrap_or(dtype);
+    match name {
+        n if n.starts_with("Float8") => Some(0),
+        "BFloat16" | "Half" => Some(1),
+        "float" | "Float" => Some(2),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_narrowest_input_type_names_the_precision() {
+        // aten::addmm and aten::mm of the real H200 eager trace; an FP8 scaled GEMM's
+        // operands with their FP32 scales; an operator without floating-point inputs.
+        let addmm = r#"{"Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"]}"#;
+        assert_eq!(family_of(addmm), Some("gemm_bf16_fp16"));
+        let fp8 =
+            r#"{"Input type": ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "float"]}"#;
+        assert_eq!(family_of(fp8), Some("gemm_fp8"));
+        assert_eq!(
+            family_of(r#"{"Input type": ["float", "double"]}"#),
+            Some("gemm_fp32_tf32")
+        );
+        assert_eq!(
+            family_of(r#"{"Input type": ["TensorList", "long int"]}"#),
+            None
+        );
+        assert_eq!(family_of("not json"), None);
+    }
+
+    #[test]
+    fn the_innermost_range_holding_the_launch_decides() {
+        // aten::linear (fp32) around aten::addmm (bf16) around the launch at 50.
+        let ranges = [(0, 100, "gemm_fp32_tf32"), (40, 60, "gemm_bf16_fp16")];
+        assert_eq!(innermost(&ranges, 50), Some("gemm_bf16_fp16"));
+        assert_eq!(innermost(&ranges, 70), Some("gemm_fp32_tf32"));
+        assert_eq!(innermost(&ranges, 101), None);
+    }
+}
