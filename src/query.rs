@@ -321,6 +321,11 @@ fn breakdowns(
             let found = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
             let (steps, steps_source) = match (steps, found.first(), found.last()) {
                 (Some(n), ..) => (n.max(1), "given with --steps".to_string()),
+                (None, None, _) if w.window.dispatch_only() => (
+                    1,
+                    "one step: the GPU projection of its range, which only dispatches its work"
+                        .to_string(),
+                ),
                 (None, Some(first), Some(last)) => {
                     // Measure over the steps themselves, not what the window holds around them.
                     w.bounds = (first.0, last.1);

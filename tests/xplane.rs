@@ -459,3 +459,80 @@ fn a_trace_with_nothing_to_draw_is_refused_by_convert() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Issue 29: JAX's step annotation returns once the jitted step is queued, so the step's range
+/// holds its dispatch, not its GPU work. The default window is then the median step's GPU
+/// projection: from xprof's own JSON, the GPU events whose correlation id is a launch inside
+/// `step` number 1, first start to last end, and the 14 GPU operations that run in it.
+#[test]
+fn a_jax_step_that_only_dispatches_is_measured_on_the_gpu() {
+    let Some(gpu) = crate::util::real("").map(|n| n.parent().unwrap().join("gpu")) else {
+        return;
+    };
+    let path = gpu.join("jax_mlp_3steps_h200.trace.json.gz");
+    let mut text = String::new();
+    let file = std::fs::File::open(&path).unwrap();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let ns = |e: &Value, key: &str| (e[key].as_f64().unwrap_or(0.0) * 1000.0).round() as i64;
+    let span = |e: &Value| (ns(e, "ts"), ns(e, "ts") + ns(e, "dur"));
+    let step = events
+        .iter()
+        .find(|e| e["name"] == "step" && e["args"]["step_num"] == "1")
+        .expect("step 1");
+    let (s, e) = span(step);
+    let launched: Vec<&Value> = events
+        .iter()
+        .filter(|x| x["pid"] != 1 && x["args"]["correlation_id"].is_string())
+        .filter(|x| (s..=e).contains(&span(x).0))
+        .map(|x| &x["args"]["correlation_id"])
+        .collect();
+    let on_gpu = || events.iter().filter(|x| x["ph"] == "X" && x["pid"] == 1);
+    let projected: Vec<(i64, i64)> = on_gpu()
+        .filter(|x| launched.contains(&&x["args"]["correlation_id"]))
+        .map(span)
+        .collect();
+    let gpu_start = projected.iter().map(|p| p.0).min().unwrap();
+    let gpu_end = projected.iter().map(|p| p.1).max().unwrap();
+    assert!(
+        e < gpu_end && 2 * (e - gpu_start) < gpu_end - gpu_start,
+        "dispatch only"
+    );
+    let inside = on_gpu()
+        .map(span)
+        .filter(|&(a, b)| a < gpu_end && b > gpu_start)
+        .count();
+    assert_eq!(inside, 14);
+    // Times relative to the step's start: the reader counts from the trace's first event.
+    let cache = tempfile::tempdir().unwrap();
+    let p = path.to_str().unwrap();
+    let table = json(cache.path(), &["window", "--format", "json", p]);
+    let cpu_start = table["rows"][0]["start"].as_i64().unwrap();
+    let out = json(cache.path(), &["kernels", "--format", "json", p]);
+    let window = &out["windows"][0];
+    let relative = |key: &str| window[key].as_i64().unwrap() - cpu_start;
+    assert_eq!(
+        (relative("start"), relative("end")),
+        (gpu_start - s, gpu_end - s)
+    );
+    let all = out["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["family"] == "all")
+        .unwrap();
+    assert_eq!(all["kernels"], inside);
+    // XLA's module range (a host TraceMe) anchors the same step.
+    let args = [
+        "kernels",
+        "--anchor",
+        "XLA GPU module",
+        "--format",
+        "json",
+        p,
+    ];
+    let by_module = json(cache.path(), &args);
+    assert_eq!(by_module["windows"][0]["start"], window["start"]);
+    assert_eq!(by_module["windows"][0]["name"], "jit_update:XLA GPU module");
+}

@@ -73,13 +73,25 @@ pub struct Window {
 }
 
 impl Window {
-    /// The interval analyses clip to: the CPU extent, or with `gpu` the GPU projection (the CPU
-    /// extent when nothing was launched inside it).
+    /// The interval analyses clip to: the CPU extent, or the GPU projection when `gpu` asks for
+    /// it or when the anchor range only dispatches its work ([`Window::dispatch_only`]); the
+    /// CPU extent when nothing was launched inside it.
     pub fn bounds(&self, gpu: bool) -> (i64, i64) {
-        match (gpu, self.gpu) {
+        match (gpu || self.dispatch_only(), self.gpu) {
             (true, Some((s, e))) => (s.0, e.0),
             _ => (self.start.0, self.end.0),
         }
+    }
+
+    /// Whether the anchor range holds less than half of the GPU work it launched: a step
+    /// dispatched asynchronously (JAX's `StepTraceAnnotation` around a jitted call returns
+    /// once the work is queued), whose GPU projection is the step.
+    pub fn dispatch_only(&self) -> bool {
+        let Some((gs, ge)) = self.gpu else {
+            return false;
+        };
+        let held = self.end.0.min(ge.0) - self.start.0.max(gs.0);
+        matches!(self.source, WindowSource::Anchor { .. }) && 2 * held.max(0) < ge.0 - gs.0
     }
 }
 

@@ -75,7 +75,8 @@ pub struct WindowArgs {
     pub whole: bool,
 
     /// Clip to the window's GPU projection (first start to last end of the GPU work launched
-    /// inside the anchor range) instead of its CPU extent.
+    /// inside the anchor range) instead of its CPU extent (the default already where the range
+    /// holds less than half of that work: an asynchronously dispatched step).
     #[arg(long)]
     pub gpu_window: bool,
 }

@@ -198,7 +198,16 @@ pub fn add_window_notes(output: &mut Output, windows: &[RankWindow]) {
         .collect();
     for w in windows {
         let (s, e) = w.bounds;
+        let cpu = (w.window.start.0, w.window.end.0);
         let how = match w.window.source {
+            WindowSource::Anchor { instances } if (s, e) != cpu => format!(
+                "median of {instances} `{}`, its GPU projection{}",
+                w.window.name,
+                match w.window.dispatch_only() {
+                    true => ": the range only dispatches its work",
+                    false => "",
+                }
+            ),
             WindowSource::Anchor { instances } => {
                 format!("median of {instances} `{}`", w.window.name)
             }
