@@ -2,19 +2,24 @@
 //! node), merges them into one multi-rank timeline on one clock, and answers the questions people
 //! ask of distributed GPU training profiles.
 //!
-//! The data flow reads top to bottom:
+//! The code stands on floors, and an import only goes down (`tests/layers.rs` checks every
+//! `crate::` path):
 //!
-//! * [`input`]: torch.profiler and JAX traces, recognised by content and translated into nsys's
-//!   schema, so that the one reader reads them;
-//! * [`nsys`]: the reader (schema probe, string ids, global ids, streaming row readers);
-//! * [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events);
-//! * [`classify`]: ranks, the steady-state window, stream roles;
-//! * [`analysis`]: interval algebra, overlap and exposed communication, PithTrain parity;
-//! * [`export`]: the merged, classified timeline as Perfetto and Paraver traces;
-//! * [`report`]: tables and JSON for people and scripts;
-//! * [`load`] and [`query`]: inputs as people give them, and every analysis command as one call
-//!   (what the CLI and the Python package share);
-//! * [`synth`]: a generator of realistic exports for tests, benchmarks and demos.
+//! 1. leaves: [`output`] (files written whole or not at all), [`intervals`], [`spill`],
+//!    [`time`] (formatting times), `hash`;
+//! 2. [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events), data
+//!    only;
+//! 3. the reading layer: [`nsys`] (the SQLite reader, the timeline builder, the nsys-schema
+//!    writer) and [`input`] (torch.profiler and JAX traces, recognised by content and
+//!    translated into nsys's schema, so that the one reader reads them);
+//! 4. [`classify`]: ranks, the steady-state window, stream roles, kernel families;
+//! 5. [`analysis`]: overlap and exposed communication, collectives, bubbles, PithTrain parity;
+//! 6. [`report`] (tables and JSON for people and scripts) and [`export`] (Perfetto and Paraver
+//!    traces);
+//! 7. [`load`] and [`query`]: inputs as people give them, and every analysis command as one call
+//!    (what the CLI and the Python package share);
+//! 8. [`synth`]: a generator of realistic exports for tests, benchmarks and demos, which no
+//!    library module imports; the CLI and the Python package stand above all.
 //!
 //! ```
 //! use nsys_lens::model::Timeline;
@@ -39,3 +44,4 @@ pub mod query;
 pub mod report;
 pub mod spill;
 pub mod synth;
+pub mod time;

@@ -87,7 +87,7 @@ impl Inputs {
         let read = |(i, report): (usize, nsys::Report)| {
             Ok((i, Capture::read(&report, chunking, budget.clone())?))
         };
-        let mut captures = crate::model::read_all(reports, self.threads, read)
+        let mut captures = crate::nsys::read_all(reports, self.threads, read)
             .context("cannot load the reports")?;
         for (i, path) in parts {
             captures.extend(part::read(path)?.into_iter().map(|c| (i, c)));

@@ -13,6 +13,7 @@ mod graphs;
 mod hostile;
 mod html;
 mod kineto;
+mod layers;
 mod limits;
 mod memory;
 mod mpi;

@@ -14,10 +14,9 @@ use crate::hash::FxHashSet;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
     AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
-    Moved, MpiCall, MpiTable, NvtxEvent, OsCall, ProcessId, ReportId, StringId, SyncEvent,
-    Timeline, Translation,
+    MpiCall, MpiTable, NvtxEvent, OsCall, ProcessId, ReportId, StringId, SyncEvent, Timeline,
 };
-use crate::nsys::{Chunking, Report, Result};
+use crate::nsys::{Chunking, Moved, Report, Result, Translation};
 use crate::spill::{Budget, Record, Sorted, Sorter};
 use std::collections::BTreeSet;
 use std::io;
@@ -136,7 +135,7 @@ impl Capture {
     pub fn read(report: &Report, chunking: Chunking, budget: Arc<Budget>) -> Result<Capture> {
         let own_clock = crate::model::own_clock(report.meta());
         let sink = Spill::new(budget);
-        let (light, events) = crate::model::read_report_into(report, own_clock, chunking, sink)?;
+        let (light, events) = crate::nsys::read_report_into(report, own_clock, chunking, sink)?;
         Ok(Capture {
             source: report.input_path().to_path_buf(),
             light,
@@ -176,7 +175,7 @@ impl Captures {
     pub fn read(reports: Vec<Report>, threads: usize, budget: Arc<Budget>) -> Result<Captures> {
         let chunking = Chunking::shared(threads, reports.len(), crate::nsys::CHUNK_ROWS);
         let read = |report: Report| Capture::read(&report, chunking, budget.clone());
-        Captures::join(crate::model::read_all(reports, threads, read)?)
+        Captures::join(crate::nsys::read_all(reports, threads, read)?)
     }
 
     /// Puts captures (in input order) on the merged clock (DESIGN.md, Clock) with the same ids a
@@ -354,7 +353,7 @@ impl Default for Spill {
     }
 }
 
-impl crate::model::Sink for Spill {
+impl crate::nsys::Sink for Spill {
     type Output = Events;
 
     fn kernel(&mut self, k: Kernel, process: ProcessId, (short, name): (&str, &str)) {

@@ -159,7 +159,7 @@ pub fn prepare_all(
     parts: &[Joined],
     threads: usize,
 ) -> crate::nsys::Result<Vec<Option<Prepared>>> {
-    let per_part = crate::model::read_all(parts.iter().collect(), threads, |part: &Joined| {
+    let per_part = crate::nsys::read_all(parts.iter().collect(), threads, |part: &Joined| {
         prepare(plan, &[part]).map_err(|cause| part.error(cause))
     })?;
     let mut all: Vec<Option<Prepared>> = (0..plan.exported.len()).map(|_| None).collect();

@@ -23,8 +23,9 @@ use crate::classify::streams::clip;
 use crate::model::records::Fits;
 use crate::model::{
     AccEvent, ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
-    Moved, MpiCall, MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId,
+    MpiCall, MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId,
 };
+use crate::nsys::Moved;
 use crate::spill::Record;
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;

@@ -9,8 +9,7 @@
 use super::Format;
 use crate::hash::FxHashMap;
 use crate::nsys::GlobalId;
-use crate::synth::schema::SCHEMA_VERSION;
-use crate::synth::writer::{ExportWriter, NVTX_PUSH_POP};
+use crate::nsys::write::{ExportWriter, NVTX_PUSH_POP, SCHEMA_VERSION};
 use anyhow::Result;
 use indexmap::IndexSet;
 use rusqlite::ToSql;
@@ -391,7 +390,7 @@ impl TraceExport {
             None => (first > EPOCH_NS).then_some(first),
         };
         if let Some(utc) = utc {
-            let iso = crate::report::utc_iso(utc)[..19].to_string();
+            let iso = crate::time::utc_iso(utc)[..19].to_string();
             self.writer.insert(
                 "TARGET_INFO_SESSION_START_TIME",
                 "utcEpochNs, utcTime, localTime",

@@ -32,54 +32,7 @@ const TRANSLATORS: [&str; 4] = [
     include_str!("xplane.rs"),
 ];
 
-/// What an input file is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    /// An nsys SQLite export (or anything else SQLite: the reader says whether it is one).
-    Nsys,
-    /// A torch.profiler (Kineto) Chrome-trace JSON, possibly gzip-compressed.
-    Kineto,
-    /// A JAX/XLA profiler `XSpace` protobuf (`*.xplane.pb`).
-    Xplane,
-    /// The Chrome-JSON trace xprof writes beside an `XSpace` (`*.trace.json.gz`, or
-    /// `perfetto_trace.json.gz`): read by the Kineto reader, which tells it by its processes.
-    JaxJson,
-}
-
-impl Format {
-    /// The id stored in a translation's metadata and printed by `info --format json`.
-    pub fn id(self) -> &'static str {
-        match self {
-            Format::Nsys => "nsys",
-            Format::Kineto => "kineto",
-            Format::Xplane => "xplane",
-            Format::JaxJson => "jax_json",
-        }
-    }
-
-    /// The format for people.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Format::Nsys => "Nsight Systems SQLite export",
-            Format::Kineto => "torch.profiler (Kineto) trace",
-            Format::Xplane => "JAX/XLA profiler XSpace",
-            Format::JaxJson => "JAX profiler Chrome-JSON trace",
-        }
-    }
-
-    /// The format with this [`Format::id`].
-    pub fn from_id(id: &str) -> Option<Format> {
-        [
-            Format::Nsys,
-            Format::Kineto,
-            Format::Xplane,
-            Format::JaxJson,
-        ]
-        .into_iter()
-        .find(|f| f.id() == id)
-    }
-}
+pub use crate::model::Format;
 
 /// What `path` holds, from its first bytes: SQLite, Kineto JSON (plain or gzip), or an
 /// `XSpace`; when the bytes say none of these, the name decides (`.json`, `.json.gz` a Kineto

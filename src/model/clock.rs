@@ -5,7 +5,7 @@
 //! ts-normalized one (already UTC epoch ns) maps `t -> t - ref`, never both. A report without a
 //! session start gets offset 0 (its reader has already warned).
 
-use crate::nsys::ExportMeta;
+use super::ExportMeta;
 
 /// What a report's raw timestamps count from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -1,7 +1,7 @@
 //! Who ran what: reports, hosts, processes, threads, GPUs and CUDA streams.
 
 use super::{ClockMapping, GpuId, HostId, Ns, ProcessId, ReportId, StringId};
-use crate::nsys::{ExportMeta, Warnings};
+use super::{ExportMeta, Warnings};
 use std::path::PathBuf;
 
 /// One input report and what was read from it.

@@ -2,28 +2,29 @@
 //! CUDA streams, CPU threads, and the events (kernels, memory operations, API calls,
 //! synchronization, NVTX ranges and marks, OS runtime and MPI calls, GPU metrics).
 //!
-//! Second step of the data flow: [`crate::nsys`] reads rows, [`Timeline::load`] keys and stores
-//! them here, and `classify`, `analysis` and the exporters read this model only. Entities are
+//! Data only: the reading layer (`nsys`, `input`) reads rows and builds a timeline
+//! (`Timeline::load`), and `classify`, `analysis` and the exporters read this model only. Entities are
 //! addressed by typed ids (indices into the timeline's vectors); events are compact `Copy` records
 //! (integers and interned [`StringId`]s), each vector sorted once by start time.
 
-mod build;
 mod clock;
 mod entities;
 mod events;
+mod meta;
 pub mod records;
 mod shift;
 mod strings;
+mod warnings;
 
-pub use build::{Moved, Translation, read_all};
-pub(crate) use build::{Sink, read_each, read_report_into};
 pub use clock::{ClockMapping, TimeBase, own_clock, plan as plan_clocks};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{
     ACC_EVENT_KINDS, AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset,
     MetricSample, MpiCall, MpiTable, NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
 };
+pub use meta::{ExportMeta, Format, HostGpu};
 pub use strings::{MAX_TEXT, StringId, StringTable};
+pub use warnings::{Warning, Warnings};
 
 /// A time in nanoseconds on the merged clock (signed: NVTX ranges can open before the capture).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

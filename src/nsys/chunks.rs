@@ -5,7 +5,7 @@
 
 use super::error::Result;
 use super::report::Report;
-use super::warnings::Warnings;
+use crate::model::Warnings;
 use std::sync::{Condvar, Mutex};
 
 /// Rows per range: large enough that a range costs far more than its query's setup, small

@@ -10,8 +10,8 @@ use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, Fields, opt, req};
 use super::strings::{Deferred, Names, StringRef, StringResolver};
-use super::warnings::{Warning, Warnings};
 use crate::model::{Ns, StringId};
+use crate::model::{Warning, Warnings};
 
 /// How a report's times map onto the merged clock: `t -> t + offset`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

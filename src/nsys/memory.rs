@@ -8,8 +8,8 @@ use super::events::Clock;
 use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, req};
-use super::warnings::Warnings;
 use crate::model::Ns;
+use crate::model::Warnings;
 
 const MEMORY: &str = "CUDA_GPU_MEMORY_USAGE_EVENTS";
 

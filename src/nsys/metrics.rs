@@ -8,9 +8,9 @@ use super::error::Result;
 use super::events::Clock;
 use super::report::Report;
 use super::schema::{Column, req};
-use super::warnings::Warnings;
 use crate::hash::FxHashMap;
 use crate::model::Ns;
+use crate::model::Warnings;
 
 const METRICS: &str = "GPU_METRICS";
 const NAMES: &str = "TARGET_INFO_GPU_METRICS";

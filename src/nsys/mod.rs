@@ -5,6 +5,7 @@
 //! events: readers hand compact `Copy` rows to a sink, and [`crate::model`] stores them.
 //! Facts relied on are in `reference/nsys-sqlite.md` (shared with the project).
 
+mod build;
 mod chunks;
 mod error;
 mod events;
@@ -21,8 +22,11 @@ mod report;
 mod schema;
 mod strings;
 pub mod tables;
-mod warnings;
+pub mod write;
 
+pub use crate::model::{ExportMeta, HostGpu, Warning, Warnings};
+pub use build::{Moved, Translation, read_all};
+pub(crate) use build::{Sink, read_each, read_report_into};
 pub use chunks::{CHUNK_ROWS, Chunking};
 pub use error::{Error, Result};
 pub use events::{
@@ -36,7 +40,6 @@ pub use nvtx::NvtxRow;
 pub use openacc::{AccEventRow, AccRow};
 pub use osrt::OsRow;
 pub use rep::{is_nsys_rep, resolve_input};
-pub use report::{ExportMeta, HostGpu, Report, StreamInfo, table_name};
+pub use report::{Report, StreamInfo, table_name};
 pub use schema::Schema;
 pub use strings::StringResolver;
-pub use warnings::{Warning, Warnings};

@@ -13,9 +13,9 @@ use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, opt, req};
 use super::strings::{Deferred, Names, StringRef, StringResolver};
-use super::warnings::{Warning, Warnings};
 use crate::hash::FxHashMap;
 use crate::model::{MpiTable, NO_RANK, Ns, StringId};
+use crate::model::{Warning, Warnings};
 
 /// The MPI call tables, in reading order, with the table each row's calls are from.
 const TABLES: [(&str, MpiTable); 4] = [

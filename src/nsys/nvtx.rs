@@ -8,9 +8,9 @@ use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, Fields, opt, req};
 use super::strings::{Deferred, DeferredName, Names, StringRef, StringResolver};
-use super::warnings::{Warning, Warnings};
 use crate::hash::FxHashMap;
 use crate::model::{Ns, NvtxKind, StringId, StringTable};
+use crate::model::{Warning, Warnings};
 
 use super::tables::NVTX;
 

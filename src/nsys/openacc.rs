@@ -11,8 +11,8 @@ use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, Fields, opt, req};
 use super::strings::{Deferred, DeferredName, Names, StringRef, StringResolver};
-use super::warnings::Warnings;
 use crate::hash::FxHashMap;
+use crate::model::Warnings;
 use crate::model::{AccTable, Ns, StringId};
 
 /// The OpenACC tables, in reading order.

@@ -10,7 +10,7 @@ use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, req};
 use super::strings::{Deferred, Names, StringRef, StringResolver};
-use super::warnings::Warnings;
+use crate::model::Warnings;
 use crate::model::{Ns, StringId};
 
 const OSRT: &str = "OSRT_API";

@@ -5,11 +5,9 @@ use super::error::{Error, Result};
 use super::ids::GlobalId;
 use super::schema::{Column, Fields, Schema, opt, req};
 use super::strings::{StringRef, StringResolver};
-use super::warnings::{Warning, Warnings};
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::input::Format;
 use crate::input::export::{SOURCE_FORMAT, SOURCE_PATH, UNTRANSLATED, parse_untranslated};
-use crate::model::{StringId, StringTable};
+use crate::model::{ExportMeta, Format, HostGpu, StringId, StringTable, Warning, Warnings};
 use rusqlite::{Connection, OpenFlags};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -57,38 +55,6 @@ pub struct Report {
     pub(crate) schema: Schema,
     meta: ExportMeta,
     pub(crate) warnings: Warnings,
-}
-
-/// What an export says about itself.
-#[derive(Debug, Clone, Default)]
-pub struct ExportMeta {
-    /// `EXPORT_PRODUCT_VERSION` (e.g. `2026.2.1.210`); None before 2022.4.
-    pub product_version: Option<String>,
-    /// `EXPORT_SCHEMA_VERSION` (e.g. `3.25.0`); None before 2022.4.
-    pub schema_version: Option<String>,
-    /// Whether event times are UTC epoch ns (`--ts-normalize=true`).
-    pub time_normalized: bool,
-    /// The profiled host (`Hostname`), else the file stem.
-    pub hostname: String,
-    /// `TARGET_INFO_SESSION_START_TIME.utcEpochNs`.
-    pub session_start_utc_ns: Option<i64>,
-    /// `TARGET_INFO_SESSION_START_TIME.utcTime` (ISO, UTC, no zone).
-    pub session_start_text: Option<String>,
-    /// Every GPU of the host (`TARGET_INFO_GPU`).
-    pub gpus: Vec<HostGpu>,
-    /// The format of the trace this export was translated from (None: an nsys export).
-    pub source: Option<Format>,
-}
-
-/// One GPU of a host, from `TARGET_INFO_GPU`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostGpu {
-    /// The host's GPU index (`id`, or `deviceId` in the oldest layout).
-    pub id: i64,
-    /// Product name, e.g. `NVIDIA H100 80GB HBM3`.
-    pub name: String,
-    /// PCI bus location, when recorded.
-    pub bus_location: Option<String>,
 }
 
 /// A CUDA stream as `TARGET_INFO_CUDA_STREAM` lists it.

@@ -13,8 +13,8 @@ pub mod pithtrain;
 mod ranks;
 mod streams;
 mod table;
-mod time;
 
+pub use crate::time::{TimeUnit, format_seconds, human_duration, utc_iso, with_separators};
 pub use breakdown::{
     GapContext, RankBreakdown, RankBubbles, RankIdle, bubbles_output, idle_output, kernels_output,
     unclassified_output, unclassified_warning,
@@ -26,7 +26,6 @@ pub use overlap::overlap_output;
 pub use ranks::{RankWindow, ranks_output, window_output};
 pub use streams::streams_output;
 pub use table::{Cell, Output, Table};
-pub use time::{TimeUnit, format_seconds, human_duration, utc_iso, with_separators};
 
 use std::io::{self, Write};
 

@@ -2,11 +2,11 @@
 //! and the window each rank was measured over.
 
 use super::table::{Cell, Output, Table};
-use super::time::format_seconds;
 use crate::analysis::collectives::{Collectives, Communicator};
 use crate::classify::layout::{PipelineLayout, PipelineSource};
 use crate::classify::{AxisCoord, Rank, RankLabel, RankSource, Window, WindowSource};
 use crate::model::Timeline;
+use crate::time::format_seconds;
 use serde_json::{Value, json};
 
 /// One rank with the window an analysis used for it.

@@ -2,7 +2,7 @@
 //! scripts, with the same column names (snake_case) in all three.
 
 use super::Format;
-use super::time::{TimeUnit, with_separators};
+use crate::time::{TimeUnit, with_separators};
 use serde_json::{Map, Value};
 use std::io::{self, Write};
 

@@ -2,7 +2,7 @@
 //! tests, benchmarks and demos (there is no GPU and no `nsys` where nsys-lens is developed).
 //!
 //! Files follow nsys 2026.2.1 (export schema 3.25.0) exactly: tables, columns, declared types and
-//! NOT NULL flags ([`schema`]), lazily created tables, dense `StringIds`, `globalTid` encoding,
+//! NOT NULL flags (through [`crate::nsys::write`]), lazily created tables, dense `StringIds`, `globalTid` encoding,
 //! correlation ids numbered per process (so they repeat across processes), runtime names with
 //! version suffixes, NCCL kernels launched through `cuLaunchKernelEx` inside NCCL-domain NVTX
 //! ranges, and times relative to each node's own session start.
@@ -19,10 +19,8 @@ mod node;
 mod presets;
 mod program;
 mod rng;
-pub mod schema;
 mod sim;
 mod truth;
-pub(crate) mod writer;
 
 pub use presets::{Preset, world_size};
 

@@ -3,12 +3,11 @@
 //! streams, processes, thread names).
 
 use super::kernels::{KernelKind, Names};
-use super::schema::{PRODUCT_VERSION, SCHEMA_VERSION};
-use super::writer::{ExportWriter, NVTX_PUSH_POP};
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::model::AccTable;
 use crate::nsys::GlobalId;
-use crate::report::utc_iso;
+use crate::nsys::write::{ExportWriter, NVTX_PUSH_POP, PRODUCT_VERSION, SCHEMA_VERSION};
+use crate::time::utc_iso;
 use anyhow::Result;
 use rusqlite::ToSql;
 use std::path::{Path, PathBuf};

@@ -22,7 +22,7 @@ use super::prepare::Prepared;
 use super::stream::Shared;
 use crate::model::ACC_EVENT_KINDS;
 use crate::output::{Background, Output, Staged};
-use crate::report::utc_iso;
+use crate::time::utc_iso;
 use layout::{GpuName, Layout};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

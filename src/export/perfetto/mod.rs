@@ -236,7 +236,7 @@ fn encode_parts(
     prepared: &[Option<Prepared>],
     threads: usize,
 ) -> anyhow::Result<Vec<Option<Chunk>>> {
-    let per_part = crate::model::read_each(
+    let per_part = crate::nsys::read_each(
         parts.iter().collect(),
         threads,
         |part: &Joined| -> crate::nsys::Result<Vec<(usize, Chunk)>> {

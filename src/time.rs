@@ -1,4 +1,5 @@
-//! Formatting times for people.
+//! Formatting times for people: durations in a unit, seconds, UTC dates. A leaf: the readers,
+//! the exporters, the report and the generator all print times through it.
 
 /// The unit durations are shown in, in tables for people (JSON and CSV always hold integer
 /// ns: scripts depend on them).

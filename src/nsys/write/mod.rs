@@ -1,12 +1,15 @@
-//! Writing one node's export: the tables of [`super::schema`], created lazily as nsys does, rows
+//! Writing an export in nsys's schema: the tables of `ddl.rs`, created lazily as nsys does, rows
 //! inserted through cached statements in one transaction, the file built under a temporary name
-//! and renamed when complete.
+//! and renamed when complete. The reading layer's own writer: the translation of torch.profiler
+//! and JAX traces (`input::export`) and the generator (`synth`) both write through it.
 
-use super::schema;
+mod ddl;
+
+use super::GlobalId;
+use super::tables::{NVTX, RUNTIME};
 use crate::hash::{FxBuildHasher, FxHashMap, FxHashSet};
-use crate::nsys::GlobalId;
-use crate::nsys::tables::{NVTX, RUNTIME};
 use anyhow::{Context, Result};
+pub use ddl::{PRODUCT_VERSION, SCHEMA_VERSION};
 use indexmap::IndexSet;
 use rusqlite::{Connection, ToSql};
 use std::path::{Path, PathBuf};
@@ -159,24 +162,24 @@ impl ExportWriter {
     }
 
     fn create_table(&self, table: &str) -> Result<()> {
-        let spec = schema::TABLES
+        let spec = ddl::TABLES
             .iter()
             .find(|(name, _)| *name == table)
             .with_context(|| format!("no schema for table {table}"))?;
         self.conn
-            .execute_batch(&schema::create_table(table, &schema::columns(spec.1)))?;
+            .execute_batch(&ddl::create_table(table, &ddl::columns(spec.1)))?;
         Ok(())
     }
 
     fn write_enums(&self) -> Result<()> {
-        let enum_columns = schema::columns("id INTEGER NN PK, name TEXT, label TEXT");
+        let enum_columns = ddl::columns("id INTEGER NN PK, name TEXT, label TEXT");
         let mut insert = None;
-        for line in schema::ENUMS.lines().filter(|l| !l.is_empty()) {
+        for line in ddl::ENUMS.lines().filter(|l| !l.is_empty()) {
             let fields: Vec<&str> = line.split('\t').collect();
             match fields.as_slice() {
                 [table] => {
                     self.conn
-                        .execute_batch(&schema::create_table(table, &enum_columns))?;
+                        .execute_batch(&ddl::create_table(table, &enum_columns))?;
                     insert = Some(format!("INSERT INTO {table} VALUES (?, ?, ?)"));
                 }
                 [id, name, label] => {

@@ -1,21 +1,15 @@
 //! Building a [`Timeline`] from reports: clock mapping, identity keys, names, one sort at the end.
 
-use super::Timeline;
-use super::clock::{self, ClockMapping};
-use super::entities::MetricSeries;
-use super::entities::{Gpu, Host, Process, ReportInfo, RowCounts, Stream, Thread};
-use super::events::{
-    AccEvent, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MpiCall,
-    MpiTable, NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
-};
 use super::{
-    GpuId, HostId, MetricSeriesId, Ns, ProcessId, ReportId, StreamId, StringId, StringTable,
-    ThreadId,
+    CHUNK_ROWS, Chunking, Clock, Error, GlobalId, GpuOpRow, Report, Result, StringResolver,
 };
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::nsys::{
-    CHUNK_ROWS, Chunking, Clock, Error, ExportMeta, GlobalId, GpuOpRow, Report, Result,
-    StringResolver, Warning, Warnings,
+use crate::model::{
+    AccEvent, ApiCall, ClockMapping, ExportMeta, Gpu, GpuId, GraphLaunch, Host, HostId, Kernel,
+    Memcpy, MemoryEvent, Memset, MetricSample, MetricSeries, MetricSeriesId, MpiCall, MpiTable,
+    NO_RANK, Ns, NvtxEvent, NvtxKind, OsCall, Process, ProcessId, ReportId, ReportInfo, RowCounts,
+    Stream, StreamId, StringId, StringTable, SyncEvent, Thread, ThreadId, Timeline, Warning,
+    Warnings,
 };
 use std::cmp::Reverse;
 use std::path::Path;
@@ -68,7 +62,7 @@ impl Timeline {
         chunk_rows: i64,
     ) -> Result<Timeline> {
         let metas: Vec<ExportMeta> = reports.iter().map(|r| r.meta().clone()).collect();
-        let mappings = clock::plan(&metas.iter().collect::<Vec<_>>());
+        let mappings = crate::model::plan_clocks(&metas.iter().collect::<Vec<_>>());
         let jobs: Vec<(Report, ClockMapping)> = reports.into_iter().zip(mappings).collect();
         let chunking = Chunking::shared(threads, jobs.len(), chunk_rows);
         let read = |(report, mapping): (Report, ClockMapping)| {

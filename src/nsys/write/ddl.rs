@@ -1,12 +1,12 @@
-//! The tables a synthetic export holds, exactly as nsys 2026.2.1 (export schema 3.25.0) declares
+//! The tables an export written here holds (a synthetic run, a translated trace), exactly as nsys 2026.2.1 (export schema 3.25.0) declares
 //! them: names, column order, declared types, NOT NULL and PRIMARY KEY flags (reference:
 //! nsys-sqlite.md Appendix A.1, and A.2 for the tables the 2026.2.1 samples lack; the OpenACC
 //! tables as the nsys user guide's SQLite schema lists them), written in nsys's multi-line DDL
 //! style (§2.4).
 
-/// nsys version the generator emulates.
+/// nsys version the writer emulates.
 pub const PRODUCT_VERSION: &str = "2026.2.1.210";
-/// Export schema version the generator emulates.
+/// Export schema version the writer emulates.
 pub const SCHEMA_VERSION: (u32, u32, u32) = (3, 25, 0);
 
 /// Every non-ENUM table: `name`, then `column TYPE [NN] [PK]` entries separated by commas.
