@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Compares two nsys-lens binaries' outputs, byte for byte: every analysis command (JSON) and both
-# traces, on the fixtures, a synth run of each preset (nsys and torch.profiler forms), and every
+# Compares two nsys-lens binaries' outputs, byte for byte: every analysis command (JSON), both
+# traces and the HTML report, on the fixtures, a synth run of each preset (nsys and torch.profiler forms), and every
 # real capture in ../shared/real-data when present. For changes that must not change any output
 # (a restructure): `benches/same_outputs.sh OLD_BINARY NEW_BINARY`. Prints each difference; exits
 # 1 when there is one.
@@ -38,6 +38,7 @@ for input in "${inputs[@]}"; do
   done
   for bin in old new; do
     "${!bin}" convert -q -o "$work/$bin" "$input" >/dev/null 2>&1
+    "${!bin}" report -q -o "$work/$bin.html" "$input" >/dev/null 2>&1
   done
   for out in "$work"/old.*; do
     [ -e "$out" ] || continue

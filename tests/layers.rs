@@ -134,3 +134,22 @@ fn the_checker_sees_grouped_and_plain_paths() {
     let found: Vec<String> = named_modules(&code).into_iter().collect();
     assert_eq!(found, ["model", "nsys", "synth"]);
 }
+
+/// The CLI parses and prints: `convert` fits in 150 lines, and neither it nor `report` calls an
+/// analysis or builds a plan itself (the library's `export::conversion` and `query` do).
+#[test]
+fn the_cli_only_parses_and_prints() {
+    let cli = root().join("src/cli");
+    let convert = std::fs::read_to_string(cli.join("convert.rs")).unwrap();
+    assert!(
+        convert.lines().count() <= 150,
+        "convert.rs has {} lines",
+        convert.lines().count()
+    );
+    for file in ["convert.rs", "report.rs"] {
+        let text = code(&std::fs::read_to_string(cli.join(file)).unwrap());
+        for deep in ["nsys_lens::analysis", "Plan::new", "encoded::", "layout::"] {
+            assert!(!text.contains(deep), "cli/{file} uses {deep}");
+        }
+    }
+}

@@ -5,8 +5,8 @@
 //! object per value.
 
 use nsys_lens::classify::families::Families;
-use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
-use nsys_lens::export::{self, Plan, Targets};
+use nsys_lens::classify::{Activity, RoleRules};
+use nsys_lens::export::{self, Targets};
 use nsys_lens::load::{Align, Inputs};
 use nsys_lens::model::Timeline;
 use nsys_lens::query::{self, CollectiveOptions, NothingFound, RankList, Selection, WindowOptions};
@@ -83,10 +83,7 @@ impl Options {
     }
 
     fn rules(&self) -> anyhow::Result<RoleRules> {
-        Ok(match &self.roles {
-            Some(path) => RoleRules::from_file(path)?,
-            None => RoleRules::default(),
-        })
+        Ok(RoleRules::load(self.roles.as_deref())?)
     }
 
     fn ranks(&self) -> anyhow::Result<Option<RankList>> {
@@ -349,20 +346,18 @@ fn convert(inputs: &Inputs, o: &Options) -> anyhow::Result<String> {
         o.perfetto.is_some() || o.paraver.is_some(),
         "give perfetto= or paraver= (or both)"
     );
-    let otherwise = match o.steady {
-        true => WindowSpec::Steady,
-        false => WindowSpec::Whole,
-    };
-    let spec = query::window_spec(o.start.zip(o.end), o.anchor.as_deref(), otherwise)?;
     let rules = o.rules()?;
     let budget = Budget::new(o.memory_budget.unwrap_or(128 << 20));
     let (captures, _) = inputs.captures(budget)?;
     let activity = Activity::new(&captures.light);
-    let ranks = query::keep_ranks(classify::ranks::discover(&activity)?, o.ranks()?.as_ref())?;
-    let mut plan = Plan::new(&activity, &rules, &ranks, &spec, o.ranks.is_none());
-    if o.collective_flows {
-        plan = plan.with_collective_flows();
-    }
+    let window = (o.start.zip(o.end), o.anchor.as_deref(), o.steady);
+    let ranks = o.ranks()?;
+    let plan = query::conversion_plan(
+        (&activity, &rules),
+        ranks.as_ref(),
+        window,
+        o.collective_flows,
+    )?;
     let targets = Targets {
         perfetto: o.perfetto.clone(),
         paraver: o.paraver.clone(),

@@ -417,6 +417,11 @@ impl RoleRules {
         Ok(RoleRules { rules, set, labels })
     }
 
+    /// The rules of the file at `path` (see [`RoleRules::from_file`]), else the built-in ones.
+    pub fn load(path: Option<&Path>) -> Result<RoleRules, RulesError> {
+        path.map_or_else(|| Ok(RoleRules::default()), RoleRules::from_file)
+    }
+
     /// Reads a `--roles` TOML file (`[[rule]]` entries with `pattern`, `role` and optionally
     /// `kernels`).
     pub fn from_file(path: &Path) -> Result<RoleRules, RulesError> {

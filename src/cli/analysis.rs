@@ -238,9 +238,6 @@ impl WindowArgs {
 impl StreamArgs {
     /// The role rules: the file's, then the built-in ones.
     pub fn rules(&self) -> anyhow::Result<RoleRules> {
-        Ok(match &self.roles {
-            Some(path) => RoleRules::from_file(path)?,
-            None => RoleRules::default(),
-        })
+        Ok(RoleRules::load(self.roles.as_deref())?)
     }
 }

@@ -16,6 +16,7 @@
 pub mod capture;
 mod codec;
 pub mod collectives;
+pub mod conversion;
 pub mod counters;
 pub mod encoded;
 pub mod mpi;

@@ -2,6 +2,8 @@
 //! command's [`Output`] (the rows every format prints) out. The CLI and the Python package both
 //! call these, so a table and a DataFrame never differ.
 
+pub mod page;
+
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
 use crate::analysis::collectives::{Instance, add_transfers, by_rank, match_instances};
 use crate::analysis::idle::{cpu_activity, os_call, rank_idle};
@@ -130,6 +132,29 @@ pub fn window_spec(
         }
         (None, Some(pattern)) => WindowSpec::Anchor(anchor_regex(pattern)?),
         (None, None) => otherwise,
+    })
+}
+
+/// What `convert` draws: the ranks of `activity` (only `ranks` when given; the others' processes
+/// are left out too), each over the window `start_end`, `anchor` or `steady` (the steady-state
+/// window, else the whole capture) asks for, with flows from each collective's last arrival
+/// when `collective_flows`. The CLI and the Python package plan conversions through it.
+pub fn conversion_plan<'a, 't>(
+    (activity, rules): (&'a Activity<'t>, &'a RoleRules),
+    ranks: Option<&RankList>,
+    (start_end, anchor, steady): (Option<(i64, i64)>, Option<&str>, bool),
+    collective_flows: bool,
+) -> anyhow::Result<crate::export::Plan<'a, 't>> {
+    let otherwise = match steady {
+        true => WindowSpec::Steady,
+        false => WindowSpec::Whole,
+    };
+    let spec = window_spec(start_end, anchor, otherwise)?;
+    let kept = keep_ranks(classify::ranks::discover(activity)?, ranks)?;
+    let plan = crate::export::Plan::new(activity, rules, &kept, &spec, ranks.is_none());
+    Ok(match collective_flows {
+        true => plan.with_collective_flows(),
+        false => plan,
     })
 }
 

@@ -1,0 +1,238 @@
+//! The HTML report's numbers: each run's ranks (their time bar, overlap, kernel families and
+//! bubble) and the timeline strip, computed by the same analyses as the commands. The CLI's
+//! `report` loads the runs and writes [`crate::report::html::page`] of these views.
+
+use super::Selection;
+use crate::analysis::IntervalSet;
+use crate::analysis::align::Alignment;
+use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
+use crate::analysis::kernels::rank_kernels;
+use crate::analysis::overlap::rank_exposure;
+use crate::classify::families::{Families, FamilyCache};
+use crate::classify::{self, Activity, Rank, RankStreams, Role, RoleRules, layout};
+use crate::model::Timeline;
+use crate::report::RankWindow;
+use crate::report::html::{RankView, RunView, Segment, StripRow};
+use std::collections::BTreeMap;
+
+/// Ranks drawn in the timeline strip.
+const STRIP_RANKS: usize = 4;
+
+/// One run's view, titled `title`: every rank over its window under `selection`, with how its
+/// clocks were put together (`alignment`, when aligned from its collectives).
+pub fn run_view(
+    timeline: &Timeline,
+    alignment: Option<&Alignment>,
+    selection: &Selection,
+    title: String,
+) -> anyhow::Result<RunView> {
+    let activity = Activity::new(timeline);
+    let rules = &selection.rules;
+    let classified = selection.classified(&activity)?;
+    let ranks: Vec<Rank> = classified.iter().map(|(w, _)| w.rank).collect();
+    let families = Families::default();
+    let mut cache = FamilyCache::new(&families, timeline);
+    let pipeline = layout::pipeline_coords(&activity, &ranks, rules);
+    let mut views = Vec::new();
+    for ((w, streams), coord) in classified.iter().zip(&pipeline.coords) {
+        let pp = coord.map(|(c, _)| c.size);
+        views.push(rank_view(&activity, (w, streams, pp), rules, &mut cache));
+    }
+    let mut summary = vec![
+        hosts_line(timeline),
+        format!("{} rank(s); each measured over its own window", ranks.len()),
+    ];
+    summary.push(match alignment {
+        Some(a) => format!(
+            "clocks aligned from {} collective(s); end spread {} ns before, {} ns after",
+            a.instances, a.spread_before_ns, a.spread_after_ns
+        ),
+        None => "clocks: session starts (use --align collectives to correct them)".to_string(),
+    });
+    let (strip, strip_ns) = strip(timeline, &classified, rules);
+    Ok(RunView {
+        title,
+        summary,
+        ranks: views,
+        strip,
+        strip_ns,
+    })
+}
+
+/// `2 host(s): node0, node1`, the list cut after a few hosts.
+fn hosts_line(timeline: &Timeline) -> String {
+    const SHOWN: usize = 8;
+    let names: Vec<&str> = timeline.hosts.iter().map(|h| h.name.as_str()).collect();
+    let more = names.len().saturating_sub(SHOWN);
+    let mut line = format!(
+        "{} host(s): {}",
+        names.len(),
+        names[..names.len().min(SHOWN)].join(", ")
+    );
+    if more > 0 {
+        line += &format!(" and {more} more");
+    }
+    line
+}
+
+fn window_name(w: &RankWindow) -> String {
+    if w.window.name.is_empty() {
+        format!("{:?}", w.window.source).to_lowercase()
+    } else {
+        format!("`{}`", w.window.name)
+    }
+}
+
+/// A rank's bar, overlap rows, families and bubble.
+fn rank_view(
+    activity: &Activity,
+    (w, streams, pp): (&RankWindow, &RankStreams, Option<u32>),
+    rules: &RoleRules,
+    cache: &mut FamilyCache,
+) -> RankView {
+    let timeline = activity.timeline;
+    let process = timeline.process(w.rank.process);
+    let name = format!(
+        "rank {} · node {} · pid {}",
+        w.rank.rank,
+        timeline.host(process.host).name,
+        process.pid
+    );
+    let (bar, hidden_ns) = bar(w, streams, rules);
+    let overlap = rank_exposure(streams, rules)
+        .into_iter()
+        .map(|((stage, role), e)| {
+            let role = role.label();
+            (
+                stage.to_string(),
+                role,
+                e.comm_ns,
+                e.exposed_wall_ns,
+                e.overlap_pct,
+            )
+        })
+        .collect();
+    let mut steps = classify::window::steps(activity, w.rank.process, w.bounds, None);
+    // 1F1B's ideal describes whole steps of a one-directional schedule (not PithTrain's
+    // DualPipeV, whose ranks carry the label), as in `bubbles`.
+    let formula_applies = !steps.is_empty() && w.rank.label.is_none();
+    if steps.is_empty() {
+        steps.push(w.bounds);
+    }
+    let n = steps.len() as i64;
+    let at = (w.rank.process, w.bounds);
+    let kernels = rank_kernels(activity, at, (streams, rules), cache);
+    let families = kernels
+        .families
+        .iter()
+        .map(|f| (f.family.clone(), f.time_ns / n))
+        .collect();
+    let bubbles = rank_bubbles(activity, w.rank.process, &steps, streams, rules);
+    let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / bubbles.len().max(1) as f64;
+    let ideal = formula_applies
+        .then(|| ideal_pct(pp?, micro_batches(activity, w.rank.process, steps[0])?))
+        .flatten();
+    RankView {
+        name,
+        window: (w.bounds.0, w.bounds.1, window_name(w)),
+        bar,
+        hidden_ns,
+        overlap,
+        families,
+        bubble: Some((mean, ideal)),
+        steps: bubbles
+            .iter()
+            .map(|b| (b.step_ns, b.bubble_pct()))
+            .collect(),
+    }
+}
+
+/// Compute, exposed communication per role (each exposed moment counted once, for the first
+/// role in name order), barrier communication, and idle; they add up to the window.
+fn bar(w: &RankWindow, streams: &RankStreams, rules: &RoleRules) -> (Vec<Segment>, i64) {
+    let compute = &streams.compute;
+    let mut by_role: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+    let mut barrier = Vec::new();
+    for k in &streams.comm {
+        if k.is_barrier() {
+            barrier.push((k.start, k.end));
+        } else {
+            by_role
+                .entry(k.role_name(rules).to_string())
+                .or_default()
+                .push((k.start, k.end));
+        }
+    }
+    let comm = IntervalSet::from_intervals(by_role.values().flatten().copied());
+    let hidden = comm.intersection(compute).measure();
+    let mut covered = compute.clone();
+    let mut segments = vec![Segment {
+        label: "compute".into(),
+        key: "compute".into(),
+        ns: compute.measure(),
+    }];
+    for (role, spans) in by_role {
+        let set = IntervalSet::from_intervals(spans);
+        let exposed = set.difference(&covered).measure();
+        covered = covered.union(&set);
+        segments.push(Segment {
+            label: format!("exposed {role}"),
+            key: role,
+            ns: exposed,
+        });
+    }
+    let barrier = IntervalSet::from_intervals(barrier);
+    segments.push(Segment {
+        label: "barrier".into(),
+        key: "barrier".into(),
+        ns: barrier.difference(&covered).measure(),
+    });
+    covered = covered.union(&barrier);
+    let span = w.bounds.1 - w.bounds.0;
+    segments.push(Segment {
+        label: "idle".into(),
+        key: "idle".into(),
+        ns: span - covered.measure(),
+    });
+    (segments, hidden)
+}
+
+/// The streams of the first ranks over their windows.
+fn strip(
+    timeline: &Timeline,
+    classified: &[(RankWindow, RankStreams)],
+    rules: &RoleRules,
+) -> (Vec<StripRow>, i64) {
+    let mut rows = Vec::new();
+    let mut longest = 0;
+    for (w, streams) in classified.iter().take(STRIP_RANKS) {
+        let (start, end) = w.bounds;
+        longest = longest.max(end - start);
+        for s in &streams.streams {
+            let stream = timeline.stream(s.stream);
+            let spans = timeline
+                .kernels
+                .iter()
+                .filter(|k| k.stream == s.stream && k.end.0 > start && k.start.0 < end)
+                .map(|k| (k.start.0.max(start) - start, k.end.0.min(end) - start))
+                .collect();
+            let role = s.role.name(rules).to_string();
+            let key = if s.role == Role::Compute {
+                "compute".to_string()
+            } else {
+                role.clone()
+            };
+            rows.push(StripRow {
+                name: format!(
+                    "rank {} · GPU {} · stream {} · {role}",
+                    w.rank.rank,
+                    timeline.gpu(stream.gpu).device,
+                    stream.stream
+                ),
+                key,
+                spans,
+            });
+        }
+    }
+    (rows, longest)
+}
