@@ -3,8 +3,9 @@
 //! streaming conversion, into captures. The CLI and the Python package read through this.
 
 use crate::analysis::align::{self, Alignment};
-use crate::export::capture::{Capture, Captures};
-use crate::export::part::{self, PART_EXTENSION};
+use crate::classify::comm::is_comm;
+use crate::input::capture::{Capture, Captures};
+use crate::input::part::{self, PART_EXTENSION};
 use crate::model::Timeline;
 use crate::nsys;
 use crate::spill::Budget;
@@ -85,7 +86,10 @@ impl Inputs {
             .collect::<Result<Vec<_>, nsys::Error>>()?;
         let chunking = nsys::Chunking::shared(self.threads, reports.len(), nsys::CHUNK_ROWS);
         let read = |(i, report): (usize, nsys::Report)| {
-            Ok((i, Capture::read(&report, chunking, budget.clone())?))
+            Ok((
+                i,
+                Capture::read(&report, chunking, budget.clone(), is_comm)?,
+            ))
         };
         let mut captures = crate::nsys::read_all(reports, self.threads, read)
             .context("cannot load the reports")?;

@@ -13,11 +13,12 @@
 use crate::scenario::PID;
 use crate::util::damaged_copy;
 use nsys_lens::analysis::{align, bubbles, collectives, idle, kernels, overlap};
+use nsys_lens::classify::comm::is_comm;
 use nsys_lens::classify::families::{Families, FamilyCache};
 use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
 use nsys_lens::export::Plan;
-use nsys_lens::export::capture::Captures;
 use nsys_lens::export::prepare::prepare_all;
+use nsys_lens::input::capture::Captures;
 use nsys_lens::model::Timeline;
 use nsys_lens::spill::Budget;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -264,7 +265,7 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
     collectives::by_rank(ranks.len(), &instances);
     classify::layout::pipeline_coords(&activity, &ranks, &rules);
     let report = nsys_lens::nsys::Report::open(path).unwrap();
-    let captures = Captures::read(vec![report], 1, Budget::new(1 << 12)).unwrap();
+    let captures = Captures::read(vec![report], 1, Budget::new(1 << 12), is_comm).unwrap();
     let activity = Activity::new(&captures.light);
     let ranks = classify::ranks::discover(&activity).unwrap_or_default();
     let plan =

@@ -172,7 +172,7 @@ fn analyses_read_part_files_as_they_read_exports() {
 }
 
 /// Writes a sealed file's seal again for its changed bytes: a CRC-32 of the data and the
-/// fingerprint (docs of `export::seal`).
+/// fingerprint (docs of `input::seal`).
 fn reseal(bytes: &mut [u8]) {
     let data = bytes.len() - 20;
     let mut crc = flate2::Crc::new();

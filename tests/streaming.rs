@@ -3,10 +3,11 @@
 //! threads, the outputs are byte for byte the same; and no temporary file is left behind.
 
 use crate::util::{nsys_lens, root, synth, texts};
+use nsys_lens::classify::comm::is_comm;
 use nsys_lens::classify::{self, Activity, RoleRules, WindowSpec};
 use nsys_lens::export::Plan;
-use nsys_lens::export::capture::Captures;
 use nsys_lens::export::prepare::prepare_all;
+use nsys_lens::input::capture::Captures;
 use nsys_lens::spill::Budget;
 use std::path::{Path, PathBuf};
 
@@ -74,7 +75,7 @@ fn a_small_budget_spills_the_events_and_the_waiting_records() {
     let out = tempfile::tempdir().unwrap();
     let write = |budget: usize, name: &str| -> Vec<u8> {
         let report = nsys_lens::nsys::Report::open(&path).unwrap();
-        let captures = Captures::read(vec![report], 1, Budget::new(budget)).unwrap();
+        let captures = Captures::read(vec![report], 1, Budget::new(budget), is_comm).unwrap();
         let runs = captures.parts[0].events.size().1;
         let activity = Activity::new(&captures.light);
         let rules = RoleRules::default();
@@ -107,7 +108,7 @@ fn writers_sharing_one_stream_write_what_a_stream_each_writes() {
         let reports = paths
             .iter()
             .map(|p| nsys_lens::nsys::Report::open(p).unwrap());
-        let captures = Captures::read(reports.collect(), 1, Budget::new(budget)).unwrap();
+        let captures = Captures::read(reports.collect(), 1, Budget::new(budget), is_comm).unwrap();
         let activity = Activity::new(&captures.light);
         let rules = RoleRules::default();
         let ranks = classify::ranks::discover(&activity).unwrap();

@@ -248,7 +248,7 @@ pub fn skipped(why: &str) {
 /// stream of events.
 pub fn write_apart(
     plan: &nsys_lens::export::Plan,
-    parts: &[nsys_lens::export::capture::Joined],
+    parts: &[nsys_lens::input::capture::Joined],
     prepared: &[Option<nsys_lens::export::prepare::Prepared>],
     base: &Path,
     memory: usize,

@@ -3,8 +3,8 @@
 use super::Outcome;
 use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules};
-use nsys_lens::export::capture::Captures;
 use nsys_lens::export::conversion::{Request, Step, Target};
+use nsys_lens::input::capture::Captures;
 use nsys_lens::query::{RankList, conversion_plan};
 use nsys_lens::spill::Budget;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! Options shared by every command that reads reports.
 
 use nsys_lens::analysis::align::Alignment;
-use nsys_lens::export::capture::{Capture, Captures};
+use nsys_lens::input::capture::{Capture, Captures};
 use nsys_lens::load;
 use nsys_lens::model::Timeline;
 use nsys_lens::spill::Budget;

@@ -3,8 +3,8 @@
 
 use super::Outcome;
 use super::inputs::Inputs;
-use nsys_lens::export::capture::Capture;
-use nsys_lens::export::part::{self, PART_EXTENSION};
+use nsys_lens::input::capture::Capture;
+use nsys_lens::input::part::{self, PART_EXTENSION};
 use nsys_lens::spill::Budget;
 use std::path::PathBuf;
 

@@ -3,9 +3,9 @@
 //! lines that say what was written. The CLI's `convert` parses its flags into a [`Request`] and
 //! prints what [`Request::write`] returns.
 
-use super::capture::Joined;
 use super::encoded::{self, Formats};
 use super::{Plan, Targets, paraver, perfetto};
+use crate::input::capture::Joined;
 use crate::model::Timeline;
 use std::path::{Path, PathBuf};
 

@@ -6,22 +6,22 @@
 //!
 //! An encoded part file is [`MAGIC`], its Paraver body, its processes' Perfetto chunks, a
 //! trailer saying where each is and what it holds, the trailer's length, [`MAGIC`] again, and
-//! the seal ([`super::seal`]): a checksum of the file, and the fingerprint of the inputs and
+//! the seal ([`crate::input::seal`]): a checksum of the file, and the fingerprint of the inputs and
 //! options it was encoded from ([`fingerprint`]), which the join checks against its own.
 
 use super::Plan;
-use super::capture::Joined;
-use super::codec::{Get, Got, Put};
 use super::paraver::{self, TaskNames};
 use super::perfetto::{self, Chunk};
 use super::prepare::prepare;
-use super::seal::{self, Sealing};
+use crate::input::capture::Joined;
+use crate::input::codec::{Get, Got, Put};
+use crate::input::seal::{self, Sealing};
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// The first and last bytes of an encoded part file (format 3: sealed, [`super::seal`]).
+/// The first and last bytes of an encoded part file (format 3: sealed, [`crate::input::seal`]).
 pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x03";
 
 /// Which formats a conversion writes.
@@ -107,7 +107,7 @@ pub fn encode(
 pub fn fingerprint(plan: &Plan, parts: &[Joined], options: &str) -> u64 {
     let sizes = parts.iter().map(|p| p.events.size().0);
     let options = seal::fingerprint(options.as_bytes());
-    super::part::fingerprint(plan.activity.timeline, sizes.chain([options]))
+    crate::input::part::fingerprint(plan.activity.timeline, sizes.chain([options]))
 }
 
 /// Counts the bytes written through it.

@@ -13,23 +13,20 @@
 //!    threads, its streams with their roles and lanes, which launches have both ends exported;
 //! 4. [`perfetto`] and [`paraver`] then write in one more pass each, as the events come.
 
-pub mod capture;
-mod codec;
 pub mod collectives;
 pub mod conversion;
 pub mod counters;
 pub mod encoded;
 pub mod mpi;
 pub mod paraver;
-pub mod part;
 pub mod perfetto;
 pub mod prepare;
-pub mod seal;
 pub mod stream;
 
 use crate::classify::payloads::NcclPayloads;
 use crate::classify::streams::clip;
 use crate::classify::{Activity, Rank, RoleRules, WindowSpec};
+use crate::input::capture;
 use crate::model::{ProcessId, ThreadId, Timeline};
 
 /// One exported process.

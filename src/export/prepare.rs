@@ -8,12 +8,12 @@
 //! drawn), which launches have both ends exported, and the latest exported time.
 
 use super::Plan;
-use super::capture::Joined;
 use super::stream::{Event, Item, Kinds, Stream};
 use crate::classify::RankStreams;
 use crate::classify::comm::is_comm_kernel;
 use crate::classify::streams::Usage;
 use crate::hash::FxHashMap;
+use crate::input::capture::Joined;
 use crate::model::{GpuId, NvtxKind, StreamId, StringId, ThreadId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;

@@ -18,8 +18,8 @@
 //! would read a stream of its own.
 
 use super::Plan;
-use super::capture::Joined;
 use crate::classify::streams::clip;
+use crate::input::capture::Joined;
 use crate::model::records::Fits;
 use crate::model::{
     AccEvent, ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,

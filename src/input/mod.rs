@@ -1,4 +1,7 @@
-//! Inputs besides nsys exports: torch.profiler (Kineto) JSON and JAX/XLA `XSpace` traces.
+//! The reading layer's inputs besides the nsys reader itself ([`crate::nsys`]): torch.profiler
+//! (Kineto) JSON and JAX/XLA `XSpace` traces, translated; reports read for a streaming
+//! conversion, their events sorted under a memory budget ([`capture`]); and part files, one
+//! node's reports read where they lie ([`part`], sealed by [`seal`]).
 //!
 //! Each is recognised by its content, not its name ([`detect`]), and translated once into an
 //! export in nsys's own SQLite schema ([`resolve`]), which the one reader
@@ -13,8 +16,12 @@
 //! by the input's content (a fast hash of every byte) and the translators' source, and reused
 //! while those are unchanged.
 
+pub mod capture;
+pub(crate) mod codec;
 pub mod export;
 pub mod kineto;
+pub mod part;
+pub mod seal;
 pub mod xplane;
 
 use crate::hash::FxHasher;

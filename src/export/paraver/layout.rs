@@ -8,10 +8,10 @@
 use super::types;
 use crate::classify::{Role, Stage};
 use crate::export::Plan;
-use crate::export::capture::{Joined, Names};
 use crate::export::prepare::Prepared;
 use crate::export::stream::copy_names;
 use crate::hash::{FxHashMap, FxHashSet};
+use crate::input::capture::{Joined, Names};
 use crate::model::{
     AccTable, GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId, Timeline,
 };

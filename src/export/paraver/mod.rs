@@ -17,9 +17,9 @@ pub use layout::TaskNames;
 pub use records::{Counts, Used};
 
 use super::Plan;
-use super::capture::Joined;
 use super::prepare::Prepared;
 use super::stream::Shared;
+use crate::input::capture::Joined;
 use crate::model::ACC_EVENT_KINDS;
 use crate::output::{Background, Output, Staged};
 use crate::time::utc_iso;

@@ -23,9 +23,9 @@ mod sequence;
 mod wire;
 
 use super::Plan;
-use super::capture::Joined;
 use super::prepare::Prepared;
 use super::stream::{Events, Shared};
+use crate::input::capture::Joined;
 use crate::output::{Background, Output, Staged};
 use protos::{TrackDescriptor, track_descriptor::ProcessOrdering};
 use sequence::{Arg, Category, Name, PacketStream, Sequence, Texts, Value};

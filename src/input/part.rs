@@ -231,7 +231,7 @@ enum Paths {
 }
 
 /// A fingerprint of what the light timeline `t` holds (not where its reports lay), and of
-/// `sizes`: what an encoded part checks its join against ([`super::encoded`]).
+/// `sizes`: what an encoded part checks its join against (`export::encoded`).
 pub fn fingerprint(t: &Timeline, sizes: impl IntoIterator<Item = u64>) -> u64 {
     let mut p = Put::default();
     put_timeline(&mut p, t, Paths::Left);

@@ -9,7 +9,6 @@
 //! one (as [`Timeline::load`] merges reports), and each capture keeps the [`Translation`] and
 //! time shift that carry its events onto the merged ones when they are read.
 
-use crate::classify::comm::is_comm;
 use crate::hash::FxHashSet;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
@@ -130,11 +129,21 @@ impl Events {
     }
 }
 
+/// Which kernels the light timeline keeps, by (short name, full name): those classification
+/// reads (`classify::comm::is_comm`, the communication kernels), which the caller knows.
+pub type LightKernels = fn(&str, &str) -> bool;
+
 impl Capture {
-    /// Reads `report` on its own clock, sorting its events under `budget`.
-    pub fn read(report: &Report, chunking: Chunking, budget: Arc<Budget>) -> Result<Capture> {
+    /// Reads `report` on its own clock, sorting its events under `budget`; the kernels `light`
+    /// names are kept in the light timeline too.
+    pub fn read(
+        report: &Report,
+        chunking: Chunking,
+        budget: Arc<Budget>,
+        light: LightKernels,
+    ) -> Result<Capture> {
         let own_clock = crate::model::own_clock(report.meta());
-        let sink = Spill::new(budget);
+        let sink = Spill::new(budget, light);
         let (light, events) = crate::nsys::read_report_into(report, own_clock, chunking, sink)?;
         Ok(Capture {
             source: report.input_path().to_path_buf(),
@@ -171,10 +180,16 @@ pub struct Joined {
 
 impl Captures {
     /// Reads opened reports (up to `threads` at once, with fewer reports than threads a
-    /// report's large tables shared among its threads) and joins them.
-    pub fn read(reports: Vec<Report>, threads: usize, budget: Arc<Budget>) -> Result<Captures> {
+    /// report's large tables shared among its threads) and joins them; the light timeline
+    /// keeps the kernels `light` names.
+    pub fn read(
+        reports: Vec<Report>,
+        threads: usize,
+        budget: Arc<Budget>,
+        light: LightKernels,
+    ) -> Result<Captures> {
         let chunking = Chunking::shared(threads, reports.len(), crate::nsys::CHUNK_ROWS);
-        let read = |report: Report| Capture::read(&report, chunking, budget.clone());
+        let read = |report: Report| Capture::read(&report, chunking, budget.clone(), light);
         Captures::join(crate::nsys::read_all(reports, threads, read)?)
     }
 
@@ -304,6 +319,8 @@ struct Spill {
     metrics: Sorter<MetricSample>,
     memory: Sorter<MemoryEvent>,
     comm: Vec<Kernel>,
+    /// Which kernels go to `comm` (and the light timeline).
+    light: LightKernels,
     /// Sends, receives and waits: what MPI messages are matched from.
     messaging: Vec<MpiCall>,
     /// (process, correlation id) of every NCCL kernel (kernels are read before API calls).
@@ -316,7 +333,7 @@ struct Spill {
 }
 
 impl Spill {
-    fn new(budget: Arc<Budget>) -> Spill {
+    fn new(budget: Arc<Budget>, light: LightKernels) -> Spill {
         Spill {
             kernels: Sorter::new(budget.clone()),
             memcpys: Sorter::new(budget.clone()),
@@ -330,6 +347,7 @@ impl Spill {
             metrics: Sorter::new(budget.clone()),
             memory: Sorter::new(budget),
             comm: Vec::new(),
+            light,
             messaging: Vec::new(),
             nccl_launches: FxHashSet::default(),
             launches: Vec::new(),
@@ -349,7 +367,8 @@ impl Spill {
 
 impl Default for Spill {
     fn default() -> Self {
-        Spill::new(Budget::new(usize::MAX / 2))
+        // Only a placeholder until the reader's own sink is given: it keeps no kernel light.
+        Spill::new(Budget::new(usize::MAX / 2), |_, _| false)
     }
 }
 
@@ -358,7 +377,7 @@ impl crate::nsys::Sink for Spill {
 
     fn kernel(&mut self, k: Kernel, process: ProcessId, (short, name): (&str, &str)) {
         self.names.add(k.short_name, Names::KERNEL);
-        if is_comm(short, name) {
+        if (self.light)(short, name) {
             self.comm.push(k);
             self.nccl_launches.insert((process, k.correlation));
         }
