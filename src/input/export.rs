@@ -282,19 +282,12 @@ impl TraceExport {
     /// (what an operator's record says of its inputs: torch.profiler's `Input type`).
     pub fn range_with_payload(
         &mut self,
-        (start, end): (i64, i64),
-        (pid, tid): (u32, u32),
+        span: (i64, i64),
+        thread: (u32, u32),
         text: &str,
         json: &str,
     ) -> Result<()> {
-        self.saw(start);
-        self.cpu(pid);
-        let thread = GlobalId::encode(pid, tid);
-        self.writer.insert(
-            NVTX,
-            "start, end, eventType, text, globalTid, domainId, jsonText",
-            &[&start, &end, &NVTX_PUSH_POP, &text, &thread, &0, &json],
-        )
+        self.payload_range(span, thread, (text, 0), json)
     }
 
     /// A range of thread `(pid, tid)` in NCCL's NVTX domain whose extended payload is `json`
@@ -308,30 +301,34 @@ impl TraceExport {
         text: &str,
         json: &str,
     ) -> Result<()> {
-        self.saw(start);
-        self.cpu(pid);
-        let thread = GlobalId::encode(pid, tid);
         if !self.nccl_domain {
             self.nccl_domain = true;
             let name = self.writer.string("NCCL");
+            let thread = GlobalId::encode(pid, tid);
             self.writer.insert(
                 NVTX,
                 "start, eventType, globalTid, textId, domainId",
                 &[&start, &NVTX_DOMAIN_CREATE, &thread, &name, &NCCL_DOMAIN],
             )?;
         }
+        self.payload_range((start, end), (pid, tid), (text, NCCL_DOMAIN), json)
+    }
+
+    /// A closed push/pop range of `(text, domain)` whose payload is `json`.
+    fn payload_range(
+        &mut self,
+        (start, end): (i64, i64),
+        (pid, tid): (u32, u32),
+        (text, domain): (&str, i64),
+        json: &str,
+    ) -> Result<()> {
+        self.saw(start);
+        self.cpu(pid);
+        let thread = GlobalId::encode(pid, tid);
         self.writer.insert(
             NVTX,
             "start, end, eventType, text, globalTid, domainId, jsonText",
-            &[
-                &start,
-                &end,
-                &NVTX_PUSH_POP,
-                &text,
-                &thread,
-                &NCCL_DOMAIN,
-                &json,
-            ],
+            &[&start, &end, &NVTX_PUSH_POP, &text, &thread, &domain, &json],
         )
     }
 
