@@ -1,5 +1,6 @@
 //! The `nsys-lens` binary: parses arguments, runs one subcommand, and turns the outcome into the
-//! exit code (0 success, 1 nothing found to report, 2 bad input or usage; 128 + the signal's
+//! exit code (0 success, 1 nothing found to report or a `compare --fail-if` check failed, 2 bad
+//! input or usage; 128 + the signal's
 //! number on SIGINT, SIGTERM, SIGHUP or SIGQUIT, after removing partial outputs) in this one
 //! place.
 
@@ -16,6 +17,7 @@ fn main() -> ExitCode {
     raise_open_file_limit();
     match cli::run(args) {
         Ok(cli::Outcome::Done) => ExitCode::SUCCESS,
+        Ok(cli::Outcome::ChecksFailed) => ExitCode::from(1),
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) if err.downcast_ref::<cli::NothingFound>().is_some() => {
             eprintln!("nsys-lens: {err}");

@@ -369,3 +369,73 @@ fn real_exports_agree_with_sql_sums() {
         assert_eq!(idle_total, expected, "{path}");
     }
 }
+
+/// Issue 35: `compare --fail-if` as a CI gate. A run whose rank 1 reaches every all-reduce
+/// 8 ms late against the same run without: `step_time>+5%` fails (exit 1, the JSON names the
+/// check and its change, equal to the two runs' `step_ns` rows), `+50%` passes (exit 0).
+#[test]
+fn compare_fail_if_gates_a_slower_run() {
+    let run = "--preset ddp --nodes 2 --gpus-per-node 2 --layers 4 --steps 3";
+    let (base, slow) = (synth(run), synth(&format!("{run} --straggler 1:8000000")));
+    let (a, b) = (base.path().to_str().unwrap(), slow.path().to_str().unwrap());
+    let gate = |check: &str| {
+        let args = [
+            "compare",
+            "-q",
+            "--format",
+            "json",
+            "--fail-if",
+            check,
+            a,
+            "--",
+            b,
+        ];
+        let output = nsys_lens(&args);
+        let c: Value = serde_json::from_slice(&output.stdout).unwrap();
+        (output.status.code(), c)
+    };
+    let (code, c) = gate("step_time>+5%");
+    assert_eq!(code, Some(1), "{c}");
+    let step = rows(&c).iter().find(|r| r["metric"] == "step_ns").unwrap();
+    let (x, y) = (step["a"].as_f64().unwrap(), step["b"].as_f64().unwrap());
+    let check = &c["checks"][0];
+    assert_eq!(check["check"], "step_time>+5%");
+    assert_eq!(check["failed"], true);
+    let change = check["change"].as_f64().unwrap();
+    assert!(
+        (change - 100.0 * (y - x) / x).abs() < 1e-6,
+        "{change} vs {x} -> {y}"
+    );
+    assert!(change > 5.0);
+    let (code, c) = gate("step_time>+50%");
+    assert_eq!(code, Some(0), "{c}");
+    assert_eq!(c["checks"][0]["failed"], false);
+    // The others wait for rank 1 in every all-reduce: exposed communication grows by points
+    // of the window, the difference of the runs' `exposed_comm_pct all` rows.
+    let (code, c) = gate("exposed_comm>+2pp");
+    let share = rows(&c)
+        .iter()
+        .find(|r| r["metric"] == "exposed_comm_pct all")
+        .map(|r| r["b"].as_f64().unwrap() - r["a"].as_f64().unwrap())
+        .unwrap();
+    assert_eq!(c["checks"][0]["unit"], "points");
+    assert!((c["checks"][0]["change"].as_f64().unwrap() - share).abs() < 1e-9);
+    assert_eq!(code, Some(if share > 2.0 { 1 } else { 0 }), "{c}");
+    assert!(share > 2.0, "{share}");
+    // A metric one run lacks is a usage error naming the metrics both have.
+    let output = nsys_lens(&[
+        "compare",
+        "-q",
+        "--fail-if",
+        "family:mystery>+1%",
+        a,
+        "--",
+        b,
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        texts(&output).1.contains("they have: "),
+        "{}",
+        texts(&output).1
+    );
+}

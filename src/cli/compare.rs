@@ -4,6 +4,7 @@ use super::Outcome;
 use super::analysis::{self, FormatArg, WindowArgs};
 use super::inputs::{Align, Inputs, TimeUnitArg};
 use nsys_lens::query;
+use nsys_lens::query::gate::{self, Check, Verdict};
 use nsys_lens::report::{Cell, Format, Output, Table};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,7 +13,10 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   nsys-lens compare fp32/*.sqlite -- bf16/*.sqlite          two runs side by side
-  nsys-lens compare --whole accum1.sqlite -- accum4.sqlite  over the whole captures")]
+  nsys-lens compare --whole accum1.sqlite -- accum4.sqlite  over the whole captures
+  nsys-lens compare --fail-if 'step_time>+5%' --fail-if 'exposed_comm>+2pp' fp32/*.sqlite -- bf16/*.sqlite
+                                                            a CI gate: exit 1 when B is 5 % slower
+                                                            or exposes 2 points more communication")]
 pub struct Args {
     /// Run A: its reports (one per node).
     #[arg(required = true, value_name = "A")]
@@ -44,6 +48,13 @@ pub struct Args {
 
     #[command(flatten)]
     window: WindowArgs,
+
+    /// A check of B against A (repeatable): METRIC>LIMIT or METRIC<LIMIT, the limit a change
+    /// in % of A, in percentage points (`pp`, for percentages) or in the metric's unit. METRIC:
+    /// `step_time`, `exposed_comm`, `bubble`, `idle`, `kernel_time`, `family:NAME` (a family or
+    /// a group: `family:gemm`), or a metric as the table names it. Exit 1 when one fails.
+    #[arg(long, value_name = "CHECK", value_parser = Check::parse)]
+    fail_if: Vec<Check>,
 }
 
 /// Prints the two runs' numbers side by side, with the differences.
@@ -56,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         let (x, y) = (a.get(metric).copied(), b.get(metric).copied());
         let cell = |v: Option<f64>| match v {
             None => Cell::Empty,
-            Some(v) if metric.ends_with("_pct") => Cell::Percent(v),
+            Some(v) if gate::is_share(metric) => Cell::Percent(v),
             Some(v) if metric.contains("_ns") || metric.contains(" ns ") => {
                 Cell::Duration(v.round() as i64)
             }
@@ -74,8 +85,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             relative.map_or(Cell::Empty, Cell::Percent),
         ]);
     }
+    let verdicts = args
+        .fail_if
+        .iter()
+        .map(|check| check.evaluate(&a, &b))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
     let output = Output {
         table,
+        notes: verdicts.iter().map(Verdict::line).collect(),
+        context: match verdicts.is_empty() {
+            true => serde_json::Map::new(),
+            false => serde_json::Map::from_iter([(
+                "checks".to_string(),
+                serde_json::to_value(&verdicts)?,
+            )]),
+        },
         heading: vec![format!(
             "a = {}; b = {}; values are per GPU (mean over ranks), per step where they say so, over \
              each rank's window ({})",
@@ -87,11 +112,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 "steady state unless --whole/--start"
             }
         )],
-        ..Output::default()
     };
     let mut stdout = std::io::stdout().lock();
     output.write_in(Format::from(args.format), args.timeunit.into(), &mut stdout)?;
-    Ok(Outcome::Done)
+    match verdicts.iter().any(|v| v.failed) {
+        true => Ok(Outcome::ChecksFailed),
+        false => Ok(Outcome::Done),
+    }
 }
 
 fn list(paths: &[PathBuf]) -> String {

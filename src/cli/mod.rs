@@ -141,6 +141,8 @@ fn reorder(args: Vec<OsString>, cli: &clap::Command) -> Vec<OsString> {
 pub enum Outcome {
     /// It printed what was asked.
     Done,
+    /// It printed what was asked, and a `compare --fail-if` check failed (exit 1).
+    ChecksFailed,
 }
 
 /// Runs the chosen subcommand.

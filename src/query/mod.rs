@@ -2,6 +2,7 @@
 //! command's [`Output`] (the rows every format prints) out. The CLI and the Python package both
 //! call these, so a table and a DataFrame never differ.
 
+pub mod gate;
 pub mod page;
 
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
@@ -616,7 +617,7 @@ pub fn metrics(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Out
 
 /// `compare`'s measures of one run, averaged over its ranks (each over its window): step time,
 /// kernel, idle and concurrency time per step, each kernel family's time and share, exposed
-/// communication per role, and the bubble.
+/// communication per role (its time and its share of the window), and the bubble.
 pub fn run_metrics(
     timeline: &Timeline,
     window: &WindowOptions,
@@ -632,6 +633,7 @@ pub fn run_metrics(
     let mut add = |metric: String, v: f64| *sums.entry(metric).or_default() += v;
     for w in windows {
         let streams = classify::streams::classify(&activity, w.rank.process, w.bounds, &rules);
+        let window_ns = w.bounds.1.saturating_sub(w.bounds.0).max(1) as f64;
         let process = w.rank.process;
         let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
         if steps.is_empty() {
@@ -665,6 +667,8 @@ pub fn run_metrics(
             if stage == StageKey::All {
                 let role = role.label();
                 add(format!("exposed_comm_ns {role}"), e.exposed_wall_ns as f64);
+                let share = 100.0 * e.exposed_wall_ns as f64 / window_ns;
+                add(format!("exposed_comm_pct {role}"), share);
             }
         }
         let bubbles = rank_bubbles(&activity, process, &steps, &streams, &rules);
