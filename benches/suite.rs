@@ -157,9 +157,14 @@ fn main() {
         let out = tempfile::tempdir().expect("tempdir");
         let base = out.path().join("out");
         let base = base.to_str().expect("utf-8");
-        let commands: [(&str, Vec<&str>); 6] = [
+        let commands: [(&str, Vec<&str>); 8] = [
             ("info", vec!["info", "-q"]),
             ("overlap", vec!["overlap", "-q", "--whole"]),
+            ("critical-path", vec!["critical-path", "-q", "--whole"]),
+            (
+                "what-if",
+                vec!["what-if", "-q", "--whole", "--change", "family=gemm*0.5"],
+            ),
             ("kernels", vec!["kernels", "-q", "--whole"]),
             ("metrics", vec!["metrics", "-q", "--whole"]),
             (

@@ -6,6 +6,7 @@ mod analyses;
 mod bad_input;
 mod breakdown;
 mod collectives;
+mod critical_path;
 mod docs;
 mod fuzz;
 mod gpu_metrics;

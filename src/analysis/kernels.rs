@@ -10,7 +10,7 @@ use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::clip;
 use crate::classify::{RankStreams, RoleRules};
 use crate::hash::FxHashMap;
-use crate::model::{ProcessId, StreamId};
+use crate::model::{Ns, ProcessId, StreamId, StringId};
 use std::collections::BTreeMap;
 
 /// Time of one family on one rank.
@@ -59,63 +59,113 @@ impl RankKernels {
     }
 }
 
-/// The breakdown of `process` over `window`. `comm` is the process's classification over the
-/// same window: an NCCL kernel's family is its role there (`ep_a2a`, `nccl:AllToAll`, ...), so
-/// `kernels` names a communication kernel as `overlap` and the traces do. A GEMM whose name
-/// does not give its precision takes it from its launching operator's inputs when recorded
-/// ([`LaunchPrecisions`]).
+/// One GPU operation clipped to a window, as [`each_operation`] gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operation {
+    /// Its stream.
+    pub stream: StreamId,
+    /// Start and end, clipped to the window, ns.
+    pub span: (i64, i64),
+    /// Its launch's correlation id.
+    pub correlation: u32,
+    /// Whether it is a communication kernel of the classification given.
+    pub comm: bool,
+    /// A kernel's short name (None for a copy, a set, a graph launch).
+    pub kernel: Option<StringId>,
+}
+
+/// Calls `each` with every GPU operation of `process` inside `window` (clipped to it) and its
+/// family: kernels, copies, sets and graph launches, kind by kind. `comm` is the process's
+/// classification over the same window: an NCCL kernel's family is its role there (`ep_a2a`,
+/// `nccl:AllToAll`, ...), so every command names a communication kernel as `overlap` and the
+/// traces do. A GEMM whose name does not give its precision takes it from its launching
+/// operator's inputs when recorded ([`LaunchPrecisions`]).
+pub fn each_operation(
+    activity: &Activity,
+    (process, window): (ProcessId, (i64, i64)),
+    (comm, rules): (&RankStreams, &RoleRules),
+    families: &mut FamilyCache,
+    mut each: impl FnMut(Operation, &str),
+) {
+    let roles: FxHashMap<(StreamId, i64), &str> = comm
+        .comm
+        .iter()
+        .map(|k| ((k.stream, k.start), rules.label(k.purpose)))
+        .collect();
+    let precisions = LaunchPrecisions::new(activity, process);
+    let mut emit = |op: Operation, family: &str| {
+        if let Some(span) = clip(op.span, window) {
+            each(Operation { span, ..op }, family);
+        }
+    };
+    for k in activity.kernels(process) {
+        let Some((s, _)) = clip((k.start.0, k.end.0), window) else {
+            continue;
+        };
+        let role = roles.get(&(k.stream, s));
+        let op = Operation {
+            stream: k.stream,
+            span: (k.start.0, k.end.0),
+            correlation: k.correlation,
+            comm: role.is_some(),
+            kernel: Some(k.short_name),
+        };
+        match role {
+            Some(role) => emit(op, role),
+            None => match families.kernel(k.short_name, k.name) {
+                GEMM_UNKNOWN => emit(op, precisions.of(k.correlation).unwrap_or(GEMM_UNKNOWN)),
+                family => emit(op, family),
+            },
+        }
+    }
+    let other = |stream, span: (Ns, Ns), correlation| Operation {
+        stream,
+        span: (span.0.0, span.1.0),
+        correlation,
+        comm: false,
+        kernel: None,
+    };
+    for m in activity.memcpys(process) {
+        emit(other(m.stream, (m.start, m.end), m.correlation), MEMCPY);
+    }
+    for m in activity.memsets(process) {
+        emit(other(m.stream, (m.start, m.end), m.correlation), MEMSET);
+    }
+    for g in activity.graph_launches(process) {
+        emit(other(g.stream, (g.start, g.end), g.correlation), CUDA_GRAPH);
+    }
+}
+
+/// The breakdown of `process` over `window`, each operation's family as [`each_operation`]
+/// gives it.
 pub fn rank_kernels(
     activity: &Activity,
     (process, window): (ProcessId, (i64, i64)),
     (comm, rules): (&RankStreams, &RoleRules),
     families: &mut FamilyCache,
 ) -> RankKernels {
-    let roles: FxHashMap<(StreamId, i64), &str> = comm
-        .comm
-        .iter()
-        .map(|k| ((k.stream, k.start), rules.label(k.purpose)))
-        .collect();
     let mut times: BTreeMap<String, (u64, i64)> = BTreeMap::new();
     let mut spans = Vec::new();
-    let mut add = |family: &str, span: Option<(i64, i64)>| {
-        if let Some((s, e)) = span {
+    let mut other: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    let timeline = activity.timeline;
+    each_operation(
+        activity,
+        (process, window),
+        (comm, rules),
+        families,
+        |op, family| {
+            let (s, e) = op.span;
             let entry = times.entry(family.to_string()).or_default();
             entry.0 += 1;
             entry.1 += e - s;
             spans.push((s, e));
-        }
-    };
-    let mut other: BTreeMap<&str, (u64, i64)> = BTreeMap::new();
-    let precisions = LaunchPrecisions::new(activity, process);
-    for k in activity.kernels(process) {
-        let Some((s, e)) = clip((k.start.0, k.end.0), window) else {
-            continue;
-        };
-        let family = match roles.get(&(k.stream, s)) {
-            Some(role) => role,
-            None => match families.kernel(k.short_name, k.name) {
-                GEMM_UNKNOWN => precisions.of(k.correlation).unwrap_or(GEMM_UNKNOWN),
-                family => family,
-            },
-        };
-        if family == OTHER {
-            let entry = other
-                .entry(activity.timeline.text(k.short_name))
-                .or_default();
-            entry.0 += 1;
-            entry.1 += e - s;
-        }
-        add(family, Some((s, e)));
-    }
-    for m in activity.memcpys(process) {
-        add(MEMCPY, clip((m.start.0, m.end.0), window));
-    }
-    for m in activity.memsets(process) {
-        add(MEMSET, clip((m.start.0, m.end.0), window));
-    }
-    for g in activity.graph_launches(process) {
-        add(CUDA_GRAPH, clip((g.start.0, g.end.0), window));
-    }
+            if let (OTHER, Some(name)) = (family, op.kernel) {
+                let entry = other.entry(timeline.text(name).to_string()).or_default();
+                entry.0 += 1;
+                entry.1 += e - s;
+            }
+        },
+    );
     let union = IntervalSet::from_intervals(spans).measure();
     let mut families: Vec<FamilyTime> = times
         .into_iter()
@@ -131,7 +181,7 @@ pub fn rank_kernels(
     let mut unclassified: Vec<Unclassified> = other
         .into_iter()
         .map(|(name, (kernels, time_ns))| Unclassified {
-            name: name.to_string(),
+            name,
             kernels,
             time_ns,
         })

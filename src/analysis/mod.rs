@@ -5,12 +5,15 @@
 pub mod align;
 pub mod bubbles;
 pub mod collectives;
+pub mod critical_path;
+pub mod graph;
 pub mod idle;
 pub mod kernels;
 pub mod memory;
 pub mod metrics;
 pub mod overlap;
 pub mod pithtrain;
+pub mod what_if;
 
 pub use crate::intervals::IntervalSet;
 

@@ -249,6 +249,15 @@ impl<'a> FamilyCache<'a> {
     }
 }
 
+/// Whether `family` is `name` or one of its group: `gemm` holds `gemm_bf16_fp16`, `nccl` holds
+/// `nccl:AllReduce` (what `--change family=gemm*F`, `--fail-if family:gemm...` and synth's
+/// `--scale-family gemm=F` name).
+pub fn in_group(name: &str, family: &str) -> bool {
+    family
+        .strip_prefix(name)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['_', ':']))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,6 +269,15 @@ mod tests {
 
     /// Every rule's example lands in the rule's family through the whole table (so no earlier
     /// rule takes it), and every precision's example gives its GEMM family.
+    #[test]
+    fn a_name_holds_its_group() {
+        assert!(in_group("gemm", "gemm_bf16_fp16"));
+        assert!(in_group("gemm", "gemm"));
+        assert!(!in_group("gemm", "gemmology"));
+        assert!(in_group("nccl", "nccl:AllReduce"));
+        assert!(!in_group("ep_a2a", "ep"));
+    }
+
     #[test]
     fn every_rule_names_its_real_example() {
         let file: TaxonomyFile = toml::from_str(TAXONOMY).unwrap();

@@ -7,6 +7,7 @@ mod collectives;
 mod compare;
 mod completions;
 mod convert;
+mod critical_path;
 mod idle;
 mod info;
 mod inputs;
@@ -20,6 +21,7 @@ mod ranks;
 mod report;
 mod streams;
 mod synth;
+mod what_if;
 mod window;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -66,6 +68,12 @@ enum Command {
     Bubbles(bubbles::Args),
     /// Every collective matched across its ranks: arrival skew, the last rank, the waits.
     Collectives(collectives::Args),
+    /// Each step's critical path across ranks: compute, communication, launch-bound and idle
+    /// time, and the ranks it crosses.
+    CriticalPath(critical_path::Args),
+    /// Each step's time predicted by replaying the run with changed durations (a faster rank,
+    /// family or collective, no straggler, no launch gaps), beside the measured one.
+    WhatIf(what_if::Args),
     /// GPU metrics per rank: mean SM and tensor activity, DRAM, NVLink and PCIe throughput.
     Metrics(metrics::Args),
     /// Two runs side by side: kernel families, step time, exposed communication, bubbles.
@@ -157,6 +165,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Idle(args) => idle::run(args),
         Command::Bubbles(args) => bubbles::run(args),
         Command::Collectives(args) => collectives::run(args),
+        Command::CriticalPath(args) => critical_path::run(args),
+        Command::WhatIf(args) => what_if::run(args),
         Command::Metrics(args) => metrics::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),

@@ -1,7 +1,7 @@
 //! `nsys-lens synth -o DIR --preset NAME`
 
 use super::Outcome;
-use nsys_lens::synth::{self, MpiTrace, Names, Options, Preset};
+use nsys_lens::synth::{self, Faults, MpiTrace, Names, Options, Preset};
 use std::path::PathBuf;
 
 /// Kernel name sets (see `--names`).
@@ -167,6 +167,21 @@ pub struct Args {
     #[arg(long, value_name = "RANK:NS", value_parser = parse_straggler)]
     straggler: Option<(usize, i64)>,
 
+    /// One rank whose compute (kernels, copies, sets) takes FACTOR times as long (1.3: 30 %
+    /// slower), for `critical-path` and `what-if`.
+    #[arg(long, value_name = "RANK:FACTOR", value_parser = parse_slow_rank)]
+    slow_rank: Option<(usize, f64)>,
+
+    /// Every rank's kernels of a family (or group: `gemm`), or transfers of a communication
+    /// role (`nccl:AllReduce`), take FACTOR times as long (repeatable): the run `what-if
+    /// --change family=NAME*FACTOR` (or `role=NAME*FACTOR`) predicts.
+    #[arg(long, value_name = "NAME=FACTOR", value_parser = parse_scale_family)]
+    scale_family: Vec<(String, f64)>,
+
+    /// One rank whose launching thread works NS more before each launch (a launch-bound CPU).
+    #[arg(long, value_name = "RANK:NS", value_parser = parse_straggler)]
+    launch_bound: Option<(usize, i64)>,
+
     /// How far apart (ns) consecutive nodes' sessions started.
     #[arg(long, default_value_t = 37_251_904)]
     session_gap: i64,
@@ -233,6 +248,32 @@ fn default_gpus_per_node(options: &Options) -> usize {
         .unwrap_or(1)
 }
 
+/// `3:1.3` -> (3, 1.3).
+fn parse_slow_rank(text: &str) -> Result<(usize, f64), String> {
+    let (rank, factor) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not RANK:FACTOR"))?;
+    let rank = rank.parse().map_err(|e| format!("rank `{rank}`: {e}"))?;
+    let factor = factor
+        .parse()
+        .map_err(|e| format!("factor `{factor}`: {e}"))?;
+    Ok((rank, factor))
+}
+
+/// `gemm=0.5` -> ("gemm", 0.5).
+fn parse_scale_family(text: &str) -> Result<(String, f64), String> {
+    let (name, factor) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=FACTOR"))?;
+    let factor: f64 = factor
+        .parse()
+        .map_err(|e| format!("factor `{factor}`: {e}"))?;
+    match factor >= 0.0 {
+        true => Ok((name.to_string(), factor)),
+        false => Err(format!("factor `{factor}`: must be 0 or more")),
+    }
+}
+
 /// `3:2000000` -> (3, 2000000).
 fn parse_straggler(text: &str) -> Result<(usize, i64), String> {
     let (rank, ns) = text
@@ -288,6 +329,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         nccl_payloads: args.nccl_payloads,
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
+        faults: Faults {
+            slow_rank: args.slow_rank,
+            scale_family: args.scale_family,
+            launch_bound: args.launch_bound,
+        },
         seed: args.seed,
         ..Options::new(preset)
     };

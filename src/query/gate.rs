@@ -4,6 +4,7 @@
 //! direction and a limit on its change: relative (`%`), in percentage points (`pp`, for a
 //! `_pct` metric), or in the metric's own unit (ns, a count).
 
+use crate::classify::families::in_group;
 use std::collections::BTreeMap;
 
 /// Short names for the metrics a gate checks most: the metric a change in % or in its own unit
@@ -175,13 +176,12 @@ fn value(metrics: &BTreeMap<String, f64>, metric: &str) -> Option<f64> {
         return Some(v);
     }
     let (family, measure) = metric.strip_prefix("family ")?.split_once(' ')?;
-    let prefix = format!("family {family}_");
     let members: Vec<f64> = metrics
         .iter()
         .filter(|(k, _)| {
-            k.strip_prefix(&prefix)
+            k.strip_prefix("family ")
                 .and_then(|rest| rest.split_once(' '))
-                .is_some_and(|(_, m)| m == measure)
+                .is_some_and(|(f, m)| m == measure && in_group(family, f))
         })
         .map(|(_, &v)| v)
         .collect();

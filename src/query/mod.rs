@@ -2,6 +2,7 @@
 //! command's [`Output`] (the rows every format prints) out. The CLI and the Python package both
 //! call these, so a table and a DataFrame never differ.
 
+pub mod critical;
 pub mod gate;
 pub mod page;
 

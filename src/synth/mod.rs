@@ -29,6 +29,18 @@ use node::{NCCL_DOMAIN, NodeExport, NodeSpec, NvtxText};
 use sim::Placement;
 use std::path::{Path, PathBuf};
 
+/// Faults to inject, each a known cost on a known rank.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Faults {
+    /// (rank, factor): that rank's compute (kernels, copies, sets) takes `factor` times as long.
+    pub slow_rank: Option<(usize, f64)>,
+    /// (family or group, factor): every rank's operations of that family take `factor` times as
+    /// long (`gemm` is every `gemm_*` family).
+    pub scale_family: Vec<(String, f64)>,
+    /// (rank, ns): that rank's launching thread works `ns` more before each launch.
+    pub launch_bound: Option<(usize, i64)>,
+}
+
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -97,6 +109,9 @@ pub struct Options {
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
     pub straggler: Option<(usize, i64)>,
+    /// Slower compute, scaled families, launch-bound CPUs: faults whose cost `critical-path`
+    /// and `what-if` must find.
+    pub faults: Faults,
     /// Seed: the same options and seed give the same rows.
     pub seed: u64,
 }
@@ -136,6 +151,7 @@ impl Options {
             nccl_payloads: false,
             framework_nvtx: true,
             straggler: None,
+            faults: Faults::default(),
             seed: 1,
         }
     }
@@ -191,6 +207,18 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
             "--straggler {rank}:{ns}: the rank must be below {world} and the delay not negative"
         );
     }
+    if let Some((rank, factor)) = options.faults.slow_rank {
+        ensure!(
+            rank < world && factor > 0.0,
+            "--slow-rank {rank}:{factor}: the rank must be below {world} and the factor above 0"
+        );
+    }
+    if let Some((rank, ns)) = options.faults.launch_bound {
+        ensure!(
+            rank < world && ns >= 0,
+            "--launch-bound {rank}:{ns}: the rank must be below {world} and the gap not negative"
+        );
+    }
     let node_count = world / options.gpus_per_node;
     let mut workload = presets::build(options)?;
     if options.mpi.is_some() {
@@ -243,7 +271,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
         &workload.groups,
         &mut nodes,
         (start, options.seed),
-        style,
+        (style, &options.faults),
     )?;
     truth::write(dir, &schedules, &places)?;
     for (schedule, place) in schedules.iter().zip(&places) {

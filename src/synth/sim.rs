@@ -6,11 +6,12 @@
 //! ready and end together, when the last member was ready plus the transfer time, so a receive
 //! never ends before its send started and a collective ends almost together everywhere.
 
-use super::MpiTrace;
 use super::kernels::{KernelKind, NCCL_SENDRECV};
 use super::node::{AccRow, DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText, P2pFields};
 use super::program::{Call, GroupId, Groups, Launcher, Op, Program};
 use super::rng::Rng;
+use super::{Faults, MpiTrace};
+use crate::classify::families::{MEMCPY, MEMSET, in_group};
 use crate::hash::FxHashMap;
 use crate::model::AccTable;
 use anyhow::{Result, bail};
@@ -212,6 +213,11 @@ const FIRST_CORRELATION: u32 = 1_200;
 
 /// Mutable state of one rank while its program runs.
 struct RankState {
+    /// Its compute's duration factor (`--slow-rank`), and the CPU time it spends before each
+    /// launch (`--launch-bound`).
+    slowness: (f64, i64),
+    /// Families' duration factors (`--scale-family`).
+    families: Vec<(String, f64)>,
     index: usize,
     place: Placement,
     style: Style,
@@ -230,6 +236,23 @@ struct RankState {
 }
 
 impl RankState {
+    /// The duration of an operation of `family` (a communication kernel's: its role) that
+    /// would take `ns`, with `--scale-family`.
+    fn scaled(&self, ns: i64, family: &str) -> i64 {
+        let scale: f64 = self
+            .families
+            .iter()
+            .filter(|(name, _)| in_group(name, family))
+            .map(|(_, f)| f)
+            .product();
+        (ns as f64 * scale).round() as i64
+    }
+
+    /// The duration of a compute operation of `family` that would take `ns`, with the faults.
+    fn faulted(&self, ns: i64, family: &str) -> i64 {
+        (self.scaled(ns, family) as f64 * self.slowness.0).round() as i64
+    }
+
     fn tid(&self) -> u32 {
         match self.launcher {
             Launcher::Main => self.place.pid,
@@ -265,14 +288,18 @@ pub fn run(
     groups: &Groups,
     nodes: &mut [NodeExport],
     (start, seed): (i64, u64),
-    style: Style,
+    (style, faults): (Style, &Faults),
 ) -> Result<Vec<Schedule>> {
     let mut ranks: Vec<RankState> = places
         .iter()
         .enumerate()
         .map(|(r, &place)| {
             let mut rng = Rng::new(seed ^ 0x5EED, r as u64);
+            let slow = faults.slow_rank.filter(|s| s.0 == r).map_or(1.0, |s| s.1);
+            let gap = faults.launch_bound.filter(|s| s.0 == r).map_or(0, |s| s.1);
             RankState {
+                slowness: (slow, gap),
+                families: faults.scale_family.clone(),
                 index: r,
                 place,
                 style,
@@ -520,6 +547,7 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
         }
         Op::Thread(launcher) => rank.launcher = *launcher,
         Op::Kernel { stream, kind, dur } => {
+            let dur = &rank.faulted(*dur, node.family(kind));
             let (graph, nodes) = (rank.style.cuda_graphs, rank.style.cuda_graph_nodes);
             let api = match graph || nodes {
                 true => "cudaGraphLaunch_v10000",
@@ -562,6 +590,7 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             node.sync((at - 900, at - 300), rank.gpu(*stream), correlation, 2)?;
         }
         Op::Memcpy { stream, bytes, dur } => {
+            let dur = &rank.faulted(*dur, MEMCPY);
             let (ready, correlation) = launch(rank, node, "cudaMemcpyAsync_v3020", 0)?;
             if rank.style.openacc {
                 let upload = AccRow {
@@ -581,6 +610,7 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             node.memcpy((start, start + dur), rank.gpu(*stream), correlation, *bytes)?;
         }
         Op::Memset { stream, bytes, dur } => {
+            let dur = &rank.faulted(*dur, MEMSET);
             let (ready, correlation) = launch(rank, node, "cudaMemsetAsync_v3020", 0)?;
             let start = ready.max(*rank.stream_free(*stream));
             *rank.stream_free(*stream) = start + dur;
@@ -715,6 +745,7 @@ fn launch(
     name: &str,
     class: i64,
 ) -> Result<(i64, u32)> {
+    rank.cpu += rank.slowness.1;
     let begin = rank.cpu;
     let end = begin + rank.rng.around(5_000, 0.4);
     rank.correlation += 1;
@@ -800,7 +831,8 @@ fn resolve_comm(
         }
         launches.push((m, stream, *kind, ready, correlation, role));
     }
-    let end = last_ready + transfer;
+    let role = launches.first().map_or("", |l| l.5);
+    let end = last_ready + ranks[members[0]].scaled(transfer, role);
     let first = launches.first().map(|l| (ranks[l.0].place.node, l.2));
     let placed = PlacedCollective {
         kernel: first.map_or("", |(node, kind)| nodes[node].named(kind).short),

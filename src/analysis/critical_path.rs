@@ -1,0 +1,478 @@
+//! The critical path of each step across ranks: the chain of operations and waits, on any
+//! rank, that set the step's end, each nanosecond of the step attributed to what it was.
+//!
+//! A step `k` runs from the end of step `k - 1` (for the first step, the earliest rank's step
+//! range start) to its end: the end of the last GPU operation launched inside any rank's
+//! `k`-th step range ([`Steps`]). The path starts at that operation and walks back on the
+//! [`Graph`]: an operation's own time is compute (by family) or communication (by role, from
+//! its collective's last arrival on); a collective's time before its last arrival is not on
+//! the path, which goes on from the member that arrived last, on its rank; before an
+//! operation's start, the constraint that set it: the operation before it on its stream, the
+//! other stream it waited for, its launch (the GPU waited for the CPU: `launch`, named by the
+//! NVTX range around the call; a host wait before it: `host_sync`, then the operation waited
+//! for). The time between a constraint and the start it set is idle: named for the constraint
+//! when it is a latency (up to [`LATENCY_NS`]), `unexplained` when longer. Waiting for a peer
+//! never appears on the path: the path follows the peer.
+
+use super::graph::{Binding, Graph, NONE};
+use crate::classify::enclosing::{Candidate, innermost};
+use crate::classify::{Activity, Rank, window};
+use crate::model::{ProcessId, StringId, ThreadId};
+use regex::Regex;
+use std::collections::BTreeMap;
+
+/// Gaps up to this long between a constraint and the start it set are named for the
+/// constraint; longer ones are `unexplained`, ns.
+pub const LATENCY_NS: i64 = 20_000;
+
+/// What a stretch of the path was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Category {
+    /// A compute kernel, copy or set running (named by family).
+    Compute,
+    /// A communication kernel's transfer (named by role).
+    Comm,
+    /// The GPU waiting for its launching thread (named by the NVTX range around the launch).
+    Launch,
+    /// The launching thread waiting in a host synchronization (named by the call).
+    HostSync,
+    /// Nothing the trace explains running (named by the latency or `unexplained`).
+    Idle,
+}
+
+impl Category {
+    /// Its name in the outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Compute => "compute",
+            Category::Comm => "comm",
+            Category::Launch => "launch",
+            Category::HostSync => "host_sync",
+            Category::Idle => "idle",
+        }
+    }
+}
+
+/// What a stretch is named for, resolved to text by [`Names`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Name {
+    /// A family or role ([`Graph::labels`]).
+    Label(u32),
+    /// A CPU call ([`Graph::cpu`]): a launch (named by its NVTX range) or a host wait.
+    Call(u32),
+    /// A fixed name.
+    Text(&'static str),
+}
+
+/// One stretch of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stretch {
+    /// The rank (index into the ranks of the graph).
+    pub rank: u32,
+    /// What it was.
+    pub category: Category,
+    /// What it is named for.
+    pub name: Name,
+    /// Start and end, ns.
+    pub from: i64,
+    /// End, ns.
+    pub to: i64,
+}
+
+/// One step's critical path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepPath {
+    /// The step's index, from 0.
+    pub step: usize,
+    /// Its start and end, ns.
+    pub bounds: (i64, i64),
+    /// The path's stretches, latest first.
+    pub stretches: Vec<Stretch>,
+}
+
+impl StepPath {
+    /// The step's time, ns.
+    pub fn step_ns(&self) -> i64 {
+        self.bounds.1 - self.bounds.0
+    }
+
+    /// The summed stretches, ns (the step's time when the walk accounted for all of it).
+    pub fn path_ns(&self) -> i64 {
+        self.stretches.iter().map(|s| s.to - s.from).sum()
+    }
+
+    /// The ranks on the path, in the order the path meets them from the step's end.
+    pub fn ranks(&self) -> Vec<u32> {
+        let mut ranks: Vec<u32> = Vec::new();
+        for s in &self.stretches {
+            if !ranks.contains(&s.rank) {
+                ranks.push(s.rank);
+            }
+        }
+        ranks
+    }
+
+    /// Time per (rank, category, name), ns.
+    pub fn parts(&self) -> BTreeMap<(u32, Category, Name), i64> {
+        let mut parts = BTreeMap::new();
+        for s in &self.stretches {
+            *parts.entry((s.rank, s.category, s.name)).or_default() += s.to - s.from;
+        }
+        parts
+    }
+}
+
+/// A run's steps on its graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steps {
+    /// Each step's start and end, ns.
+    pub bounds: Vec<(i64, i64)>,
+    /// Each step's last operation (the one ending it), or [`NONE`] for a step without any.
+    pub last: Vec<u32>,
+    /// Each operation's step, or [`NONE`].
+    of_node: Vec<u32>,
+}
+
+impl Steps {
+    /// The steps of `graph` whose ranks ran step ranges `ranges` (each rank's, in order; as
+    /// many steps as every rank has). An operation belongs to the step range its launch (else
+    /// its start) lies in.
+    pub fn new(graph: &Graph, ranges: &[Vec<(i64, i64)>]) -> Steps {
+        let count = ranges.iter().map(Vec::len).min().unwrap_or(0);
+        let of_node: Vec<u32> = graph
+            .nodes
+            .iter()
+            .map(|n| {
+                let at = match n.launch {
+                    NONE => n.start,
+                    l => graph.cpu[l as usize].start,
+                };
+                let own = &ranges[n.rank as usize][..count];
+                let k = own.partition_point(|r| r.0 <= at).checked_sub(1);
+                match k {
+                    Some(k) if at <= own[k].1 => k as u32,
+                    _ => NONE,
+                }
+            })
+            .collect();
+        let first = ranges.iter().filter_map(|r| r.first()).map(|r| r.0).min();
+        let mut steps = Steps {
+            bounds: Vec::with_capacity(count),
+            last: vec![NONE; count],
+            of_node,
+        };
+        let spans: Vec<(i64, i64)> = graph.nodes.iter().map(|n| (n.start, n.end)).collect();
+        let ends = steps.ends(&spans, ranges);
+        for (k, &(end, last)) in ends.iter().enumerate() {
+            let start = match k {
+                0 => first.unwrap_or(end),
+                k => steps.bounds[k - 1].1,
+            };
+            steps.bounds.push((start, end.max(start)));
+            steps.last[k] = last;
+        }
+        steps
+    }
+
+    /// Each step's end with operations at `spans` (the graph's, or a replay's), and the
+    /// operation that ends it; a step without operations ends with its ranges.
+    fn ends(&self, spans: &[(i64, i64)], ranges: &[Vec<(i64, i64)>]) -> Vec<(i64, u32)> {
+        let count = self.last.len();
+        let mut ends: Vec<(i64, u32)> = (0..count)
+            .map(|k| (ranges.iter().map(|r| r[k].1).max().unwrap_or(0), NONE))
+            .collect();
+        let mut seen = vec![false; count];
+        for (i, &k) in self.of_node.iter().enumerate() {
+            if k == NONE {
+                continue;
+            }
+            let (end, last) = &mut ends[k as usize];
+            if !seen[k as usize] || spans[i].1 > *end {
+                (*end, *last) = (spans[i].1, i as u32);
+                seen[k as usize] = true;
+            }
+        }
+        ends
+    }
+
+    /// Each step's time with operations at `spans` (a replay's): from the previous step's end
+    /// (the first step from its measured start).
+    pub fn durations(&self, spans: &[(i64, i64)], ranges: &[Vec<(i64, i64)>]) -> Vec<i64> {
+        let mut start = self.bounds.first().map_or(0, |b| b.0);
+        self.ends(spans, ranges)
+            .into_iter()
+            .map(|(end, _)| {
+                let end = end.max(start);
+                let ns = end - start;
+                start = end;
+                ns
+            })
+            .collect()
+    }
+
+    /// The step of operation `node`, when it has one.
+    pub fn of(&self, node: u32) -> Option<usize> {
+        let k = self.of_node[node as usize];
+        (k != NONE).then_some(k as usize)
+    }
+}
+
+/// Each rank's step ranges inside its window (`(process, window)`, in rank order): the NVTX
+/// ranges `anchor` matches, else the default step ranges ([`window::steps`]); the window itself
+/// when it holds none.
+pub fn step_ranges(
+    activity: &Activity,
+    windows: &[(ProcessId, (i64, i64))],
+    anchor: Option<&Regex>,
+) -> Vec<Vec<(i64, i64)>> {
+    windows
+        .iter()
+        .map(|&(process, bounds)| {
+            let steps = window::steps(activity, process, bounds, anchor);
+            match steps.is_empty() {
+                true => vec![bounds],
+                false => steps,
+            }
+        })
+        .collect()
+}
+
+/// The time each rank is on a critical path, over every step of `steps`: per rank (index
+/// into the graph's ranks), the merged intervals, in order.
+pub fn on_path(graph: &Graph, steps: &Steps, ranks: usize) -> Vec<Vec<(i64, i64)>> {
+    let mut on = vec![Vec::new(); ranks];
+    for k in 0..steps.bounds.len() {
+        for s in walk(graph, steps, k).stretches {
+            on[s.rank as usize].push((s.from, s.to));
+        }
+    }
+    for spans in &mut on {
+        spans.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
+        for &(s, e) in spans.iter() {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        *spans = merged;
+    }
+    on
+}
+
+/// The critical path of step `k` of `steps` on `graph`.
+pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
+    let (t0, end) = steps.bounds[k];
+    let mut path = StepPath {
+        step: k,
+        bounds: (t0, end),
+        stretches: Vec::new(),
+    };
+    let mut add = |rank: u32, category: Category, name: Name, from: i64, to: i64| {
+        let from = from.max(t0);
+        if to > from {
+            path.stretches.push(Stretch {
+                rank,
+                category,
+                name,
+                from,
+                to,
+            });
+        }
+    };
+    let nodes = &graph.nodes;
+    let Some(mut i) = Some(steps.last[k]).filter(|&l| l != NONE) else {
+        add(0, Category::Idle, Name::Text("no operation"), t0, end);
+        return path;
+    };
+    let mut cursor = end;
+    // Every turn moves the cursor back or to an earlier operation; a bound guards against
+    // constraints that run in a circle (clocks of two nodes that disagree).
+    for _ in 0..4 * nodes.len() + 8 {
+        let node = nodes[i as usize];
+        let label = Name::Label(node.label);
+        let category = match node.comm {
+            true => Category::Comm,
+            false => Category::Compute,
+        };
+        // The operation's own time up to the cursor; a collective's from its last arrival.
+        match graph.exchanges.get(node.exchange as usize) {
+            Some(x) if x.sender != i && x.last != i => {
+                let arrived = nodes[x.last as usize].start;
+                if (node.start..cursor).contains(&arrived) {
+                    add(node.rank, category, label, arrived, cursor);
+                    (i, cursor) = (x.last, arrived);
+                    continue;
+                }
+                add(node.rank, category, label, node.start, cursor);
+            }
+            _ => add(node.rank, category, label, node.start, cursor),
+        }
+        cursor = node.start;
+        if cursor <= t0 {
+            break;
+        }
+        // What set its start.
+        let idle = |latency: &'static str, gap: i64| match gap <= LATENCY_NS {
+            true => Name::Text(latency),
+            false => Name::Text("unexplained"),
+        };
+        match node.binding {
+            Binding::Stream => {
+                let before = nodes[node.prev as usize].end.min(cursor);
+                let name = idle("queue", cursor - before);
+                add(node.rank, Category::Idle, name, before, cursor);
+                (i, cursor) = (node.prev, before);
+            }
+            Binding::Cross => {
+                let before = nodes[node.cross as usize].end.min(cursor);
+                let name = idle("stream wait", cursor - before);
+                add(node.rank, Category::Idle, name, before, cursor);
+                (i, cursor) = (node.cross, before);
+            }
+            Binding::Launch => {
+                let call = graph.cpu[node.launch as usize];
+                let floor = match node.prev {
+                    NONE => t0,
+                    p => nodes[p as usize].end.min(cursor),
+                };
+                let issued = call.end.clamp(floor, cursor);
+                let name = idle("launch latency", cursor - issued);
+                add(node.rank, Category::Idle, name, issued, cursor);
+                let launch = Name::Call(node.launch);
+                match host_wait(graph, node.launch, floor) {
+                    Some(w) => {
+                        let wait = graph.cpu[w as usize];
+                        let woke = wait.end.min(issued);
+                        add(node.rank, Category::Launch, launch, woke, issued);
+                        let waited = nodes[wait.waited as usize].end.min(woke);
+                        add(node.rank, Category::HostSync, Name::Call(w), waited, woke);
+                        (i, cursor) = (wait.waited, waited);
+                    }
+                    None => {
+                        add(node.rank, Category::Launch, launch, floor, issued);
+                        if node.prev == NONE {
+                            break;
+                        }
+                        (i, cursor) = (node.prev, floor);
+                    }
+                }
+            }
+            Binding::Nothing => {
+                let name = Name::Text("before the first operation");
+                add(node.rank, Category::Idle, name, t0, cursor);
+                break;
+            }
+        }
+        if cursor <= t0 {
+            break;
+        }
+    }
+    // What a circle of constraints left, if anything.
+    let covered = path.path_ns();
+    let rank = path.stretches.last().map_or(0, |s| s.rank);
+    let left = (end - t0) - covered;
+    if left > 0 {
+        let from = path.stretches.last().map_or(end, |s| s.from);
+        path.stretches.push(Stretch {
+            rank,
+            category: Category::Idle,
+            name: Name::Text("unresolved"),
+            from: from - left,
+            to: from,
+        });
+    }
+    path
+}
+
+/// The host wait its rank returned from last before launch `launch` (index into
+/// [`Graph::cpu`]) and after `floor`, if any.
+fn host_wait(graph: &Graph, launch: u32, floor: i64) -> Option<u32> {
+    let call = graph.cpu[launch as usize];
+    (0..launch)
+        .rev()
+        .map(|j| (j, graph.cpu[j as usize]))
+        .take_while(|(_, c)| c.rank == call.rank && c.end > floor)
+        .find(|(_, c)| c.waited != NONE)
+        .map(|(j, _)| j)
+}
+
+/// Names of paths' stretches: families and roles, the NVTX range around a launch (the
+/// innermost on its thread; else the launch's API function), a host wait's function.
+pub struct Names<'a> {
+    graph: &'a Graph,
+    activity: &'a Activity<'a>,
+    /// The NVTX range text around each launch on the paths, when one encloses it.
+    launches: BTreeMap<u32, String>,
+}
+
+impl<'a> Names<'a> {
+    /// Names for the stretches of `paths` on `graph`, of `ranks` in `activity`: every launch's
+    /// range is found in one sweep per thread.
+    pub fn new(
+        graph: &'a Graph,
+        activity: &'a Activity<'a>,
+        ranks: &[Rank],
+        paths: &[StepPath],
+    ) -> Names<'a> {
+        let timeline = activity.timeline;
+        let mut by_thread: BTreeMap<(u32, ThreadId), Vec<u32>> = BTreeMap::new();
+        for s in paths.iter().flat_map(|p| &p.stretches) {
+            if let (Category::Launch, Name::Call(j)) = (s.category, s.name) {
+                let call = graph.cpu[j as usize];
+                by_thread
+                    .entry((call.rank, call.thread))
+                    .or_default()
+                    .push(j);
+            }
+        }
+        let mut launches = BTreeMap::new();
+        for ((rank, thread), calls) in by_thread {
+            let process = ranks[rank as usize].process;
+            let mut ranges: Vec<(Candidate, StringId)> = activity
+                .nvtx(process)
+                .filter(|e| e.kind.is_range() && e.thread == thread)
+                .map(|e| {
+                    let end = e.end.map_or(i64::MAX, |t| t.0);
+                    (
+                        Candidate {
+                            start: e.start.0,
+                            end,
+                        },
+                        e.text,
+                    )
+                })
+                .collect();
+            ranges.sort_by_key(|(c, _)| (c.start, c.end));
+            let candidates: Vec<Candidate> = ranges.iter().map(|(c, _)| *c).collect();
+            let times: Vec<i64> = calls.iter().map(|&j| graph.cpu[j as usize].start).collect();
+            for (j, found) in calls.iter().zip(innermost(&candidates, &times)) {
+                if let Some(r) = found {
+                    launches.insert(*j, timeline.text(ranges[r].1).to_string());
+                }
+            }
+        }
+        Names {
+            graph,
+            activity,
+            launches,
+        }
+    }
+
+    /// The text of `name`.
+    pub fn text(&self, name: Name) -> String {
+        match name {
+            Name::Label(l) => self.graph.labels[l as usize].clone(),
+            Name::Text(text) => text.to_string(),
+            Name::Call(j) => match self.launches.get(&j) {
+                Some(range) => range.clone(),
+                None => {
+                    let api = self.activity.timeline.text(self.graph.cpu[j as usize].name);
+                    api.split_once("_v")
+                        .map_or(api, |(name, _)| name)
+                        .to_string()
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,684 @@
+//! A run's dependency graph across ranks, from what the trace proves, and its replay with
+//! changed durations.
+//!
+//! Every GPU operation (kernel, copy, set, graph launch) of every rank is a node. What let it
+//! start, each edge with its evidence:
+//! - **stream order**: the operation before it on its stream (the trace's order);
+//! - **launch**: the CPU call that launched it (its correlation id); the CPU calls of a rank
+//!   follow each other, whatever their thread (the trace does not show one thread handing work
+//!   to another, as the main thread hands the backward pass to autograd's), and a host wait (`cudaStreamSynchronize`, `cudaDeviceSynchronize`,
+//!   `cudaEventSynchronize`) returns once the GPU operation it waited for ended: the operation
+//!   of its rank that ended last before the call returned;
+//! - **another stream**: a `cudaStreamWaitEvent` its rank called just before launching it
+//!   (after its previous launch or host wait, on any thread) makes it wait for the work already launched on the
+//!   rank's other streams: of the last operation launched on each other stream before the wait,
+//!   the one that ended last before it started. A rank whose trace holds no stream waits falls
+//!   back to timing: an operation of another stream that ended at most [`CROSS_STREAM_NS`]
+//!   before it started, after its own stream's and its launch's constraints;
+//! - **a collective's members**: no member's transfer starts before the last member arrived
+//!   ([`collectives::match_instances`]); a point-to-point receive's before its matched send.
+//!
+//! The constraint that ended last is the one that set the start (the *binding* one); the time
+//! between it and the start is kept as that edge's lag. [`Graph::replay`] recomputes every
+//! start and end with changed durations: an operation starts at the latest of its constraints
+//! (each plus its lag: the measured one for the binding edge, none or the launch call's
+//! duration for the others), a transfer keeps its duration once all members arrived, CPU gaps
+//! between a rank's calls scale as asked. Unchanged, the replay gives back the measured times
+//! exactly.
+
+use super::collectives::{self, P2P_OP};
+use super::kernels::each_operation;
+use crate::classify::families::FamilyCache;
+use crate::classify::layout;
+use crate::classify::{Activity, Rank, RoleRules, streams};
+use crate::hash::FxHashMap;
+use crate::model::{StreamId, StringId, ThreadId};
+
+/// No index.
+pub const NONE: u32 = u32::MAX;
+
+/// Without recorded stream waits, an operation of another stream that ended at most this long
+/// before an operation started (and after its other constraints) is taken for what it waited
+/// for, ns.
+pub const CROSS_STREAM_NS: i64 = 10_000;
+
+/// The whole capture, as a classification window.
+const WHOLE: (i64, i64) = (i64::MIN, i64::MAX);
+
+/// What set an operation's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// The operation before it on its stream.
+    Stream,
+    /// Its launch: the CPU was late.
+    Launch,
+    /// An operation of another stream (a stream wait).
+    Cross,
+    /// Nothing the trace shows (the first operation).
+    Nothing,
+}
+
+/// One GPU operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Node {
+    /// Its rank (index into the ranks given).
+    pub rank: u32,
+    /// Its stream.
+    pub stream: StreamId,
+    /// Start and end, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// Whether it is a communication kernel.
+    pub comm: bool,
+    /// Its family, or a communication kernel's role (index into [`Graph::labels`]).
+    pub label: u32,
+    /// Its launch (index into [`Graph::cpu`]), or [`NONE`].
+    pub launch: u32,
+    /// The operation before it on its stream, or [`NONE`].
+    pub prev: u32,
+    /// The operation of another stream it waited for, or [`NONE`].
+    pub cross: u32,
+    /// The collective or transfer it is a member of (index into [`Graph::exchanges`]), or
+    /// [`NONE`].
+    pub exchange: u32,
+    /// What set its start.
+    pub binding: Binding,
+}
+
+/// A CPU call that matters to the GPU: a launch, or a host wait.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuCall {
+    /// Its rank.
+    pub rank: u32,
+    /// Its thread.
+    pub thread: ThreadId,
+    /// Start and end, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// The API function.
+    pub name: StringId,
+    /// For a host wait, the operation it waited for (else [`NONE`]).
+    pub waited: u32,
+}
+
+impl CpuCall {
+    /// When its thread went on: a launch's start (the next call's gap counts from it), a host
+    /// wait's end.
+    fn moment(&self) -> i64 {
+        match self.waited {
+            NONE => self.start,
+            _ => self.end,
+        }
+    }
+}
+
+/// A collective instance or a point-to-point transfer on the graph.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// Member operations.
+    pub members: Vec<u32>,
+    /// The member that arrived last.
+    pub last: u32,
+    /// A transfer's sender (its receive waits for it; the sender waits for nobody), or
+    /// [`NONE`] for a collective.
+    pub sender: u32,
+}
+
+/// What the graph rests on: counts of each kind of edge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Evidence {
+    /// Operations with their launch.
+    pub launches: u64,
+    /// Host waits.
+    pub host_waits: u64,
+    /// Stream waits from `cudaStreamWaitEvent` calls.
+    pub stream_waits: u64,
+    /// Stream waits inferred from timing (a rank without `cudaStreamWaitEvent` calls).
+    pub timed_waits: u64,
+    /// Collective instances matched across ranks.
+    pub collectives: u64,
+    /// Point-to-point transfers matched sender to receiver.
+    pub transfers: u64,
+}
+
+/// The dependency graph of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    /// Operations, by (rank, stream, start, end).
+    pub nodes: Vec<Node>,
+    /// Launches and host waits, by (rank, start).
+    pub cpu: Vec<CpuCall>,
+    /// Collectives and transfers.
+    pub exchanges: Vec<Exchange>,
+    /// Family and role names.
+    pub labels: Vec<String>,
+    /// What it rests on.
+    pub evidence: Evidence,
+}
+
+/// One operation before sorting: the node and its launch's correlation id.
+type Unsorted = (Node, u32);
+
+impl Graph {
+    /// The graph of `ranks`' operations over the whole capture, communication classified with
+    /// `rules`, families from `families`.
+    pub fn build(
+        activity: &Activity,
+        ranks: &[Rank],
+        rules: &RoleRules,
+        families: &mut FamilyCache,
+    ) -> Graph {
+        let mut graph = Graph::default();
+        let mut labels: FxHashMap<String, u32> = FxHashMap::default();
+        let mut unsorted: Vec<Unsorted> = Vec::new();
+        for (r, rank) in ranks.iter().enumerate() {
+            let comm = streams::classify(activity, rank.process, WHOLE, rules);
+            let at = (rank.process, WHOLE);
+            each_operation(activity, at, (&comm, rules), families, |op, family| {
+                let next = labels.len() as u32;
+                let label = *labels.entry(family.to_string()).or_insert(next);
+                let node = Node {
+                    rank: r as u32,
+                    stream: op.stream,
+                    start: op.span.0,
+                    end: op.span.1.max(op.span.0),
+                    comm: op.comm,
+                    label,
+                    launch: NONE,
+                    prev: NONE,
+                    cross: NONE,
+                    exchange: NONE,
+                    binding: Binding::Nothing,
+                };
+                unsorted.push((node, op.correlation));
+            });
+        }
+        let mut names: Vec<(u32, String)> = labels.into_iter().map(|(k, v)| (v, k)).collect();
+        names.sort_unstable();
+        graph.labels = names.into_iter().map(|(_, name)| name).collect();
+        unsorted.sort_unstable_by_key(|(n, _)| (n.rank, n.stream, n.start, n.end));
+        graph.link_streams(&mut unsorted);
+        let waits = graph.add_cpu(activity, ranks, &unsorted);
+        graph.add_exchanges(activity, ranks, rules);
+        graph.bind(&waits);
+        graph
+    }
+
+    /// Stream order; the nodes, sorted.
+    fn link_streams(&mut self, unsorted: &mut [Unsorted]) {
+        for i in 1..unsorted.len() {
+            let (before, node) = (unsorted[i - 1].0, &mut unsorted[i].0);
+            if (before.rank, before.stream) == (node.rank, node.stream) {
+                node.prev = i as u32 - 1;
+            }
+        }
+        self.nodes = unsorted.iter().map(|(n, _)| *n).collect();
+    }
+
+    /// Launches (by correlation id) and host waits, each rank's calls in order; returns the
+    /// start of each rank's `cudaStreamWaitEvent` calls, in order.
+    fn add_cpu(
+        &mut self,
+        activity: &Activity,
+        ranks: &[Rank],
+        unsorted: &[Unsorted],
+    ) -> Vec<Vec<i64>> {
+        let timeline = activity.timeline;
+        let mut calls: Vec<(CpuCall, u32)> = Vec::new();
+        for (i, (node, correlation)) in unsorted.iter().enumerate() {
+            let process = ranks[node.rank as usize].process;
+            if let Some(call) = activity.launch_call(process, *correlation) {
+                let cpu = CpuCall {
+                    rank: node.rank,
+                    thread: call.thread,
+                    start: call.start.0,
+                    end: call.end.0.max(call.start.0),
+                    name: call.name,
+                    waited: NONE,
+                };
+                calls.push((cpu, i as u32));
+            }
+        }
+        let ends = self.by_end();
+        let mut waits = vec![Vec::new(); ranks.len()];
+        for (r, rank) in ranks.iter().enumerate() {
+            for call in activity.api_calls(rank.process) {
+                let name = timeline.text(call.name);
+                if name.contains("StreamWaitEvent") {
+                    waits[r].push(call.start.0);
+                }
+                if !name.contains("Synchronize") {
+                    continue;
+                }
+                let waited = ends.last_ending(&self.nodes, r as u32, call.end.0);
+                let Some(waited) = waited else { continue };
+                let cpu = CpuCall {
+                    rank: r as u32,
+                    thread: call.thread,
+                    start: call.start.0,
+                    end: call.end.0.max(call.start.0),
+                    name: call.name,
+                    waited,
+                };
+                calls.push((cpu, NONE));
+            }
+        }
+        calls.sort_unstable_by_key(|(c, node)| (c.rank, c.start, *node));
+        for (j, (call, node)) in calls.iter().enumerate() {
+            match *node {
+                NONE => self.evidence.host_waits += 1,
+                node => {
+                    self.nodes[node as usize].launch = j as u32;
+                    self.evidence.launches += 1;
+                }
+            }
+            self.cpu.push(*call);
+        }
+        for list in &mut waits {
+            list.sort_unstable();
+        }
+        waits
+    }
+
+    /// Collectives matched across ranks, and point-to-point transfers sender to receiver.
+    fn add_exchanges(&mut self, activity: &Activity, ranks: &[Rank], rules: &RoleRules) {
+        let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+        let mut matched = collectives::match_instances(activity, &processes, rules);
+        let transfers = layout::rank_transfers(activity, ranks, rules);
+        collectives::add_transfers(&mut matched, &transfers);
+        let index: FxHashMap<(u32, StreamId, i64), u32> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.comm)
+            .map(|(i, n)| ((n.rank, n.stream, n.start), i as u32))
+            .collect();
+        for instance in &matched.instances {
+            let members: Option<Vec<u32>> = instance
+                .arrivals
+                .iter()
+                .map(|a| index.get(&(a.rank as u32, a.stream, a.start)).copied())
+                .collect();
+            let Some(members) = members else { continue };
+            let (_, last) = instance.first_last();
+            let position = instance.arrivals.iter().position(|a| *a == last);
+            let transfer = matched.communicators[instance.communicator].op == P2P_OP;
+            let id = self.exchanges.len() as u32;
+            for &m in &members {
+                self.nodes[m as usize].exchange = id;
+            }
+            match transfer {
+                true => self.evidence.transfers += 1,
+                false => self.evidence.collectives += 1,
+            }
+            self.exchanges.push(Exchange {
+                last: members[position.unwrap_or(0)],
+                sender: if transfer { members[0] } else { NONE },
+                members,
+            });
+        }
+    }
+
+    /// Each operation's stream wait (from the rank's `cudaStreamWaitEvent` calls `waits`, else
+    /// from timing) and binding constraint.
+    fn bind(&mut self, waits: &[Vec<i64>]) {
+        let ends = self.by_end();
+        let streams = self.stream_ranges();
+        for i in 0..self.nodes.len() {
+            let node = self.nodes[i];
+            let stream = match node.prev {
+                NONE => None,
+                p => Some(self.nodes[p as usize].end.min(node.start)),
+            };
+            let launch = match node.launch {
+                NONE => None,
+                l => Some(self.cpu[l as usize].start.min(node.start)),
+            };
+            let floor = stream.max(launch).unwrap_or(i64::MIN);
+            let rank_waits = &waits[node.rank as usize];
+            let cross = match rank_waits.is_empty() {
+                true => ends.waited_for(&self.nodes, &node, floor),
+                false => self.stream_wait(&node, rank_waits, &streams),
+            };
+            let cross = cross.filter(|&c| self.nodes[c as usize].end > floor);
+            let binding = match (cross, stream, launch) {
+                (Some(_), ..) => Binding::Cross,
+                (None, Some(s), Some(l)) if l > s => Binding::Launch,
+                (None, Some(_), _) => Binding::Stream,
+                (None, None, Some(_)) => Binding::Launch,
+                (None, None, None) => Binding::Nothing,
+            };
+            if cross.is_some() {
+                match rank_waits.is_empty() {
+                    true => self.evidence.timed_waits += 1,
+                    false => self.evidence.stream_waits += 1,
+                }
+            }
+            let node = &mut self.nodes[i];
+            node.cross = cross.unwrap_or(NONE);
+            node.binding = binding;
+        }
+    }
+
+    /// What `node` waited for on another stream: when its rank called `cudaStreamWaitEvent`
+    /// (on any thread) after its previous launch or host wait and before this launch, the work launched
+    /// on the rank's other streams before that wait, each stream's last operation; of those,
+    /// the one that ended last before `node` started.
+    fn stream_wait(
+        &self,
+        node: &Node,
+        waits: &[i64],
+        streams: &[(u32, StreamId, u32, u32)],
+    ) -> Option<u32> {
+        let call = self.cpu.get(node.launch as usize)?;
+        let after = match node.launch.checked_sub(1).map(|b| &self.cpu[b as usize]) {
+            Some(before) if before.rank == call.rank => before.start,
+            _ => i64::MIN,
+        };
+        let at = waits.partition_point(|&w| w < call.start);
+        let &wait = waits.get(at.checked_sub(1)?)?;
+        if wait <= after {
+            return None;
+        }
+        let launched = |i: u32| match self.nodes[i as usize].launch {
+            NONE => self.nodes[i as usize].start,
+            l => self.cpu[l as usize].start,
+        };
+        streams
+            .iter()
+            .filter(|&&(rank, stream, ..)| rank == node.rank && stream != node.stream)
+            .filter_map(|&(_, _, from, to)| {
+                // A stream runs its operations in launch order: the last launched before the
+                // wait is found by bisection.
+                let (mut lo, mut hi) = (from, to);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    match launched(mid) < wait {
+                        true => lo = mid + 1,
+                        false => hi = mid,
+                    }
+                }
+                (lo > from).then(|| lo - 1)
+            })
+            .filter(|&i| self.nodes[i as usize].end <= node.start)
+            .max_by_key(|&i| (self.nodes[i as usize].end, i))
+    }
+
+    /// Each stream's nodes: (rank, stream, first, end) index ranges.
+    fn stream_ranges(&self) -> Vec<(u32, StreamId, u32, u32)> {
+        let mut ranges: Vec<(u32, StreamId, u32, u32)> = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            match ranges.last_mut() {
+                Some(last) if (last.0, last.1) == (n.rank, n.stream) => last.3 = i as u32 + 1,
+                _ => ranges.push((n.rank, n.stream, i as u32, i as u32 + 1)),
+            }
+        }
+        ranges
+    }
+
+    /// The nodes of each rank ordered by end.
+    fn by_end(&self) -> ByEnd {
+        let mut order: Vec<u32> = (0..self.nodes.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| {
+            let n = &self.nodes[i as usize];
+            (n.rank, n.end, i)
+        });
+        ByEnd(order)
+    }
+
+    /// Whether the graph has no operation.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Every operation's (start, end) after changing durations: `scale[i]` multiplies
+    /// operation i's duration (a collective's or transfer's: its time once all members
+    /// arrived), `cpu_scale` the CPU time between a rank's calls. See the module's model.
+    pub fn replay(&self, scale: &[f64], cpu_scale: f64) -> Vec<(i64, i64)> {
+        Replay::new(self).run(scale, cpu_scale)
+    }
+}
+
+/// Node indices ordered by (rank, end).
+struct ByEnd(Vec<u32>);
+
+impl ByEnd {
+    /// Where rank `rank`'s nodes ending at or before `t` stop.
+    fn upto(&self, nodes: &[Node], rank: u32, t: i64) -> usize {
+        self.0.partition_point(|&i| {
+            let n = &nodes[i as usize];
+            (n.rank, n.end) <= (rank, t)
+        })
+    }
+
+    /// The operation of `rank` that ended last at or before `t`.
+    fn last_ending(&self, nodes: &[Node], rank: u32, t: i64) -> Option<u32> {
+        let at = self.upto(nodes, rank, t);
+        let i = *self.0.get(at.checked_sub(1)?)?;
+        (nodes[i as usize].rank == rank).then_some(i)
+    }
+
+    /// The operation of another stream of `node`'s rank that ended last at most
+    /// [`CROSS_STREAM_NS`] before `node` started and after `floor`.
+    fn waited_for(&self, nodes: &[Node], node: &Node, floor: i64) -> Option<u32> {
+        let at = self.upto(nodes, node.rank, node.start);
+        let earliest = floor.max(node.start - CROSS_STREAM_NS);
+        self.0[..at]
+            .iter()
+            .rev()
+            .map(|&i| (i, &nodes[i as usize]))
+            .take_while(|(_, n)| n.rank == node.rank && n.end > earliest)
+            .find(|(_, n)| n.stream != node.stream)
+            .map(|(i, _)| i)
+    }
+}
+
+/// A replay's points: each node's start (2i) and end (2i + 1), each CPU call (2n + j), each
+/// exchange's last arrival (2n + c + x); evaluated in an order where every point's
+/// constraints come first.
+struct Replay<'g> {
+    graph: &'g Graph,
+    /// Successors of each point, as offsets into `successors`.
+    offsets: Vec<u32>,
+    successors: Vec<u32>,
+    /// Constraints not yet evaluated, per point.
+    waiting: Vec<u32>,
+}
+
+impl<'g> Replay<'g> {
+    fn new(graph: &'g Graph) -> Replay<'g> {
+        let n = graph.nodes.len() as u32;
+        let cpu = graph.cpu.len() as u32;
+        let points = 2 * n + cpu + graph.exchanges.len() as u32;
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let (start, end) = (2 * i as u32, 2 * i as u32 + 1);
+            for p in [node.prev, node.cross] {
+                if p != NONE {
+                    edges.push((2 * p + 1, start));
+                }
+            }
+            if node.launch != NONE {
+                edges.push((2 * n + node.launch, start));
+            }
+            edges.push((start, end));
+            if node.exchange != NONE {
+                edges.push((2 * n + cpu + node.exchange, end));
+            }
+        }
+        for (j, call) in graph.cpu.iter().enumerate() {
+            let j = j as u32;
+            if j > 0 && same_rank(&graph.cpu[j as usize - 1], call) {
+                edges.push((2 * n + j - 1, 2 * n + j));
+            }
+            if call.waited != NONE {
+                edges.push((2 * call.waited + 1, 2 * n + j));
+            }
+        }
+        for (x, exchange) in graph.exchanges.iter().enumerate() {
+            for &m in &exchange.members {
+                edges.push((2 * m, 2 * n + cpu + x as u32));
+            }
+        }
+        edges.sort_unstable();
+        let mut offsets = vec![0u32; points as usize + 1];
+        let mut waiting = vec![0u32; points as usize];
+        for &(from, to) in &edges {
+            offsets[from as usize + 1] += 1;
+            waiting[to as usize] += 1;
+        }
+        for p in 0..points as usize {
+            offsets[p + 1] += offsets[p];
+        }
+        Replay {
+            graph,
+            offsets,
+            successors: edges.into_iter().map(|(_, to)| to).collect(),
+            waiting,
+        }
+    }
+
+    fn run(mut self, scale: &[f64], cpu_scale: f64) -> Vec<(i64, i64)> {
+        let points = self.waiting.len();
+        let mut value = vec![0i64; points];
+        let mut done = vec![false; points];
+        let mut ready: Vec<u32> = (0..points as u32)
+            .filter(|&p| self.waiting[p as usize] == 0)
+            .collect();
+        let mut evaluated = 0;
+        loop {
+            while let Some(p) = ready.pop() {
+                value[p as usize] = self.evaluate(p, &value, scale, cpu_scale);
+                done[p as usize] = true;
+                evaluated += 1;
+                let (from, to) = (self.offsets[p as usize], self.offsets[p as usize + 1]);
+                for &s in &self.successors[from as usize..to as usize] {
+                    self.waiting[s as usize] -= 1;
+                    if self.waiting[s as usize] == 0 {
+                        ready.push(s);
+                    }
+                }
+            }
+            if evaluated == points {
+                break;
+            }
+            // Constraints in a cycle (clocks of two nodes that disagree): the earliest point
+            // left goes first, on what is known.
+            let next = (0..points)
+                .filter(|&p| !done[p])
+                .min_by_key(|&p| self.measured(p as u32))
+                .expect("points left");
+            self.waiting[next] = 0;
+            ready.push(next as u32);
+        }
+        let n = self.graph.nodes.len();
+        (0..n).map(|i| (value[2 * i], value[2 * i + 1])).collect()
+    }
+
+    /// A point's measured time.
+    fn measured(&self, p: u32) -> i64 {
+        let n = self.graph.nodes.len() as u32;
+        let cpu = self.graph.cpu.len() as u32;
+        match p {
+            p if p < 2 * n && p.is_multiple_of(2) => self.graph.nodes[p as usize / 2].start,
+            p if p < 2 * n => self.graph.nodes[p as usize / 2].end,
+            p if p < 2 * n + cpu => self.graph.cpu[(p - 2 * n) as usize].moment(),
+            p => {
+                let x = &self.graph.exchanges[(p - 2 * n - cpu) as usize];
+                self.graph.nodes[x.last as usize].start
+            }
+        }
+    }
+
+    fn evaluate(&self, p: u32, value: &[i64], scale: &[f64], cpu_scale: f64) -> i64 {
+        let g = self.graph;
+        let n = g.nodes.len() as u32;
+        let cpu = g.cpu.len() as u32;
+        let scaled = |ns: i64, factor: f64| match ns > 0 {
+            true => (ns as f64 * factor).round() as i64,
+            false => ns,
+        };
+        if p < 2 * n && p.is_multiple_of(2) {
+            return self.start(p / 2, value);
+        }
+        if p < 2 * n {
+            let i = p / 2;
+            let node = &g.nodes[i as usize];
+            let start = value[2 * i as usize];
+            let factor = scale[i as usize];
+            // A collective's member, or a transfer's receiver, ends its transfer's time after
+            // the last arrival; anything else (a sender too) its own time after its start.
+            let end = match g.exchanges.get(node.exchange as usize) {
+                Some(x) if x.sender != i => {
+                    let last = 2 * n + cpu + node.exchange;
+                    let arrived = g.nodes[x.last as usize].start;
+                    value[last as usize] + scaled(node.end - arrived, factor)
+                }
+                _ => start + scaled(node.end - node.start, factor),
+            };
+            return end.max(start);
+        }
+        if p < 2 * n + cpu {
+            let j = (p - 2 * n) as usize;
+            let call = &g.cpu[j];
+            let entry = match j.checked_sub(1).map(|b| &g.cpu[b]) {
+                Some(before) if same_rank(before, call) => {
+                    value[p as usize - 1] + scaled(call.start - before.moment(), cpu_scale)
+                }
+                _ => call.start,
+            };
+            return match call.waited {
+                NONE => entry,
+                w => {
+                    let waited = g.nodes[w as usize];
+                    entry.max(value[2 * w as usize + 1] + (call.end - waited.end).max(0))
+                }
+            };
+        }
+        let x = &g.exchanges[(p - 2 * n - cpu) as usize];
+        x.members
+            .iter()
+            .map(|&m| value[2 * m as usize])
+            .max()
+            .unwrap_or(i64::MIN)
+    }
+
+    /// An operation's start: the latest of its constraints, each plus its lag.
+    fn start(&self, i: u32, value: &[i64]) -> i64 {
+        let g = self.graph;
+        let node = &g.nodes[i as usize];
+        let n = g.nodes.len();
+        let s = node.start;
+        let mut start = i64::MIN;
+        let mut term = |binding: Binding, at: i64, now: i64, lag: i64| {
+            let lag = match node.binding == binding {
+                true => s - at,
+                false => lag.min(s - at),
+            };
+            start = start.max(now + lag);
+        };
+        if node.prev != NONE {
+            let p = node.prev as usize;
+            term(Binding::Stream, g.nodes[p].end, value[2 * p + 1], 0);
+        }
+        if node.cross != NONE {
+            let c = node.cross as usize;
+            term(Binding::Cross, g.nodes[c].end, value[2 * c + 1], 0);
+        }
+        if node.launch != NONE {
+            let call = &g.cpu[node.launch as usize];
+            let now = value[2 * n + node.launch as usize];
+            term(Binding::Launch, call.start, now, call.end - call.start);
+        }
+        match start {
+            i64::MIN => s,
+            start => start,
+        }
+    }
+}
+
+fn same_rank(a: &CpuCall, b: &CpuCall) -> bool {
+    a.rank == b.rank
+}

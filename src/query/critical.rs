@@ -1,0 +1,208 @@
+//! `critical-path` and `what-if`: each step's critical path across ranks, and the step times a
+//! replay of the run's dependency graph predicts with changed durations.
+
+use super::{NothingFound, Selection, ranks};
+use crate::analysis::critical_path::{Names, StepPath, Steps, step_ranges, walk};
+use crate::analysis::graph::{Evidence, Graph};
+use crate::analysis::what_if::{Change, Factors};
+use crate::classify::families::{Families, FamilyCache};
+use crate::classify::{Activity, Rank};
+use crate::model::Timeline;
+use crate::report::{Cell, Output, Table};
+use crate::time::human_duration;
+
+/// A run on its graph: ranks, each rank's step ranges, the graph and its steps.
+struct Run<'t> {
+    activity: Activity<'t>,
+    ranks: Vec<Rank>,
+    ranges: Vec<Vec<(i64, i64)>>,
+    graph: Graph,
+    steps: Steps,
+}
+
+impl<'t> Run<'t> {
+    /// Every rank of `timeline` (the path crosses them all), its steps inside its window of
+    /// `selection` (the window itself when it holds no step range).
+    fn new(timeline: &'t Timeline, selection: &Selection) -> anyhow::Result<Run<'t>> {
+        let activity = Activity::new(timeline);
+        let ranks = ranks(&activity)?;
+        let windows = selection.window.windows(&activity, &ranks)?;
+        let anchor = selection.window.anchor_regex()?;
+        let bounds: Vec<_> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
+        let ranges = step_ranges(&activity, &bounds, anchor.as_ref());
+        let families = Families::default();
+        let mut cache = FamilyCache::new(&families, timeline);
+        let graph = Graph::build(&activity, &ranks, &selection.rules, &mut cache);
+        if graph.is_empty() {
+            return Err(NothingFound("no GPU operation: no critical path".into()).into());
+        }
+        let steps = Steps::new(&graph, &ranges);
+        if steps.bounds.is_empty() {
+            return Err(NothingFound("no step common to every rank".into()).into());
+        }
+        Ok(Run {
+            activity,
+            ranks,
+            ranges,
+            graph,
+            steps,
+        })
+    }
+
+    /// What the graph rests on and what it lacks, for the notes.
+    fn evidence_notes(&self) -> Vec<String> {
+        let Evidence {
+            launches,
+            host_waits,
+            stream_waits,
+            timed_waits,
+            collectives,
+            transfers,
+        } = self.graph.evidence;
+        let mut notes = vec![format!(
+            "edges: stream order; {launches} launches; {host_waits} host waits; {stream_waits} \
+             stream waits from cudaStreamWaitEvent, {timed_waits} from timing; {collectives} \
+             collective instances and {transfers} transfers matched across ranks"
+        )];
+        if launches == 0 {
+            notes.push(
+                "no launch is linked to its operation: CPU launch-bound time cannot show \
+                 (capture with --trace=cuda)"
+                    .into(),
+            );
+        }
+        if self.ranks.len() > 1 && collectives + transfers == 0 {
+            notes.push(
+                "no collective matched across ranks: the path stays on each rank (see \
+                 `collectives` for why)"
+                    .into(),
+            );
+        }
+        notes
+    }
+
+    /// The rank number of graph rank `r`.
+    fn rank(&self, r: u32) -> i64 {
+        i64::from(self.ranks[r as usize].rank)
+    }
+}
+
+/// `critical-path`: per step, its time, the path's length and what the path was, per rank,
+/// category and name, longest first.
+pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
+    let run = Run::new(timeline, selection)?;
+    let paths: Vec<StepPath> = (0..run.steps.bounds.len())
+        .map(|k| walk(&run.graph, &run.steps, k))
+        .collect();
+    let names = Names::new(&run.graph, &run.activity, &run.ranks, &paths);
+    let mut table = Table::new(&[
+        "step",
+        "step_ns",
+        "path_ns",
+        "rank",
+        "category",
+        "name",
+        "ns",
+        "share_pct",
+    ]);
+    let wanted = |r: u32| {
+        let rank = run.ranks[r as usize].rank;
+        selection.ranks.as_ref().is_none_or(|l| l.contains(rank))
+    };
+    let mut notes = run.evidence_notes();
+    for path in &paths {
+        let mut parts: Vec<_> = path.parts().into_iter().collect();
+        parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        for ((r, category, name), ns) in parts.into_iter().filter(|p| wanted(p.0.0)) {
+            table.push(vec![
+                Cell::Int(path.step as i64),
+                Cell::Duration(path.step_ns()),
+                Cell::Duration(path.path_ns()),
+                Cell::Int(run.rank(r)),
+                Cell::text(category.name()),
+                Cell::Text(names.text(name)),
+                Cell::Duration(ns),
+                Cell::Percent(100.0 * ns as f64 / path.step_ns().max(1) as f64),
+            ]);
+        }
+        let ranks: Vec<String> = path
+            .ranks()
+            .iter()
+            .map(|&r| run.rank(r).to_string())
+            .collect();
+        notes.push(format!(
+            "step {}: the path crosses rank(s) {} (from the step's end back)",
+            path.step,
+            ranks.join(" <- ")
+        ));
+    }
+    Ok(Output {
+        table,
+        heading: vec![format!(
+            "{} step(s) of {} rank(s): each step from the previous one's end to the end of \
+             its last GPU operation on any rank; the path walks back from there (see \
+             docs/critical-path.md)",
+            paths.len(),
+            run.ranks.len()
+        )],
+        notes,
+        ..Output::default()
+    })
+}
+
+/// `what-if`: each step's measured time beside the time a replay with `changes` predicts.
+pub fn what_if(
+    timeline: &Timeline,
+    selection: &Selection,
+    changes: &[Change],
+) -> anyhow::Result<Output> {
+    let run = Run::new(timeline, selection)?;
+    let in_step = |i: u32| run.steps.of(i).is_some();
+    let factors = Factors::new(&run.graph, run.ranks.len(), changes, in_step);
+    let replayed = run.graph.replay(&factors.node, factors.cpu);
+    let predicted = run.steps.durations(&replayed, &run.ranges);
+    let mut table = Table::new(&["step", "measured_ns", "predicted_ns", "change_pct"]);
+    let (mut measured_sum, mut predicted_sum) = (0i64, 0i64);
+    for (k, (&bounds, &predicted)) in run.steps.bounds.iter().zip(&predicted).enumerate() {
+        let measured = bounds.1 - bounds.0;
+        measured_sum += measured;
+        predicted_sum += predicted;
+        table.push(vec![
+            Cell::Int(k as i64),
+            Cell::Duration(measured),
+            Cell::Duration(predicted),
+            Cell::Percent(change_pct(measured, predicted)),
+        ]);
+    }
+    let mut notes = vec![format!(
+        "all steps: measured {}, predicted {} ({:+.1} %)",
+        human_duration(measured_sum),
+        human_duration(predicted_sum),
+        change_pct(measured_sum, predicted_sum)
+    )];
+    notes.extend(run.evidence_notes());
+    Ok(Output {
+        table,
+        heading: vec![
+            format!(
+                "changes: {}",
+                changes
+                    .iter()
+                    .map(Change::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "model: operations keep their order and dependencies; an operation starts at \
+             the latest of its constraints, each with its measured lag; a transfer keeps its \
+             duration once all members arrived; CPU gaps between a rank's calls scale with \
+             launch=F; host waits end when what they waited for ends"
+                .into(),
+        ],
+        notes,
+        ..Output::default()
+    })
+}
+
+fn change_pct(measured: i64, predicted: i64) -> f64 {
+    100.0 * (predicted - measured) as f64 / measured.max(1) as f64
+}
