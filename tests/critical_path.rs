@@ -253,3 +253,113 @@ fn bad_changes_and_empty_captures_say_so() {
         assert!(texts(&out).1.contains("no "), "{}", texts(&out).1);
     }
 }
+
+/// Both traces carry the path (`convert --critical-path`): the Paraver analysis thread's
+/// on-path event (63100015) and the Perfetto counter `on the critical path`, integrated per
+/// rank, equal `critical-path --whole`'s rows summed per rank; both validators pass.
+#[test]
+fn both_traces_draw_the_path_as_the_table_has_it() {
+    let dir = synth("--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --slow-rank 1:1.3");
+    let path = dir.path().to_str().unwrap();
+    let mut table: BTreeMap<usize, i64> = BTreeMap::new();
+    for r in rows(&json(&["critical-path", "--whole", path])) {
+        *table
+            .entry(r["rank"].as_u64().unwrap() as usize)
+            .or_default() += r["ns"].as_i64().unwrap();
+    }
+    assert!(table[&1] > table.values().sum::<i64>() / 2, "{table:?}");
+    let out = tempfile::tempdir().unwrap();
+    let base = out.path().join("run");
+    let base = base.to_str().unwrap();
+    let converted = nsys_lens(&["convert", path, "-o", base, "--critical-path", "-q"]);
+    assert!(converted.status.success(), "{}", texts(&converted).1);
+    // Paraver: tasks are ranks + 1, in rank order.
+    let prv = out.path().join("run.prv");
+    crate::paraver::pertalde(&prv);
+    let paraver = crate::paraver::integrate_type(&crate::paraver::parse(&prv), 63_100_015);
+    for rank in 0..4 {
+        let want = table.get(&rank).copied().unwrap_or(0) as u64;
+        assert_eq!(
+            paraver.get(&(rank + 1)).copied().unwrap_or(0),
+            want,
+            "rank {rank}"
+        );
+    }
+    let Some(summary) = crate::perfetto::check(&out.path().join("run.perfetto-trace")) else {
+        return;
+    };
+    let counters = summary["counters"].as_object().unwrap();
+    for rank in 0..4 {
+        let key = counters.keys().find(|k| {
+            k.starts_with(&format!("rank {rank} ")) && k.ends_with("on the critical path")
+        });
+        let got = key.map_or(0, |k| {
+            crate::perfetto::integrate(counters[k].as_array().unwrap(), 0, i64::MAX)
+        });
+        assert_eq!(got, table.get(&rank).copied().unwrap_or(0), "rank {rank}");
+    }
+}
+
+/// Where the path crosses ranks (a pipeline's transfers), the Perfetto trace draws a flow from
+/// the operation the path goes on from to the one it left: as many flows more as `crossings`.
+#[test]
+fn the_perfetto_trace_links_where_the_path_crosses_ranks() {
+    let dir = synth("--preset megatron --pp 2 --steps 2");
+    let path = dir.path().to_str().unwrap();
+    let crossings = json(&["critical-path", "--whole", path])["crossings"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    assert!(crossings >= 2, "{crossings}");
+    let out = tempfile::tempdir().unwrap();
+    let flows = |extra: &[&str]| {
+        let base = out.path().join(format!("run{}", extra.len()));
+        let base = base.to_str().unwrap();
+        let mut args = vec!["convert", path, "-o", base, "--to", "perfetto", "-q"];
+        args.extend(extra);
+        let converted = nsys_lens(&args);
+        assert!(converted.status.success(), "{}", texts(&converted).1);
+        let trace = std::path::PathBuf::from(format!("{base}.perfetto-trace"));
+        crate::perfetto::check(&trace).map(|s| s["flows"].as_u64().unwrap())
+    };
+    let (Some(plain), Some(with)) = (flows(&[]), flows(&["--critical-path"])) else {
+        return;
+    };
+    assert_eq!(with, plain + crossings);
+}
+
+/// The report shows the critical path of the median and the longest step, as `critical-path`
+/// has them.
+#[test]
+fn the_report_shows_the_median_and_the_longest_steps_path() {
+    let dir = synth("--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --slow-rank 1:1.3");
+    let path = dir.path().to_str().unwrap();
+    let paths = paths(dir.path());
+    let mut order: Vec<(i64, i64)> = paths.iter().map(|(k, (t, _))| (t.0, *k)).collect();
+    order.sort();
+    let (median, longest) = (order[order.len() / 2].1, order[order.len() - 1].1);
+    let out = tempfile::tempdir().unwrap();
+    let page = out.path().join("report.html");
+    let made = nsys_lens(&[
+        "report",
+        "--whole",
+        path,
+        "-o",
+        page.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(made.status.success(), "{}", texts(&made).1);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h3>Critical path</h3>"));
+    assert!(
+        html.contains(&format!("step {median} (median)")),
+        "{median}"
+    );
+    if longest != median {
+        assert!(
+            html.contains(&format!("step {longest} (longest)")),
+            "{longest}"
+        );
+    }
+    assert!(html.contains("gemm_fp32_tf32") && html.contains("ranks on the path 1"));
+}

@@ -53,6 +53,7 @@ fn compute(paramedir: &Path, input: &Path) -> BTreeMap<String, String> {
     let base = dir.path().join("run");
     let convert = crate::util::nsys_lens(&[
         "convert",
+        "--critical-path",
         "--to",
         "paraver",
         "-q",
@@ -115,6 +116,16 @@ fn cli(args: &[&str], column: &str) -> BTreeMap<String, i64> {
         .filter(|r| r["rank"].is_u64() && total(r, "stage") && total(r, "role"))
         .map(|r| (format!("rank {}", r["rank"]), int(&r[column])))
         .collect()
+}
+
+/// Per rank: the time on the critical path, summed over `critical-path --whole`'s rows.
+fn on_path(input: &str) -> BTreeMap<String, i64> {
+    let out = json(&["critical-path", "--whole", input]);
+    let mut on = BTreeMap::new();
+    for r in rows(&out) {
+        *on.entry(format!("rank {}", r["rank"])).or_default() += int(&r["ns"]);
+    }
+    on
 }
 
 /// Per rank from SQL: the union of the rank's GPU operations, and of its compute (non-NCCL)
@@ -209,6 +220,18 @@ fn every_preset_computes_in_paramedir_and_equals_the_cli_and_sql() {
             per_rank(&csv["collective_wait"]),
             waited,
             "{fixture}: waiting in collectives"
+        );
+        // A rank never on the path has no rows in the table, and a zero (or no row) in the
+        // histogram.
+        let nonzero = |m: BTreeMap<String, i64>| -> BTreeMap<String, i64> {
+            m.into_iter().filter(|(_, v)| *v > 0).collect()
+        };
+        let on = nonzero(on_path(at));
+        assert!(!on.is_empty(), "{fixture}: no critical path");
+        assert_eq!(
+            nonzero(per_rank(&csv["critical_path"])),
+            on,
+            "{fixture}: on the critical path"
         );
         roles_in_their_columns(&csv["communication_by_role"], fixture);
     }

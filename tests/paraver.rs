@@ -507,7 +507,7 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
             }
         }
     }
-    assert_eq!(presets, 14);
+    assert_eq!(presets, 15);
 }
 
 /// Issue 15: each NCCL kernel's role and evidence are events on its begin record, with the same

@@ -133,6 +133,19 @@ class Run:
             "collectives", ranks=ranks, by_rank=by_rank, top=top, p2p=p2p, **window
         )
 
+    def critical_path(self, ranks=None, roles=None, **window):
+        """Each step's critical path across ranks: per step, rank, category and name, the time
+        on the path (`nsys-lens critical-path`)."""
+        return self._table("critical_path", ranks=ranks, roles=roles, **window)
+
+    def what_if(self, changes, roles=None, **window):
+        """Each step's measured time beside the time a replay with `changes` predicts
+        (`nsys-lens what-if`): a list of `--change` specs, such as
+        `["straggler=median"]` or `["family=gemm*0.5", "launch=0"]`."""
+        if isinstance(changes, str):
+            changes = [changes]
+        return self._table("what_if", changes=list(changes), roles=roles, **window)
+
     def metrics(self, ranks=None, **window):
         """GPU metrics per rank over its window (`nsys-lens metrics`)."""
         return self._table("metrics", ranks=ranks, **window)

@@ -4,6 +4,7 @@
 //! bitmaps, values, offsets) that the Python layer wraps into a pyarrow Table without a Python
 //! object per value.
 
+use nsys_lens::analysis::what_if::Change;
 use nsys_lens::classify::families::Families;
 use nsys_lens::classify::{Activity, RoleRules};
 use nsys_lens::export::{self, Targets};
@@ -65,6 +66,7 @@ struct Options {
     steady: bool,
     collective_flows: bool,
     memory_budget: Option<usize>,
+    changes: Vec<String>,
 }
 
 impl Options {
@@ -128,6 +130,16 @@ fn run(timeline: &Timeline, command: &str, o: &Options) -> anyhow::Result<Output
             query::collectives(timeline, &o.selection()?, options)
         }
         "metrics" => query::metrics(timeline, &o.selection()?),
+        "critical_path" => query::critical::critical_path(timeline, &o.selection()?),
+        "what_if" => {
+            let changes = o
+                .changes
+                .iter()
+                .map(|c| Change::parse(c).map_err(anyhow::Error::msg))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            anyhow::ensure!(!changes.is_empty(), "what_if needs at least one change");
+            query::critical::what_if(timeline, &o.selection()?, &changes)
+        }
         other => anyhow::bail!("no analysis `{other}`"),
     }
 }

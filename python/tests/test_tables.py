@@ -68,6 +68,9 @@ CASES = [
     ("collectives", {"whole": True, "by_rank": True}, ["collectives", "--whole", "--by", "rank"]),
     ("collectives", {"whole": True, "top": 3}, ["collectives", "--whole", "--top", "3"]),
     ("metrics", {"whole": True}, ["metrics", "--whole"]),
+    ("critical_path", {"whole": True}, ["critical-path", "--whole"]),
+    ("what_if", {"whole": True, "changes": ["family=gemm*0.5", "launch=0"]},
+     ["what-if", "--whole", "--change", "family=gemm*0.5", "--change", "launch=0"]),
 ]
 
 

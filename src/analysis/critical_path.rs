@@ -88,6 +88,9 @@ pub struct StepPath {
     pub bounds: (i64, i64),
     /// The path's stretches, latest first.
     pub stretches: Vec<Stretch>,
+    /// Where it crosses ranks: (the operation it leaves, the one on another rank it goes on
+    /// from), latest first.
+    pub crossings: Vec<(u32, u32)>,
 }
 
 impl StepPath {
@@ -237,14 +240,20 @@ pub fn step_ranges(
         .collect()
 }
 
+/// Per rank, merged intervals in order.
+pub type Spans = Vec<Vec<(i64, i64)>>;
+
 /// The time each rank is on a critical path, over every step of `steps`: per rank (index
-/// into the graph's ranks), the merged intervals, in order.
-pub fn on_path(graph: &Graph, steps: &Steps, ranks: usize) -> Vec<Vec<(i64, i64)>> {
+/// into the graph's ranks), the merged intervals, in order; and every crossing of ranks.
+pub fn on_path(graph: &Graph, steps: &Steps, ranks: usize) -> (Spans, Vec<(u32, u32)>) {
     let mut on = vec![Vec::new(); ranks];
+    let mut crossings = Vec::new();
     for k in 0..steps.bounds.len() {
-        for s in walk(graph, steps, k).stretches {
+        let path = walk(graph, steps, k);
+        for s in path.stretches {
             on[s.rank as usize].push((s.from, s.to));
         }
+        crossings.extend(path.crossings);
     }
     for spans in &mut on {
         spans.sort_unstable();
@@ -257,7 +266,7 @@ pub fn on_path(graph: &Graph, steps: &Steps, ranks: usize) -> Vec<Vec<(i64, i64)
         }
         *spans = merged;
     }
-    on
+    (on, crossings)
 }
 
 /// The critical path of step `k` of `steps` on `graph`.
@@ -267,6 +276,7 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
         step: k,
         bounds: (t0, end),
         stretches: Vec::new(),
+        crossings: Vec::new(),
     };
     let mut add = |rank: u32, category: Category, name: Name, from: i64, to: i64| {
         let from = from.max(t0);
@@ -281,6 +291,7 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
         }
     };
     let nodes = &graph.nodes;
+    let mut crossings = Vec::new();
     let Some(mut i) = Some(steps.last[k]).filter(|&l| l != NONE) else {
         add(0, Category::Idle, Name::Text("no operation"), t0, end);
         return path;
@@ -301,6 +312,9 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
                 let arrived = nodes[x.last as usize].start;
                 if (node.start..cursor).contains(&arrived) {
                     add(node.rank, category, label, arrived, cursor);
+                    if nodes[x.last as usize].rank != node.rank {
+                        crossings.push((i, x.last));
+                    }
                     (i, cursor) = (x.last, arrived);
                     continue;
                 }
@@ -368,6 +382,7 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
             break;
         }
     }
+    path.crossings = crossings;
     // What a circle of constraints left, if anything.
     let covered = path.path_ns();
     let rank = path.stretches.last().map_or(0, |s| s.rank);

@@ -1,11 +1,12 @@
 //! `nsys-lens convert REPORT... [-o OUT] [--to perfetto] [WINDOW] [--ranks LIST]`
 
 use super::Outcome;
+use super::drawn::DrawnArgs;
 use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules};
 use nsys_lens::export::conversion::{Request, Step, Target};
 use nsys_lens::input::capture::Captures;
-use nsys_lens::query::{RankList, conversion_plan};
+use nsys_lens::query::RankList;
 use nsys_lens::spill::Budget;
 use std::path::PathBuf;
 
@@ -17,7 +18,8 @@ use std::path::PathBuf;
   nsys-lens convert node*.sqlite --compress              writes node0.perfetto-trace.gz and node0.prv.gz
   nsys-lens convert node*.sqlite -o run.gz               the same, named run.*.gz
   nsys-lens convert node*.sqlite --ranks 0,2-3 --steady  three ranks, each over its steady-state window
-  nsys-lens convert run/ --collective-flows -o run       arrows from each collective's straggler to the others")]
+  nsys-lens convert run/ --collective-flows -o run       arrows from each collective's straggler to the others
+  nsys-lens convert run/ --critical-path -o run          an `on the critical path` counter per rank")]
 pub struct Args {
     #[command(flatten)]
     inputs: Inputs,
@@ -40,10 +42,8 @@ pub struct Args {
     #[arg(long, visible_alias = "gzip")]
     compress: bool,
 
-    /// Perfetto: a flow arrow from each collective's last arrival to every other member's
-    /// kernel (see `collectives`).
-    #[arg(long)]
-    collective_flows: bool,
+    #[command(flatten)]
+    drawn: DrawnArgs,
 
     /// Only these global ranks: one (`3`), a list or ranges (`0,4-7`); other processes are left
     /// out too. `--rank` is the same.
@@ -107,12 +107,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let request = args.request();
     args.inputs.check_outputs(&request.outputs())?;
     let rules = RoleRules::load(args.roles.as_deref())?;
-    let (captures, inputs) = args.inputs.captures(Budget::new(args.memory_budget))?;
-    let Captures { light, parts } = captures;
+    let budget = Budget::new(args.memory_budget);
+    let (Captures { light, parts }, inputs) = args.inputs.captures(budget)?;
     let activity = Activity::new(&light);
     let (start_end, anchor) = (args.start.zip(args.end), args.anchor.as_deref());
     let (window, ranks) = ((start_end, anchor, args.steady), args.ranks.as_ref());
-    let plan = conversion_plan((&activity, &rules), ranks, window, args.collective_flows)?;
+    let drawn = &args.drawn;
+    let plan = drawn.plan((&activity, &rules), ranks, window, &args.inputs)?;
     request.expect_progress(&light, &plan, &parts, &inputs);
     let progress = super::progress::Progress::writing("writing".to_string(), args.inputs.quiet);
     let lines = request.write(&plan, &parts, &inputs)?;
@@ -140,7 +141,7 @@ impl Args {
     fn fingerprint(&self) -> String {
         let ranks = self.ranks.as_ref().map(|r| &r.0);
         let window = (self.start, self.end, self.steady, &self.anchor);
-        let drawn = (&self.to, ranks, &self.roles, self.collective_flows);
+        let drawn = (&self.to, ranks, &self.roles, &self.drawn);
         format!(
             "window {window:?} drawn {drawn:?} align {:?}",
             self.inputs.align

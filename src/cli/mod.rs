@@ -8,6 +8,7 @@ mod compare;
 mod completions;
 mod convert;
 mod critical_path;
+mod drawn;
 mod idle;
 mod info;
 mod inputs;

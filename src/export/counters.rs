@@ -1,7 +1,8 @@
 //! The step functions that draw the overlap analysis in a trace, computed as the kernels come:
 //! compute kernels in flight, communication in flight per kernel role, exposed communication (1
-//! while non-barrier communication runs with no compute), and waiting in collectives (1 while
-//! the rank waits for a collective's last member). They are built from the process's classified
+//! while non-barrier communication runs with no compute), waiting in collectives (1 while
+//! the rank waits for a collective's last member), and on the critical path (1 while a step's
+//! path runs on the rank, as `critical-path` walks it). They are built from the process's classified
 //! NCCL kernels ([`RankStreams`]), the very sets `overlap` measures, and from the collectives
 //! `collectives` matches, so a counter integrated over a window is the table's number.
 //!
@@ -72,6 +73,9 @@ pub struct Counters {
     waiting: Level,
     /// Whether it waited in a collective at all (the waiting counter is drawn).
     waits_at_all: bool,
+    on_path: Level,
+    /// Whether it is on a critical path at all (the counter is drawn).
+    on_path_at_all: bool,
     /// Pending changes: (time, +1 or -1, what).
     pending: BinaryHeap<Reverse<(i64, i64, Change)>>,
 }
@@ -81,6 +85,7 @@ pub struct Counters {
 enum Change {
     Kernel(Moves),
     Wait,
+    OnPath,
 }
 
 /// The values that changed at one time (`None` for those that did not).
@@ -98,6 +103,8 @@ pub struct Changes {
     pub exposed: Option<i64>,
     /// Waiting in a collective (1 or 0); never set when the process waited in none.
     pub waiting: Option<i64>,
+    /// On a step's critical path (1 or 0); never set when the process never is.
+    pub on_path: Option<i64>,
 }
 
 impl Counters {
@@ -116,10 +123,13 @@ impl Counters {
         roles.dedup();
         let process = plan.exported[exported].process;
         let waits = plan.collectives.waits.get(&process);
+        let on_path = plan.critical_path.on_path.get(&process);
         let mut pending = BinaryHeap::new();
-        for &(s, e) in waits.into_iter().flatten() {
-            pending.push(Reverse((s, 1, Change::Wait)));
-            pending.push(Reverse((e, -1, Change::Wait)));
+        for (spans, change) in [(waits, Change::Wait), (on_path, Change::OnPath)] {
+            for &(s, e) in spans.into_iter().flatten() {
+                pending.push(Reverse((s, 1, change)));
+                pending.push(Reverse((e, -1, change)));
+            }
         }
         Some(Counters {
             compute: Level::default(),
@@ -128,6 +138,8 @@ impl Counters {
             exposed: Level::default(),
             waiting: Level::default(),
             waits_at_all: waits.is_some_and(|w| !w.is_empty()),
+            on_path: Level::default(),
+            on_path_at_all: on_path.is_some_and(|p| !p.is_empty()),
             pending,
         })
     }
@@ -140,6 +152,11 @@ impl Counters {
     /// Whether it waited in a collective inside its window (the waiting counter is drawn).
     pub fn waits(&self) -> bool {
         self.waits_at_all
+    }
+
+    /// Whether it is on a critical path inside its window (the on-path counter is drawn).
+    pub fn on_path(&self) -> bool {
+        self.on_path_at_all
     }
 
     /// A kernel or graph launch starts (clipped times); its end is due later.
@@ -186,6 +203,7 @@ impl Counters {
             .and_then(|i| roles[i]);
         let exposed = self.comm.value > 0 && self.compute.value == 0;
         let waiting = self.waiting.value > 0;
+        let on_path = self.on_path.value > 0;
         let changes = Changes {
             compute: self.compute.change(),
             comm: self.comm.change(),
@@ -195,6 +213,10 @@ impl Counters {
                 .waits_at_all
                 .then(|| self.waiting.toggled(waiting))
                 .flatten(),
+            on_path: self
+                .on_path_at_all
+                .then(|| self.on_path.toggled(on_path))
+                .flatten(),
             roles,
         };
         let any = [
@@ -202,6 +224,7 @@ impl Counters {
             changes.comm,
             changes.exposed,
             changes.waiting,
+            changes.on_path,
         ]
         .iter()
         .chain(&changes.roles)
@@ -219,6 +242,7 @@ impl Counters {
                 }
             }
             Change::Wait => self.waiting.add(delta),
+            Change::OnPath => self.on_path.add(delta),
         }
     }
 }

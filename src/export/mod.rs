@@ -16,6 +16,7 @@
 pub mod collectives;
 pub mod conversion;
 pub mod counters;
+pub mod critical_path;
 pub mod encoded;
 pub mod mpi;
 pub mod paraver;
@@ -52,6 +53,9 @@ pub struct Plan<'a, 't> {
     pub offset: i64,
     /// The collectives matched across the exported processes, as drawn.
     pub collectives: collectives::Drawn,
+    /// When each exported rank is on a step's critical path, and flows where the path crosses
+    /// ranks (none unless asked: [`Plan::with_critical_path`]).
+    pub critical_path: critical_path::Drawn,
     /// The MPI messages between exported calls.
     pub messages: mpi::Drawn,
     /// The NCCL payload fields of the exported processes' NCCL kernels.
@@ -112,6 +116,7 @@ impl<'a, 't> Plan<'a, 't> {
         }
         Plan {
             collectives: collectives::Drawn::new((activity, rules), &exported, false),
+            critical_path: critical_path::Drawn::default(),
             messages: mpi::Drawn::new(timeline, &exported, &index),
             payloads: {
                 let processes: Vec<ProcessId> = exported.iter().map(|e| e.process).collect();
@@ -130,6 +135,13 @@ impl<'a, 't> Plan<'a, 't> {
     pub fn with_collective_flows(mut self) -> Self {
         let context = (self.activity, self.rules);
         self.collectives = collectives::Drawn::new(context, &self.exported, true);
+        self
+    }
+
+    /// Draws when each rank is on a step's critical path, walked on `full`: the same capture
+    /// with every event (the plan's own timeline is light: it lacks compute kernels).
+    pub fn with_critical_path(mut self, full: &Activity) -> Self {
+        self.critical_path = critical_path::drawn((full, self.rules), &self.exported);
         self
     }
 

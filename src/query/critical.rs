@@ -8,6 +8,7 @@ use crate::analysis::what_if::{Change, Factors};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::{Activity, Rank};
 use crate::model::Timeline;
+use crate::report::html::PathView;
 use crate::report::{Cell, Output, Table};
 use crate::time::human_duration;
 
@@ -88,7 +89,8 @@ impl<'t> Run<'t> {
 }
 
 /// `critical-path`: per step, its time, the path's length and what the path was, per rank,
-/// category and name, longest first.
+/// category and name, longest first; in JSON, `crossings`: where the path goes from one rank
+/// (`from_rank`, whose operation arrived last at `at_ns`) to another (`to_rank`).
 pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
     let run = Run::new(timeline, selection)?;
     let paths: Vec<StepPath> = (0..run.steps.bounds.len())
@@ -110,7 +112,20 @@ pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Resu
         selection.ranks.as_ref().is_none_or(|l| l.contains(rank))
     };
     let mut notes = run.evidence_notes();
+    let mut crossings = Vec::new();
     for path in &paths {
+        for &(left, from) in &path.crossings {
+            let (left, from) = (
+                &run.graph.nodes[left as usize],
+                &run.graph.nodes[from as usize],
+            );
+            crossings.push(serde_json::json!({
+                "step": path.step,
+                "at_ns": from.start,
+                "from_rank": run.rank(from.rank),
+                "to_rank": run.rank(left.rank),
+            }));
+        }
         let mut parts: Vec<_> = path.parts().into_iter().collect();
         parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         for ((r, category, name), ns) in parts.into_iter().filter(|p| wanted(p.0.0)) {
@@ -138,6 +153,10 @@ pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Resu
     }
     Ok(Output {
         table,
+        context: serde_json::Map::from_iter([(
+            "crossings".to_string(),
+            serde_json::Value::Array(crossings),
+        )]),
         heading: vec![format!(
             "{} step(s) of {} rank(s): each step from the previous one's end to the end of \
              its last GPU operation on any rank; the path walks back from there (see \
@@ -146,8 +165,51 @@ pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Resu
             run.ranks.len()
         )],
         notes,
-        ..Output::default()
     })
+}
+
+/// Parts of a step shown on the report's page.
+const PAGE_PARTS: usize = 6;
+
+/// The report's view of the critical path: the median and the longest step (one when they are
+/// the same), each with its longest parts; none when the run has no path.
+pub fn path_views(timeline: &Timeline, selection: &Selection) -> Vec<PathView> {
+    let Ok(run) = Run::new(timeline, selection) else {
+        return Vec::new();
+    };
+    let mut order: Vec<usize> = (0..run.steps.bounds.len()).collect();
+    order.sort_by_key(|&k| (run.steps.bounds[k].1 - run.steps.bounds[k].0, k));
+    let (median, longest) = (order[order.len() / 2], order[order.len() - 1]);
+    let mut shown = vec![(median, "median")];
+    if longest != median {
+        shown.push((longest, "longest"));
+    }
+    let paths: Vec<StepPath> = shown
+        .iter()
+        .map(|&(k, _)| walk(&run.graph, &run.steps, k))
+        .collect();
+    let names = Names::new(&run.graph, &run.activity, &run.ranks, &paths);
+    paths
+        .iter()
+        .zip(shown)
+        .map(|(path, (k, which))| {
+            let mut parts: Vec<_> = path.parts().into_iter().collect();
+            parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            PathView {
+                title: format!("step {k} ({which})"),
+                step_ns: path.step_ns(),
+                ranks: path.ranks().iter().map(|&r| run.rank(r) as u32).collect(),
+                parts: parts
+                    .into_iter()
+                    .take(PAGE_PARTS)
+                    .map(|((r, category, name), ns)| {
+                        let rank = run.rank(r) as u32;
+                        (rank, category.name().to_string(), names.text(name), ns)
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// `what-if`: each step's measured time beside the time a replay with `changes` predicts.

@@ -56,6 +56,7 @@ pub fn run_view(
         ranks: views,
         strip,
         strip_ns,
+        paths: super::critical::path_views(timeline, selection),
     })
 }
 

@@ -60,6 +60,19 @@ impl RankView {
     }
 }
 
+/// One step's critical path as the page shows it.
+#[derive(Debug, Clone)]
+pub struct PathView {
+    /// `step 3 (median)`.
+    pub title: String,
+    /// The step's time, ns.
+    pub step_ns: i64,
+    /// The ranks on the path, from the step's end back.
+    pub ranks: Vec<u32>,
+    /// The longest parts: rank, category, name, ns.
+    pub parts: Vec<(u32, String, String, i64)>,
+}
+
 /// One run.
 #[derive(Debug, Clone)]
 pub struct RunView {
@@ -73,6 +86,8 @@ pub struct RunView {
     pub strip: Vec<StripRow>,
     /// Length of the strip's window, ns.
     pub strip_ns: i64,
+    /// The critical path of the median and the longest step.
+    pub paths: Vec<PathView>,
 }
 
 /// Above this many ranks, distributions and heatmaps replace the per-rank rows, which move
@@ -190,7 +205,44 @@ fn run_section(out: &mut String, run: &RunView, scale: Scale) {
         bubbles(out, run);
         step_view(out, run);
     }
+    critical_paths(out, run);
     strip(out, run, scale);
+}
+
+/// The critical path of the median and the longest step: their longest parts.
+fn critical_paths(out: &mut String, run: &RunView) {
+    if run.paths.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h3>Critical path</h3><p>What set the step's time, across ranks (every step in full: \
+         <code>nsys-lens critical-path</code>; what a fix would buy: \
+         <code>nsys-lens what-if</code>).</p>",
+    );
+    for path in &run.paths {
+        let ranks: Vec<String> = path.ranks.iter().map(u32::to_string).collect();
+        let _ = write!(
+            out,
+            "<p>{}: {}; ranks on the path {}</p><table><tr><th>rank</th>\
+             <th class=\"l\">category</th><th class=\"l\">name</th><th>time</th><th>share</th>\
+             </tr>",
+            esc(&path.title),
+            ms(path.step_ns),
+            esc(&ranks.join(" ← "))
+        );
+        for (rank, category, name, ns) in &path.parts {
+            let share = 100.0 * *ns as f64 / path.step_ns.max(1) as f64;
+            let _ = write!(
+                out,
+                "<tr><td>{rank}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>\
+                 <td>{share:.1}%</td></tr>",
+                esc(category),
+                esc(name),
+                ms(*ns)
+            );
+        }
+        out.push_str("</table>");
+    }
 }
 
 /// A collapsible section.
@@ -816,6 +868,7 @@ mod tests {
                 spans,
             }],
             strip_ns: 1_000_000,
+            paths: vec![],
         };
         let html = page(&[run]);
         let rects = html.matches("<rect").count();

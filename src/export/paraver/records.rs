@@ -608,6 +608,7 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
                 (types::EXPOSED_COMM, c.exposed),
                 (types::BARRIER_IN_FLIGHT, c.barrier),
                 (types::COLLECTIVE_WAIT, c.waiting),
+                (types::CRITICAL_PATH, c.on_path),
             ];
             let pairs: Vec<(u32, u64)> = series
                 .iter()

@@ -66,6 +66,8 @@ pub const EXPOSED_COMM: u32 = 63_100_012;
 pub const BARRIER_IN_FLIGHT: u32 = 63_100_013;
 /// 1 while the rank waits in a collective for its last member.
 pub const COLLECTIVE_WAIT: u32 = 63_100_014;
+/// 1 while a step's critical path runs on the rank.
+pub const CRITICAL_PATH: u32 = 63_100_015;
 /// nsys2prv: a CUDA graph launch (graph-level trace); values `Graph Exec <n>`, after the
 /// kernel names.
 pub const GRAPH_EXEC: u32 = 63_000_008;
@@ -182,6 +184,7 @@ pub const PLAIN: &[(u32, &str)] = &[
     (COMM_IN_FLIGHT, "nsys-lens communication kernels in flight"),
     (EXPOSED_COMM, "nsys-lens exposed communication"),
     (COLLECTIVE_WAIT, "nsys-lens waiting in collectives"),
+    (CRITICAL_PATH, "nsys-lens on the critical path"),
     (COLLECTIVE, "nsys-lens collective instance"),
     (GPU_MEMORY, "nsys-lens GPU memory allocated (bytes)"),
     (ACC_DATA_BYTES, "OpenACC data bytes"),

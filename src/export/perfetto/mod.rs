@@ -356,11 +356,13 @@ fn head<W: Write>(plan: &Plan, out: &mut PacketStream<W>) -> io::Result<Counts> 
         &[(Arg::RebaseOffset, Value::Int(plan.offset))],
         texts,
     )?;
-    // Collective and MPI message flows are counted here, once each; launch flows as their
+    // Collective, critical-path and MPI message flows are counted here, once each; launch flows as their
     // operations are written.
     Ok(Counts {
         tracks: 1,
-        flows: plan.collectives.flows + plan.messages.list.len() as u64,
+        flows: plan.collectives.flows
+            + plan.critical_path.flow_count
+            + plan.messages.list.len() as u64,
         ..Counts::default()
     })
 }

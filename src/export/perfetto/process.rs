@@ -269,6 +269,9 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
         if counters.waits() {
             names.push("waiting in collectives".to_string());
         }
+        if counters.on_path() {
+            names.push("on the critical path".to_string());
+        }
         let mut sequences = Vec::new();
         for (order, name) in names.into_iter().enumerate() {
             sequences.push(self.core.counter_track(
@@ -442,7 +445,8 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
         if let Some((counters, sequences)) = &mut self.counters
             && let Some(changes) = counters.at(t)
         {
-            for (seq, value) in sequences.iter_mut().zip(values(&changes)) {
+            let drawn = (counters.waits(), counters.on_path());
+            for (seq, value) in sequences.iter_mut().zip(values(&changes, drawn)) {
                 if let Some(v) = value {
                     seq.counter(&mut self.core.out, ts, v)?;
                 }
@@ -599,10 +603,23 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
             args.swap(shown, 10);
             shown += 1;
         }
-        let linked: &[u64] = collective.map_or(&[], |c| &c.1);
+        let path = plan.critical_path.flows.get(&(k.stream, k.start.0));
+        let linked: Vec<u64> = collective
+            .map_or(&[][..], |c| &c.1)
+            .iter()
+            .chain(path.into_iter().flatten())
+            .copied()
+            .collect();
         self.core.counts.kernels += 1;
         let label = (Name::Text(k.short_name), Category::Kernel);
-        self.gpu_op(k.stream, item, label, &args[..shown], k.correlation, linked)
+        self.gpu_op(
+            k.stream,
+            item,
+            label,
+            &args[..shown],
+            k.correlation,
+            &linked,
+        )
     }
 
     /// A copy, set or graph launch on its stream's track (a graph launch shows the stream's
@@ -748,11 +765,19 @@ impl<'a, W: Write> Core<'_, 'a, '_, W> {
     }
 }
 
-/// The counter values of `changes` in track order: compute, per role, exposed, waiting.
-fn values(changes: &Changes) -> impl Iterator<Item = Option<i64>> + '_ {
+/// The counter values of `changes` in track order: compute, per role, exposed, then waiting
+/// and on the critical path where they are drawn (`drawn`).
+fn values(
+    changes: &Changes,
+    (waits, on_path): (bool, bool),
+) -> impl Iterator<Item = Option<i64>> + '_ {
+    let waiting = waits.then_some(changes.waiting);
+    let on_path = on_path.then_some(changes.on_path);
     std::iter::once(changes.compute)
         .chain(changes.roles.iter().copied())
-        .chain([changes.exposed, changes.waiting])
+        .chain([changes.exposed])
+        .chain(waiting)
+        .chain(on_path)
 }
 
 /// An OpenACC event's name and arguments: its kind, source, function, and its variable and

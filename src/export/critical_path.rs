@@ -1,0 +1,90 @@
+//! What the traces draw of the critical path ([`crate::analysis::critical_path`]): the time
+//! each exported rank is on a step's path, over every step of its window, as `critical-path`
+//! walks them (its default step ranges). The graph needs every kernel: it is built on a full
+//! timeline of the capture, whose process ids are the light timeline's.
+
+use super::Exported;
+use crate::analysis::critical_path::{Steps, on_path, step_ranges};
+use crate::analysis::graph::Graph;
+use crate::classify::families::{Families, FamilyCache};
+use crate::classify::streams::clip;
+use crate::classify::{Activity, Rank, RoleRules};
+use crate::hash::FxHashMap;
+use crate::model::{ProcessId, StreamId};
+
+/// The critical path as drawn.
+#[derive(Debug, Clone, Default)]
+pub struct Drawn {
+    /// Per exported rank: the merged intervals it is on a critical path, clipped to its window.
+    pub on_path: FxHashMap<ProcessId, Vec<(i64, i64)>>,
+    /// Per kernel (stream, unclipped start) where the path crosses ranks: its flow ids (each
+    /// links the kernel the path goes on from, on the rank that arrived last, to the one it
+    /// left).
+    pub flows: FxHashMap<(StreamId, i64), Vec<u64>>,
+    /// Flows drawn (each links two kernels).
+    pub flow_count: u64,
+}
+
+/// Flow ids of the path's crossings: the top two bits set, apart from launch and collective
+/// flows.
+const FLOW_BITS: u64 = 3 << 62;
+
+/// The critical path of the exported ranks, walked on `activity` (a full timeline).
+pub fn drawn((activity, rules): (&Activity, &RoleRules), exported: &[Exported]) -> Drawn {
+    let ranked: Vec<(Rank, (i64, i64))> = exported
+        .iter()
+        .filter_map(|e| Some((e.rank?, e.window)))
+        .collect();
+    let ranks: Vec<Rank> = ranked.iter().map(|(r, _)| *r).collect();
+    let families = Families::default();
+    let mut cache = FamilyCache::new(&families, activity.timeline);
+    let graph = Graph::build(activity, &ranks, rules, &mut cache);
+    if graph.is_empty() {
+        return Drawn::default();
+    }
+    let windows: Vec<_> = ranked.iter().map(|(r, w)| (r.process, *w)).collect();
+    let steps = Steps::new(&graph, &step_ranges(activity, &windows, None));
+    let (on, crossings) = on_path(&graph, &steps, ranks.len());
+    let mut drawn = Drawn {
+        on_path: on
+            .into_iter()
+            .zip(&ranked)
+            .map(|(spans, (rank, window))| {
+                let clipped = spans.into_iter().filter_map(|s| clip(s, *window));
+                (rank.process, clipped.collect())
+            })
+            .collect(),
+        flows: FxHashMap::default(),
+        flow_count: 0,
+    };
+    for (n, &(left, from)) in crossings.iter().enumerate() {
+        let id = FLOW_BITS | n as u64;
+        for end in [from, left] {
+            let node = &graph.nodes[end as usize];
+            let window = ranked[node.rank as usize].1;
+            if clip((node.start, node.end), window).is_some() {
+                drawn
+                    .flows
+                    .entry((node.stream, node.start))
+                    .or_default()
+                    .push(id);
+            }
+        }
+    }
+    // A flow with one end outside its window has nothing to link.
+    let ends: FxHashMap<u64, usize> =
+        drawn
+            .flows
+            .values()
+            .flatten()
+            .fold(FxHashMap::default(), |mut count, &id| {
+                *count.entry(id).or_default() += 1;
+                count
+            });
+    for ids in drawn.flows.values_mut() {
+        ids.retain(|id| ends[id] == 2);
+    }
+    drawn.flows.retain(|_, ids| !ids.is_empty());
+    drawn.flow_count = ends.values().filter(|&&n| n == 2).count() as u64;
+    drawn
+}
