@@ -33,8 +33,9 @@
 use crate::classify::layout::{self, Transfer};
 use crate::classify::payloads::{CallArgs, CommunicatorId, NcclPayloads};
 use crate::classify::rules::{Purpose, RoleRules};
-use crate::classify::{Activity, CommKernel, Evidence, streams};
+use crate::classify::{Activity, CommKernel, Evidence, RankStreams, streams};
 use crate::model::{ProcessId, StreamId, StringId};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Two hosts' instances of one family whose end-time distances spread wider than this belong to
@@ -206,6 +207,32 @@ pub fn match_instances(
     processes: &[ProcessId],
     rules: &RoleRules,
 ) -> Collectives {
+    let classify =
+        |rank: usize| Cow::Owned(streams::classify(activity, processes[rank], WHOLE, rules));
+    match_each(activity, processes, rules, classify)
+}
+
+/// [`match_instances`] of processes already classified over the whole capture (`classified`,
+/// one per process).
+pub fn match_classified(
+    activity: &Activity,
+    processes: &[ProcessId],
+    rules: &RoleRules,
+    classified: &[RankStreams],
+) -> Collectives {
+    match_each(activity, processes, rules, |rank| {
+        Cow::Borrowed(&classified[rank])
+    })
+}
+
+/// Matches the collectives of `processes`, each classified (over the whole capture) when
+/// `classify` gives its streams: one at a time, unless they are at hand.
+fn match_each<'c>(
+    activity: &Activity,
+    processes: &[ProcessId],
+    rules: &RoleRules,
+    classify: impl Fn(usize) -> Cow<'c, RankStreams>,
+) -> Collectives {
     let timeline = activity.timeline;
     let payloads = NcclPayloads::new(activity, processes);
     let mut out = Collectives {
@@ -217,7 +244,7 @@ pub fn match_instances(
     let mut families: BTreeMap<Family, PerUnit> = BTreeMap::new();
     let mut transfers: BTreeSet<StringId> = BTreeSet::new();
     for (rank, &process) in processes.iter().enumerate() {
-        let classified = streams::classify(activity, process, WHOLE, rules);
+        let classified = classify(rank);
         for k in &classified.comm {
             let CommKernel { op: Some(op), .. } = k else {
                 out.unnamed_transfers += u64::from(k.evidence == Evidence::KernelName);

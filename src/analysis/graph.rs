@@ -30,9 +30,9 @@ use super::collectives::{self, P2P_OP};
 use super::kernels::each_operation;
 use crate::classify::families::FamilyCache;
 use crate::classify::layout;
-use crate::classify::{Activity, Rank, RoleRules, streams};
+use crate::classify::{Activity, Rank, RankStreams, RoleRules, streams};
 use crate::hash::FxHashMap;
-use crate::model::{StreamId, StringId, ThreadId};
+use crate::model::{ApiCall, StreamId, StringId, ThreadId};
 
 /// No index.
 pub const NONE: u32 = u32::MAX;
@@ -73,6 +73,8 @@ pub struct Node {
     pub comm: bool,
     /// Its family, or a communication kernel's role (index into [`Graph::labels`]).
     pub label: u32,
+    /// Its launch's correlation id.
+    pub correlation: u32,
     /// Its launch (index into [`Graph::cpu`]), or [`NONE`].
     pub launch: u32,
     /// The operation before it on its stream, or [`NONE`].
@@ -104,6 +106,18 @@ pub struct CpuCall {
 }
 
 impl CpuCall {
+    /// Rank `rank`'s API call `call`; a host wait for operation `waited` (else [`NONE`]).
+    fn of(rank: u32, call: &ApiCall, waited: u32) -> CpuCall {
+        CpuCall {
+            rank,
+            thread: call.thread,
+            start: call.start.0,
+            end: call.end.0.max(call.start.0),
+            name: call.name,
+            waited,
+        }
+    }
+
     /// When its thread went on: a launch's start (the next call's gap counts from it), a host
     /// wait's end.
     fn moment(&self) -> i64 {
@@ -158,9 +172,6 @@ pub struct Graph {
     pub evidence: Evidence,
 }
 
-/// One operation before sorting: the node and its launch's correlation id.
-type Unsorted = (Node, u32);
-
 impl Graph {
     /// The graph of `ranks`' operations over the whole capture, communication classified with
     /// `rules`, families from `families`.
@@ -172,13 +183,21 @@ impl Graph {
     ) -> Graph {
         let mut graph = Graph::default();
         let mut labels: FxHashMap<String, u32> = FxHashMap::default();
-        let mut unsorted: Vec<Unsorted> = Vec::new();
-        for (r, rank) in ranks.iter().enumerate() {
-            let comm = streams::classify(activity, rank.process, WHOLE, rules);
+        let mut nodes: Vec<Node> = Vec::new();
+        let classified: Vec<RankStreams> = ranks
+            .iter()
+            .map(|r| streams::classify(activity, r.process, WHOLE, rules))
+            .collect();
+        for (r, (rank, comm)) in ranks.iter().zip(&classified).enumerate() {
             let at = (rank.process, WHOLE);
-            each_operation(activity, at, (&comm, rules), families, |op, family| {
-                let next = labels.len() as u32;
-                let label = *labels.entry(family.to_string()).or_insert(next);
+            each_operation(activity, at, (comm, rules), families, |op, family| {
+                let label = match labels.get(family) {
+                    Some(&label) => label,
+                    None => {
+                        let next = labels.len() as u32;
+                        *labels.entry(family.to_string()).or_insert(next)
+                    }
+                };
                 let node = Node {
                     rank: r as u32,
                     stream: op.stream,
@@ -186,83 +205,71 @@ impl Graph {
                     end: op.span.1.max(op.span.0),
                     comm: op.comm,
                     label,
+                    correlation: op.correlation,
                     launch: NONE,
                     prev: NONE,
                     cross: NONE,
                     exchange: NONE,
                     binding: Binding::Nothing,
                 };
-                unsorted.push((node, op.correlation));
+                nodes.push(node);
             });
         }
         let mut names: Vec<(u32, String)> = labels.into_iter().map(|(k, v)| (v, k)).collect();
         names.sort_unstable();
         graph.labels = names.into_iter().map(|(_, name)| name).collect();
-        unsorted.sort_unstable_by_key(|(n, _)| (n.rank, n.stream, n.start, n.end));
-        graph.link_streams(&mut unsorted);
-        let waits = graph.add_cpu(activity, ranks, &unsorted);
-        graph.add_exchanges(activity, ranks, rules);
-        graph.bind(&waits);
+        nodes.sort_unstable_by_key(|n| (n.rank, n.stream, n.start, n.end));
+        graph.nodes = nodes;
+        graph.link_streams();
+        let ends = graph.by_end();
+        let waits = graph.add_cpu(activity, ranks, &ends);
+        graph.add_exchanges(activity, (ranks, &classified), rules);
+        graph.bind(&waits, &ends);
         graph
     }
 
-    /// Stream order; the nodes, sorted.
-    fn link_streams(&mut self, unsorted: &mut [Unsorted]) {
-        for i in 1..unsorted.len() {
-            let (before, node) = (unsorted[i - 1].0, &mut unsorted[i].0);
+    /// Stream order, the nodes sorted.
+    fn link_streams(&mut self) {
+        for i in 1..self.nodes.len() {
+            let before = self.nodes[i - 1];
+            let node = &mut self.nodes[i];
             if (before.rank, before.stream) == (node.rank, node.stream) {
                 node.prev = i as u32 - 1;
             }
         }
-        self.nodes = unsorted.iter().map(|(n, _)| *n).collect();
     }
 
     /// Launches (by correlation id) and host waits, each rank's calls in order; returns the
     /// start of each rank's `cudaStreamWaitEvent` calls, in order.
-    fn add_cpu(
-        &mut self,
-        activity: &Activity,
-        ranks: &[Rank],
-        unsorted: &[Unsorted],
-    ) -> Vec<Vec<i64>> {
+    fn add_cpu(&mut self, activity: &Activity, ranks: &[Rank], ends: &ByEnd) -> Vec<Vec<i64>> {
         let timeline = activity.timeline;
         let mut calls: Vec<(CpuCall, u32)> = Vec::new();
-        for (i, (node, correlation)) in unsorted.iter().enumerate() {
+        for (i, node) in self.nodes.iter().enumerate() {
             let process = ranks[node.rank as usize].process;
-            if let Some(call) = activity.launch_call(process, *correlation) {
-                let cpu = CpuCall {
-                    rank: node.rank,
-                    thread: call.thread,
-                    start: call.start.0,
-                    end: call.end.0.max(call.start.0),
-                    name: call.name,
-                    waited: NONE,
-                };
-                calls.push((cpu, i as u32));
+            if let Some(call) = activity.launch_call(process, node.correlation) {
+                calls.push((CpuCall::of(node.rank, call, NONE), i as u32));
             }
         }
-        let ends = self.by_end();
         let mut waits = vec![Vec::new(); ranks.len()];
+        let mut kinds: FxHashMap<StringId, (bool, bool)> = FxHashMap::default();
         for (r, rank) in ranks.iter().enumerate() {
             for call in activity.api_calls(rank.process) {
-                let name = timeline.text(call.name);
-                if name.contains("StreamWaitEvent") {
+                let (wait, sync) = *kinds.entry(call.name).or_insert_with(|| {
+                    let name = timeline.text(call.name);
+                    (
+                        name.contains("StreamWaitEvent"),
+                        name.contains("Synchronize"),
+                    )
+                });
+                if wait {
                     waits[r].push(call.start.0);
                 }
-                if !name.contains("Synchronize") {
+                if !sync {
                     continue;
                 }
                 let waited = ends.last_ending(&self.nodes, r as u32, call.end.0);
                 let Some(waited) = waited else { continue };
-                let cpu = CpuCall {
-                    rank: r as u32,
-                    thread: call.thread,
-                    start: call.start.0,
-                    end: call.end.0.max(call.start.0),
-                    name: call.name,
-                    waited,
-                };
-                calls.push((cpu, NONE));
+                calls.push((CpuCall::of(r as u32, call, waited), NONE));
             }
         }
         calls.sort_unstable_by_key(|(c, node)| (c.rank, c.start, *node));
@@ -283,10 +290,18 @@ impl Graph {
     }
 
     /// Collectives matched across ranks, and point-to-point transfers sender to receiver.
-    fn add_exchanges(&mut self, activity: &Activity, ranks: &[Rank], rules: &RoleRules) {
+    fn add_exchanges(
+        &mut self,
+        activity: &Activity,
+        (ranks, classified): (&[Rank], &[RankStreams]),
+        rules: &RoleRules,
+    ) {
         let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-        let mut matched = collectives::match_instances(activity, &processes, rules);
-        let transfers = layout::rank_transfers(activity, ranks, rules);
+        let mut matched = collectives::match_classified(activity, &processes, rules, classified);
+        let transfers: Vec<_> = classified
+            .iter()
+            .map(|streams| layout::transfers(streams, rules))
+            .collect();
         collectives::add_transfers(&mut matched, &transfers);
         let index: FxHashMap<(u32, StreamId, i64), u32> = self
             .nodes
@@ -323,8 +338,7 @@ impl Graph {
 
     /// Each operation's stream wait (from the rank's `cudaStreamWaitEvent` calls `waits`, else
     /// from timing) and binding constraint.
-    fn bind(&mut self, waits: &[Vec<i64>]) {
-        let ends = self.by_end();
+    fn bind(&mut self, waits: &[Vec<i64>], ends: &ByEnd) {
         let streams = self.stream_ranges();
         for i in 0..self.nodes.len() {
             let node = self.nodes[i];
