@@ -382,6 +382,10 @@ fn every_help_example_runs() {
     );
     synth_into("fp32", "--preset ddp --nodes 1 --gpus-per-node 1");
     synth_into(
+        "traces",
+        "--preset ddp --nodes 1 --gpus-per-node 1 --format kineto",
+    );
+    synth_into(
         "bf16",
         "--preset ddp --nodes 1 --gpus-per-node 1 --mixed-precision",
     );

@@ -17,6 +17,7 @@ mod kineto;
 mod layers;
 mod limits;
 mod memory;
+mod mfu;
 mod mpi;
 mod nsys_rep;
 mod nsys_reports;

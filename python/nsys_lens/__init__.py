@@ -133,6 +133,12 @@ class Run:
             "collectives", ranks=ranks, by_rank=by_rank, top=top, p2p=p2p, **window
         )
 
+    def mfu(self, ranks=None, peak_tflops=None, model_flops_per_step=None, **window):
+        """FLOPs, achieved TFLOP/s and MFU per rank, step and kernel family (`nsys-lens mfu`),
+        from the shapes torch.profiler records (`record_shapes=True`)."""
+        return self._table("mfu", ranks=ranks, peak_tflops=peak_tflops,
+                           model_flops_per_step=model_flops_per_step, **window)
+
     def critical_path(self, ranks=None, roles=None, **window):
         """Each step's critical path across ranks: per step, rank, category and name, the time
         on the path (`nsys-lens critical-path`)."""

@@ -10,6 +10,7 @@ use nsys_lens::classify::{Activity, RoleRules};
 use nsys_lens::export::{self, Targets};
 use nsys_lens::load::{Align, Inputs};
 use nsys_lens::model::Timeline;
+use nsys_lens::query::mfu::MfuOptions;
 use nsys_lens::query::{self, CollectiveOptions, NothingFound, RankList, Selection, WindowOptions};
 use nsys_lens::report::{Cell, Output};
 use nsys_lens::spill::Budget;
@@ -67,6 +68,8 @@ struct Options {
     collective_flows: bool,
     memory_budget: Option<usize>,
     changes: Vec<String>,
+    peak_tflops: Option<f64>,
+    model_flops_per_step: Option<f64>,
 }
 
 impl Options {
@@ -130,6 +133,13 @@ fn run(timeline: &Timeline, command: &str, o: &Options) -> anyhow::Result<Output
             query::collectives(timeline, &o.selection()?, options)
         }
         "metrics" => query::metrics(timeline, &o.selection()?),
+        "mfu" => {
+            let options = MfuOptions {
+                peak_tflops: o.peak_tflops,
+                model_flops_per_step: o.model_flops_per_step,
+            };
+            query::mfu::mfu(timeline, &o.selection()?, options)
+        }
         "critical_path" => query::critical::critical_path(timeline, &o.selection()?),
         "what_if" => {
             let changes = o

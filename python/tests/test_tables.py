@@ -192,3 +192,12 @@ def test_collective_sizes_come_from_torch_profiler_records(tmp_path):
     for row in rows:
         assert row["matched_by"] == "process_group"
         assert row["bytes"] > 0 and row["busbw_gbps"] > 0
+
+
+def test_mfu_equals_the_cli_json():
+    trace = ROOT.parent / "shared" / "real-data" / "gpu" / "torch_mlp_eager_shapes_h200.json.gz"
+    if not trace.exists():
+        pytest.skip("../shared/real-data is absent")
+    run = nsys_lens.open(trace)
+    doc = cli_json("mfu", "--whole", str(trace))
+    assert_table_equals(run.mfu(whole=True), doc)

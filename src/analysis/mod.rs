@@ -11,6 +11,7 @@ pub mod idle;
 pub mod kernels;
 pub mod memory;
 pub mod metrics;
+pub mod mfu;
 pub mod overlap;
 pub mod pithtrain;
 pub mod what_if;

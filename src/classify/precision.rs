@@ -7,8 +7,9 @@
 //! the family stays `gemm_unknown`.
 
 use super::activity::Activity;
+use super::operators::LaunchOperators;
 use crate::hash::FxHashMap;
-use crate::model::{ProcessId, StringId, ThreadId};
+use crate::model::ProcessId;
 
 /// The GEMM families the evidence gives, narrowest first (the taxonomy's precision names).
 pub const GEMM_BY_PRECISION: [&str; 3] = ["gemm_fp8", "gemm_bf16_fp16", "gemm_fp32_tf32"];
@@ -18,62 +19,27 @@ const INPUT_TYPE: &str = "Input type";
 
 /// Per launch (correlation id) of one process, the GEMM family its launching operator's inputs
 /// give.
-#[derive(Debug, Default)]
-pub struct LaunchPrecisions {
-    by_correlation: FxHashMap<u32, &'static str>,
-}
+#[derive(Debug)]
+pub struct LaunchPrecisions(LaunchOperators<&'static str>);
 
 impl LaunchPrecisions {
     /// The launches of `process` inside an operator range whose inputs name a precision.
     pub fn new(activity: &Activity, process: ProcessId) -> LaunchPrecisions {
-        let timeline = activity.timeline;
-        let mut parsed: FxHashMap<StringId, Option<&'static str>> = FxHashMap::default();
-        // Per thread: (start, end, family) of every operator range with a precision.
-        let mut ranges: FxHashMap<ThreadId, Vec<(i64, i64, &'static str)>> = FxHashMap::default();
-        for n in activity.nvtx(process) {
-            let (Some(end), false) = (n.end, n.payload == StringId::EMPTY) else {
-                continue;
-            };
-            let family = *parsed
-                .entry(n.payload)
-                .or_insert_with(|| family_of(timeline.text(n.payload)));
-            if let Some(family) = family {
-                ranges
-                    .entry(n.thread)
-                    .or_default()
-                    .push((n.start.0, end.0, family));
+        let mut parsed: FxHashMap<String, Option<&'static str>> = FxHashMap::default();
+        LaunchPrecisions(LaunchOperators::new(activity, process, |_, payload| {
+            if let Some(&family) = parsed.get(payload) {
+                return family;
             }
-        }
-        let mut by_correlation = FxHashMap::default();
-        if ranges.is_empty() {
-            return LaunchPrecisions { by_correlation };
-        }
-        for call in activity.api_calls(process) {
-            let Some(on_thread) = ranges.get(&call.thread) else {
-                continue;
-            };
-            if let Some(family) = innermost(on_thread, call.start.0) {
-                by_correlation.insert(call.correlation, family);
-            }
-        }
-        LaunchPrecisions { by_correlation }
+            let family = family_of(payload);
+            parsed.insert(payload.to_string(), family);
+            family
+        }))
     }
 
     /// The GEMM family of the kernel launched with this correlation id, when evidence gives it.
     pub fn of(&self, correlation: u32) -> Option<&'static str> {
-        self.by_correlation.get(&correlation).copied()
+        self.0.of(correlation).map(|(_, family)| family)
     }
-}
-
-/// The family of the innermost range (ranges nest on a thread: the latest start) holding `t`;
-/// `ranges` in start order, as the timeline keeps them.
-fn innermost(ranges: &[(i64, i64, &'static str)], t: i64) -> Option<&'static str> {
-    let opened = ranges.partition_point(|r| r.0 <= t);
-    ranges[..opened]
-        .iter()
-        .rev()
-        .find(|r| t <= r.1)
-        .map(|r| r.2)
 }
 
 /// The GEMM family an operator payload's input types give: the narrowest floating-point type.
@@ -122,14 +88,5 @@ mod tests {
             None
         );
         assert_eq!(family_of("not json"), None);
-    }
-
-    #[test]
-    fn the_innermost_range_holding_the_launch_decides() {
-        // aten::linear (fp32) around aten::addmm (bf16) around the launch at 50.
-        let ranges = [(0, 100, "gemm_fp32_tf32"), (40, 60, "gemm_bf16_fp16")];
-        assert_eq!(innermost(&ranges, 50), Some("gemm_bf16_fp16"));
-        assert_eq!(innermost(&ranges, 70), Some("gemm_fp32_tf32"));
-        assert_eq!(innermost(&ranges, 101), None);
     }
 }

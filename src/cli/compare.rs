@@ -51,7 +51,7 @@ pub struct Args {
 
     /// A check of B against A (repeatable): METRIC>LIMIT or METRIC<LIMIT, the limit a change
     /// in % of A, in percentage points (`pp`, for percentages) or in the metric's unit. METRIC:
-    /// `step_time`, `exposed_comm`, `bubble`, `idle`, `kernel_time`, `family:NAME` (a family or
+    /// `step_time`, `exposed_comm`, `bubble`, `mfu`, `idle`, `kernel_time`, `family:NAME` (a family or
     /// a group: `family:gemm`), or a metric as the table names it. Exit 1 when one fails.
     #[arg(long, value_name = "CHECK", value_parser = Check::parse)]
     fail_if: Vec<Check>,

@@ -14,6 +14,7 @@ mod info;
 mod inputs;
 mod kernels;
 mod metrics;
+mod mfu;
 mod nsys_reports;
 mod overlap;
 mod part;
@@ -75,6 +76,9 @@ enum Command {
     /// Each step's time predicted by replaying the run with changed durations (a faster rank,
     /// family or collective, no straggler, no launch gaps), beside the measured one.
     WhatIf(what_if::Args),
+    /// FLOPs, achieved TFLOP/s and MFU per rank, step and kernel family, from the shapes
+    /// torch.profiler records, beside each GPU's peak.
+    Mfu(mfu::Args),
     /// GPU metrics per rank: mean SM and tensor activity, DRAM, NVLink and PCIe throughput.
     Metrics(metrics::Args),
     /// Two runs side by side: kernel families, step time, exposed communication, bubbles.
@@ -168,6 +172,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Collectives(args) => collectives::run(args),
         Command::CriticalPath(args) => critical_path::run(args),
         Command::WhatIf(args) => what_if::run(args),
+        Command::Mfu(args) => mfu::run(args),
         Command::Metrics(args) => metrics::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),

@@ -13,7 +13,7 @@
 //! | `cuda_runtime`, `cuda_driver` | a CUDA API call with its correlation id |
 //! | `cuda_sync` | a synchronization |
 //! | `cpu_op` `record_param_comms` with its collective's arguments | an NVTX range of NCCL's domain whose payload is the collective, element counts, dtype and process group (the fields reach the NCCL kernel launched inside, as NCCL's own payloads do) |
-//! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys; an operator's `Input type` (`record_shapes=True`) is its payload, `{"Input type": [...]}`, which gives a GEMM launched inside its precision |
+//! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys; an operator's `Input type` and `Input Dims` (`record_shapes=True`) are its payload, `{"Input type": [...], "Input Dims": [...]}`, which give a GEMM launched inside its precision and FLOPs |
 //! | `M` events | process, thread and GPU names |
 //!
 //! JAX's Chrome JSON (what xprof writes beside the `XSpace`, and `jax.profiler.trace(...,
@@ -238,6 +238,9 @@ struct Args {
     /// An operator's input types (`record_shapes=True`), as the JSON gave them.
     #[serde(rename = "Input type")]
     input_type: Option<Box<RawValue>>,
+    /// Its input shapes (`record_shapes=True`), as the JSON gave them.
+    #[serde(rename = "Input Dims")]
+    input_dims: Option<Box<RawValue>>,
     /// JAX's stats, as text.
     #[serde(deserialize_with = "lenient_u32")]
     correlation_id: Option<u32>,
@@ -361,9 +364,10 @@ impl State {
                 self.export
                     .nccl_payload_range(span()?, cpu()?, &e.name, &json)?;
             }
-            "cpu_op" if a.input_type.is_some() => {
+            "cpu_op" if a.input_type.is_some() || a.input_dims.is_some() => {
                 let types = a.input_type.as_deref().map_or("null", RawValue::get);
-                let json = format!("{{\"Input type\": {types}}}");
+                let dims = a.input_dims.as_deref().map_or("null", RawValue::get);
+                let json = format!("{{\"Input type\": {types}, \"Input Dims\": {dims}}}");
                 self.export
                     .range_with_payload(span()?, cpu()?, &e.name, &json)?;
             }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// Short names for the metrics a gate checks most: the metric a change in % or in its own unit
 /// reads, and the one a change in points (`pp`) reads, where there is a share.
-const ALIASES: [(&str, &str, Option<&str>); 5] = [
+const ALIASES: [(&str, &str, Option<&str>); 6] = [
     ("step_time", "step_ns", None),
     (
         "exposed_comm",
@@ -19,6 +19,7 @@ const ALIASES: [(&str, &str, Option<&str>); 5] = [
     ("bubble", "bubble_pct", Some("bubble_pct")),
     ("idle", "idle_ns per step", None),
     ("kernel_time", "kernel_ns per step", None),
+    ("mfu", "mfu_pct", Some("mfu_pct")),
 ];
 
 /// How a check measures a change.
@@ -71,7 +72,7 @@ pub struct Verdict {
 
 impl Check {
     /// Parses `METRIC>LIMIT` or `METRIC<LIMIT`: METRIC an alias (`step_time`, `exposed_comm`,
-    /// `bubble`, `idle`, `kernel_time`), `family:NAME` (its time per step, or its share of the
+    /// `bubble`, `idle`, `kernel_time`, `mfu`), `family:NAME` (its time per step, or its share of the
     /// step with `pp`; NAME a family or a group such as `gemm`), or a metric as `compare`
     /// prints it; LIMIT a signed number followed by `%`, `pp` or nothing.
     pub fn parse(text: &str) -> Result<Check, String> {

@@ -4,6 +4,7 @@
 
 pub mod critical;
 pub mod gate;
+pub mod mfu;
 pub mod page;
 
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
@@ -11,6 +12,7 @@ use crate::analysis::collectives::{Instance, add_transfers, by_rank, match_insta
 use crate::analysis::idle::{cpu_activity, os_call, rank_idle};
 use crate::analysis::kernels::{rank_kernels, unclassified_share};
 use crate::analysis::metrics::rank_metrics;
+use crate::analysis::mfu::rank_work;
 use crate::analysis::overlap::{self, StageKey, rank_exposure};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::layout::{self, PipelineLayout};
@@ -618,7 +620,8 @@ pub fn metrics(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Out
 
 /// `compare`'s measures of one run, averaged over its ranks (each over its window): step time,
 /// kernel, idle and concurrency time per step, each kernel family's time and share, exposed
-/// communication per role (its time and its share of the window), and the bubble.
+/// communication per role (its time and its share of the window), the bubble, and the MFU
+/// (over the ranks whose kernels have FLOPs and whose GPU's peak is known).
 pub fn run_metrics(
     timeline: &Timeline,
     window: &WindowOptions,
@@ -632,6 +635,7 @@ pub fn run_metrics(
     let mut cache = FamilyCache::new(&families, timeline);
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
     let mut add = |metric: String, v: f64| *sums.entry(metric).or_default() += v;
+    let mut mfus: Vec<f64> = Vec::new();
     for w in windows {
         let streams = classify::streams::classify(&activity, w.rank.process, w.bounds, &rules);
         let window_ns = w.bounds.1.saturating_sub(w.bounds.0).max(1) as f64;
@@ -675,7 +679,15 @@ pub fn run_metrics(
         let bubbles = rank_bubbles(&activity, process, &steps, &streams, &rules);
         let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / n;
         add("bubble_pct".into(), mean);
+        let work = rank_work(&activity, (process, &steps), (&comm, &rules), &mut cache);
+        mfus.extend(mfu::mean_mfu(timeline, &w.rank, &steps, &work));
     }
     let ranks = ranks.len() as f64;
-    Ok(sums.into_iter().map(|(k, v)| (k, v / ranks)).collect())
+    let mut metrics: BTreeMap<String, f64> =
+        sums.into_iter().map(|(k, v)| (k, v / ranks)).collect();
+    if !mfus.is_empty() {
+        let mean = mfus.iter().sum::<f64>() / mfus.len() as f64;
+        metrics.insert("mfu_pct".into(), mean);
+    }
+    Ok(metrics)
 }
