@@ -439,3 +439,31 @@ fn compare_fail_if_gates_a_slower_run() {
         texts(&output).1
     );
 }
+
+/// Issue 35: `compare` prints a share's difference in points (`+9.3 pp`, never `%`), and a
+/// difference that rounds to nothing without a sign (`0.0%`, not `-0.0%`).
+#[test]
+fn compare_prints_points_for_shares_and_no_negative_zero() {
+    let run = "--preset ddp --nodes 1 --gpus-per-node 2 --steps 2";
+    let (base, slow) = (synth(run), synth(&format!("{run} --straggler 1:4000000")));
+    let (a, b) = (base.path().to_str().unwrap(), slow.path().to_str().unwrap());
+    let out = nsys_lens(&["compare", "--whole", "-q", a, "--", b]);
+    let text = texts(&out).0;
+    let bubble = text.lines().find(|l| l.starts_with("bubble_pct")).unwrap();
+    let cells: Vec<&str> = bubble.split_whitespace().collect();
+    assert_eq!(cells[4], "pp", "{bubble}");
+    assert!(cells[3].starts_with('+'), "{bubble}");
+    assert!(
+        !text.contains("-0.0%") && !text.contains("-0.0 pp"),
+        "{text}"
+    );
+    // The JSON keeps the difference as a number of points.
+    let c = nsys_lens(&["compare", "--whole", "-q", "--format", "json", a, "--", b]);
+    let c: Value = serde_json::from_slice(&c.stdout).unwrap();
+    let row = rows(&c)
+        .iter()
+        .find(|r| r["metric"] == "bubble_pct")
+        .unwrap();
+    let (x, y) = (row["a"].as_f64().unwrap(), row["b"].as_f64().unwrap());
+    assert!((row["diff"].as_f64().unwrap() - (y - x)).abs() < 1e-9);
+}

@@ -196,7 +196,10 @@ fn no_shapes_no_flops_and_a_given_peak_replaces_the_table() {
 #[test]
 fn compare_gates_on_mfu() {
     let run = "--preset ddp --nodes 1 --gpus-per-node 2 --steps 2 --format kineto";
-    let (a, b) = (crate::util::synth(run), crate::util::synth(&format!("{run} --slow-rank 1:1.5")));
+    let (a, b) = (
+        crate::util::synth(run),
+        crate::util::synth(&format!("{run} --slow-rank 1:1.5")),
+    );
     let (a, b) = (a.path().to_str().unwrap(), b.path().to_str().unwrap());
     let steps = json(&["mfu", "--whole", a]);
     let all: Vec<f64> = rows(&steps)
@@ -205,11 +208,28 @@ fn compare_gates_on_mfu() {
         .map(|r| r["mfu_pct"].as_f64().unwrap())
         .collect();
     let mean = all.iter().sum::<f64>() / all.len() as f64;
-    let args = ["compare", "--whole", "-q", "--format", "json", "--fail-if", "mfu<-3pp", a, "--", b];
+    let args = [
+        "compare",
+        "--whole",
+        "-q",
+        "--format",
+        "json",
+        "--fail-if",
+        "mfu<-3pp",
+        a,
+        "--",
+        b,
+    ];
     let out = nsys_lens(&args);
     assert_eq!(out.status.code(), Some(1), "{}", texts(&out).1);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let row = rows(&doc).iter().find(|r| r["metric"] == "mfu_pct").unwrap();
-    assert!((row["a"].as_f64().unwrap() - mean).abs() < 1e-9, "{row} vs {mean}");
+    let row = rows(&doc)
+        .iter()
+        .find(|r| r["metric"] == "mfu_pct")
+        .unwrap();
+    assert!(
+        (row["a"].as_f64().unwrap() - mean).abs() < 1e-9,
+        "{row} vs {mean}"
+    );
     assert_eq!(doc["checks"][0]["failed"], true);
 }

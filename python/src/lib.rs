@@ -175,7 +175,7 @@ fn kind(cells: &[&Cell]) -> &'static str {
     } else if present().all(|c| {
         matches!(
             c,
-            Cell::Int(_) | Cell::Duration(_) | Cell::Percent(_) | Cell::Number(_)
+            Cell::Int(_) | Cell::Duration(_) | Cell::Percent(_) | Cell::Points(_) | Cell::Number(_)
         )
     }) && present().next().is_some()
     {
@@ -192,7 +192,9 @@ fn text(cell: &Cell) -> String {
     match cell {
         Cell::Int(v) | Cell::Duration(v) => v.to_string(),
         Cell::Text(s) => s.clone(),
-        Cell::Percent(x) | Cell::Number(x) => serde_json::Value::from(*x).to_string(),
+        Cell::Percent(x) | Cell::Points(x) | Cell::Number(x) => {
+            serde_json::Value::from(*x).to_string()
+        }
         Cell::Bool(b) => b.to_string(),
         Cell::Detail(_, v) => v.to_string(),
         Cell::Empty => String::new(),
@@ -240,7 +242,7 @@ fn columns(output: &Output) -> Vec<Column> {
                     for cell in &cells {
                         let v = match cell {
                             Cell::Int(v) | Cell::Duration(v) => *v as f64,
-                            Cell::Percent(x) | Cell::Number(x) => *x,
+                            Cell::Percent(x) | Cell::Points(x) | Cell::Number(x) => *x,
                             _ => 0.0,
                         };
                         column.values.extend(v.to_le_bytes());

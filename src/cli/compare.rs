@@ -81,7 +81,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             Cell::text(metric.as_str()),
             cell(x),
             cell(y),
-            cell(diff),
+            // A share's difference is in points of it.
+            match (diff, gate::is_share(metric)) {
+                (Some(d), true) => Cell::Points(d),
+                _ => cell(diff),
+            },
             relative.map_or(Cell::Empty, Cell::Percent),
         ]);
     }

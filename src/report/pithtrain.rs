@@ -111,7 +111,7 @@ fn python_str(cell: &Cell) -> String {
         Cell::Int(v) | Cell::Duration(v) => v.to_string(),
         Cell::Text(s) | Cell::Detail(s, _) => s.clone(),
         Cell::Percent(p) => python_percent(*p),
-        Cell::Number(x) => x.to_string(),
+        Cell::Points(x) | Cell::Number(x) => x.to_string(),
         Cell::Bool(b) => if *b { "True" } else { "False" }.to_string(),
         Cell::Empty => "None".to_string(),
     }

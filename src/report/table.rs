@@ -18,6 +18,9 @@ pub enum Cell {
     Text(String),
     /// A percentage in 0..100: `58.4%` in tables, a number in JSON and CSV.
     Percent(f64),
+    /// A difference of two percentages, in points: `+2.4 pp` in tables, a number in JSON and
+    /// CSV.
+    Points(f64),
     /// A measured number that is not an integer (a mean): two decimals in tables.
     Number(f64),
     /// A yes/no: `yes`/`no` in tables, `true`/`false` in JSON and CSV.
@@ -48,7 +51,8 @@ impl Cell {
         match self {
             Cell::Int(v) | Cell::Duration(v) => v.to_string(),
             Cell::Text(s) => s.clone(),
-            Cell::Percent(p) => format!("{p:.1}%"),
+            Cell::Percent(p) => format!("{:.1}%", tenths(*p)),
+            Cell::Points(p) => format!("{:+.1} pp", tenths(*p)),
             Cell::Number(x) => format!("{x:.2}"),
             Cell::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
             Cell::Detail(text, _) if text.is_empty() => "-".to_string(),
@@ -64,7 +68,7 @@ impl Cell {
                 format!("\"{}\"", s.replace('"', "\"\""))
             }
             Cell::Text(s) | Cell::Detail(s, _) => s.clone(),
-            Cell::Percent(p) | Cell::Number(p) => p.to_string(),
+            Cell::Percent(p) | Cell::Points(p) | Cell::Number(p) => p.to_string(),
             Cell::Bool(b) => b.to_string(),
             Cell::Empty => String::new(),
         }
@@ -74,7 +78,7 @@ impl Cell {
         match self {
             Cell::Int(v) | Cell::Duration(v) => Value::from(*v),
             Cell::Text(s) => Value::from(s.as_str()),
-            Cell::Percent(p) | Cell::Number(p) => Value::from(*p),
+            Cell::Percent(p) | Cell::Points(p) | Cell::Number(p) => Value::from(*p),
             Cell::Bool(b) => Value::from(*b),
             Cell::Detail(_, v) => v.clone(),
             Cell::Empty => Value::Null,
@@ -84,9 +88,15 @@ impl Cell {
     fn is_numeric(&self) -> bool {
         matches!(
             self,
-            Cell::Int(_) | Cell::Duration(_) | Cell::Percent(_) | Cell::Number(_)
+            Cell::Int(_) | Cell::Duration(_) | Cell::Percent(_) | Cell::Points(_) | Cell::Number(_)
         )
     }
+}
+
+/// `v` rounded to tenths as tables print it, a zero never signed (`-0.04` prints `0.0`).
+fn tenths(v: f64) -> f64 {
+    let r = (v * 10.0).round() / 10.0;
+    if r == 0.0 { 0.0 } else { r }
 }
 
 /// Columns holding counts, shown with thousands separators in tables.
@@ -301,6 +311,15 @@ mod tests {
         ]);
         t.push(vec![Cell::Int(12), Cell::text("a,\"b\""), Cell::Empty]);
         t
+    }
+
+    #[test]
+    fn percentages_and_points_never_print_a_negative_zero() {
+        assert_eq!(Cell::Percent(-0.04).for_people(), "0.0%");
+        assert_eq!(Cell::Percent(58.44).for_people(), "58.4%");
+        assert_eq!(Cell::Points(-0.04).for_people(), "+0.0 pp");
+        assert_eq!(Cell::Points(-8.04).for_people(), "-8.0 pp");
+        assert_eq!(Cell::Points(2.5).to_json(), serde_json::json!(2.5));
     }
 
     #[test]
