@@ -64,29 +64,13 @@ fn the_h200_mlp_s_gemm_flops_are_its_analytic_count() {
 /// the same JSON (the innermost matrix product around each cuBLAS/CUTLASS launch, once).
 #[test]
 fn hta_s_real_ranks_count_what_python_counts() {
-    let python = std::process::Command::new("python3")
-        .arg("--version")
-        .output();
-    if python.is_err() {
-        skipped("python3 is not installed");
-        return;
-    }
     for rank in ["0", "1"] {
         let Some(trace) = real(&format!("kineto/hta_sampled_rank-{rank}.json.gz")) else {
             return;
         };
-        let script = crate::util::root().join("tests/gemm_flops.py");
-        let out = std::process::Command::new("python3")
-            .arg(&script)
-            .arg(&trace)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let python: Vec<i64> = serde_json::from_slice(&out.stdout).unwrap();
+        let Some(python) = python_count(&trace) else {
+            return;
+        };
         let ours: Vec<i64> = gemm_flops(&trace).into_values().collect();
         assert_eq!(ours, python, "rank {rank}");
         assert!(ours.iter().all(|&f| f > 700_000_000_000));
