@@ -414,6 +414,7 @@ fn every_help_example_runs() {
         ".local/share/bash-completion/completions",
         ".zfunc",
         ".config/fish/completions",
+        ".local/share/man/man1",
     ] {
         std::fs::create_dir_all(here.join(shell_dir)).unwrap();
     }
@@ -482,4 +483,33 @@ fn tables_print_durations_in_units_and_scripts_keep_nanoseconds() {
     assert!(nanos.contains("comp_ns") && nanos.contains(&comp.to_string()));
     let csv = run(&["streams", "--format", "csv", "--timeunit", "ms", report]);
     assert!(csv.starts_with("rank,") && csv.contains("comp_ns") && csv.contains(&comp.to_string()));
+}
+
+/// Issue 35: `help --help` is the top-level help (clap's `help` took no options), and `man
+/// --dir` writes every page the main page lists, each a man page, all at once.
+#[test]
+fn help_of_help_and_every_listed_man_page() {
+    let out = crate::util::nsys_lens(&["help", "--help"]);
+    assert!(out.status.success(), "{}", crate::util::texts(&out).1);
+    assert!(
+        crate::util::texts(&out)
+            .0
+            .contains("Usage: nsys-lens <COMMAND>")
+    );
+    let main = crate::util::texts(&crate::util::nsys_lens(&["man"])).0;
+    let listed: std::collections::BTreeSet<String> = main
+        .split("(1)")
+        .filter_map(|s| s.rsplit(char::is_whitespace).next())
+        .filter(|s| s.starts_with("nsys\\-lens\\-"))
+        .map(|s| format!("{}.1", s.replace('\\', "")))
+        .collect();
+    assert!(listed.len() > 20, "{listed:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let made = crate::util::nsys_lens(&["man", "--dir", dir.path().to_str().unwrap()]);
+    assert!(made.status.success(), "{}", crate::util::texts(&made).1);
+    for page in listed.iter().chain([&"nsys-lens.1".to_string()]) {
+        let text = std::fs::read_to_string(dir.path().join(page))
+            .unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(text.contains(".TH "), "{page}");
+    }
 }

@@ -19,9 +19,15 @@ pub struct CompletionsArgs {
 
 /// Options of `man`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Example:
-  nsys-lens man > ~/.local/share/man/man1/nsys-lens.1 && man nsys-lens")]
-pub struct ManArgs {}
+#[command(after_help = "Examples:
+  nsys-lens man > ~/.local/share/man/man1/nsys-lens.1   the main page (then `man nsys-lens`)
+  nsys-lens man --dir ~/.local/share/man/man1           every page: nsys-lens.1 and one per command")]
+pub struct ManArgs {
+    /// Write every page into DIR (nsys-lens.1 and the nsys-lens-COMMAND.1 pages it lists)
+    /// instead of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
+}
 
 /// Prints the completion script for a shell. It is generated in memory first: the generator
 /// panics on a write error, which a full disk or a closed pipe must not turn into a crash.
@@ -35,10 +41,30 @@ pub fn completions(args: CompletionsArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-/// Prints the man page (roff).
-pub fn man(_: ManArgs) -> anyhow::Result<Outcome> {
-    let mut stdout = std::io::stdout().lock();
-    clap_mangen::Man::new(Cli::command()).render(&mut stdout)?;
-    stdout.flush()?;
+/// Prints the main man page (roff), or writes it and every command's page into `--dir`, all
+/// of them or none.
+pub fn man(args: ManArgs) -> anyhow::Result<Outcome> {
+    let mut command = Cli::command();
+    command.build();
+    let Some(dir) = args.dir else {
+        let mut stdout = std::io::stdout().lock();
+        clap_mangen::Man::new(command).render(&mut stdout)?;
+        stdout.flush()?;
+        return Ok(Outcome::Done);
+    };
+    let pages = std::iter::once(command.clone()).chain(
+        command
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .cloned(),
+    );
+    let staged = nsys_lens::output::Staged::default();
+    for page in pages {
+        let man = clap_mangen::Man::new(page);
+        let mut output = nsys_lens::output::Output::create(&dir.join(man.get_filename()))?;
+        man.render(&mut output)?;
+        staged.add(output)?;
+    }
+    staged.commit()?;
     Ok(Outcome::Done)
 }

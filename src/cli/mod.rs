@@ -106,7 +106,17 @@ enum Command {
 /// reports are positional; a token there that names one of the subcommand's options (with its
 /// value) is that option. A report whose name starts with `-` can be given as `./-name`.
 pub fn command_line() -> Vec<OsString> {
-    reorder(std::env::args_os().collect(), &Cli::command())
+    reorder(help_of_help(std::env::args_os().collect()), &Cli::command())
+}
+
+/// `nsys-lens help --help` (or `-h`) asks for the help `help` alone gives: the top-level one
+/// (clap's own `help` command takes no options).
+fn help_of_help(args: Vec<OsString>) -> Vec<OsString> {
+    let asks = |a: &OsString| a == "--help" || a == "-h";
+    match args.get(1).is_some_and(|a| a == "help") && args[2..].iter().any(asks) {
+        true => vec![args[0].clone(), "--help".into()],
+        false => args,
+    }
 }
 
 fn reorder(args: Vec<OsString>, cli: &clap::Command) -> Vec<OsString> {
