@@ -217,3 +217,35 @@ fn compare_gates_on_mfu() {
     );
     assert_eq!(doc["checks"][0]["failed"], true);
 }
+
+/// The report (over the whole capture) shows each rank's FLOPs per step and its MFU, the mean
+/// of `mfu`'s `all` rows.
+#[test]
+fn the_report_shows_mfu_per_rank() {
+    let Some(trace) = real("gpu/torch_mlp_eager_shapes_h200.json.gz") else {
+        return;
+    };
+    let out = json(&["mfu", "--whole", trace.to_str().unwrap()]);
+    let all: Vec<f64> = rows(&out)
+        .iter()
+        .filter(|r| r["family"] == "all")
+        .map(|r| r["mfu_pct"].as_f64().unwrap())
+        .collect();
+    let mean = all.iter().sum::<f64>() / all.len() as f64;
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let args = [
+        "report",
+        "--whole",
+        "-q",
+        trace.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ];
+    let made = nsys_lens(&args);
+    assert!(made.status.success(), "{}", texts(&made).1);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h3>MFU</h3>"));
+    assert!(html.contains(&format!("<td>{mean:.1}%</td>")), "{mean}");
+    assert!(html.contains("<td>7.903e11</td>"));
+}

@@ -7,6 +7,7 @@ use crate::analysis::IntervalSet;
 use crate::analysis::align::Alignment;
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
 use crate::analysis::kernels::rank_kernels;
+use crate::analysis::mfu::rank_work;
 use crate::analysis::overlap::rank_exposure;
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::{self, Activity, Rank, RankStreams, Role, RoleRules, layout};
@@ -133,6 +134,17 @@ fn rank_view(
     let ideal = formula_applies
         .then(|| ideal_pct(pp?, micro_batches(activity, w.rank.process, steps[0])?))
         .flatten();
+    let work = rank_work(activity, (w.rank.process, &steps), (streams, rules), cache);
+    let flops: f64 = work
+        .steps
+        .iter()
+        .flat_map(|f| f.values())
+        .map(|f| f.flops)
+        .sum();
+    let mfu = (flops > 0.0).then(|| {
+        let mfu = super::mfu::mean_mfu(timeline, &w.rank, &steps, &work);
+        (flops / n as f64, mfu)
+    });
     RankView {
         name,
         window: (w.bounds.0, w.bounds.1, window_name(w)),
@@ -145,6 +157,7 @@ fn rank_view(
             .iter()
             .map(|b| (b.step_ns, b.bubble_pct()))
             .collect(),
+        mfu,
     }
 }
 

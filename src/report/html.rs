@@ -47,6 +47,8 @@ pub struct RankView {
     pub bubble: Option<(f64, Option<f64>)>,
     /// Each step of the window: its span (ns) and bubble %.
     pub steps: Vec<(i64, f64)>,
+    /// FLOPs per step and the MFU (None without a known peak), when its kernels have FLOPs.
+    pub mfu: Option<(f64, Option<f64>)>,
 }
 
 impl RankView {
@@ -197,16 +199,40 @@ fn run_section(out: &mut String, run: &RunView, scale: Scale) {
             families_by_rank(out, run)
         });
         collapsed(out, "Per-rank pipeline bubble", |out| bubbles(out, run));
+        collapsed(out, "Per-rank MFU", |out| mfu(out, run));
     } else {
         windows_list(out, run);
         bars(out, run, scale);
         overlap_tables(out, run);
         families(out, run);
+        mfu(out, run);
         bubbles(out, run);
         step_view(out, run);
     }
     critical_paths(out, run);
     strip(out, run, scale);
+}
+
+/// FLOPs per step and MFU per rank, where its kernels have FLOPs.
+fn mfu(out: &mut String, run: &RunView) {
+    if run.ranks.iter().all(|r| r.mfu.is_none()) {
+        return;
+    }
+    out.push_str(
+        "<h3>MFU</h3><p>FLOPs from the shapes torch.profiler records, over each step and the \
+         GPU's peak (per step and family: <code>nsys-lens mfu</code>).</p><table><tr>\
+         <th class=\"l\">rank</th><th>FLOPs per step</th><th>MFU</th></tr>",
+    );
+    for r in &run.ranks {
+        let Some((flops, mfu)) = r.mfu else { continue };
+        let mfu = mfu.map_or("-".to_string(), |m| format!("{m:.1}%"));
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td>{flops:.3e}</td><td>{mfu}</td></tr>",
+            esc(r.short())
+        );
+    }
+    out.push_str("</table>");
 }
 
 /// The critical path of the median and the longest step: their longest parts.
