@@ -14,6 +14,7 @@
 //! when it is a latency (up to [`LATENCY_NS`]), `unexplained` when longer. Waiting for a peer
 //! never appears on the path: the path follows the peer.
 
+use super::IntervalSet;
 use super::graph::{Binding, Graph, NONE};
 use crate::classify::enclosing::{Candidate, innermost};
 use crate::classify::{Activity, Rank, window};
@@ -246,7 +247,7 @@ pub type Spans = Vec<Vec<(i64, i64)>>;
 /// The time each rank is on a critical path, over every step of `steps`: per rank (index
 /// into the graph's ranks), the merged intervals, in order; and every crossing of ranks.
 pub fn on_path(graph: &Graph, steps: &Steps, ranks: usize) -> (Spans, Vec<(u32, u32)>) {
-    let mut on = vec![Vec::new(); ranks];
+    let mut on: Spans = vec![Vec::new(); ranks];
     let mut crossings = Vec::new();
     for k in 0..steps.bounds.len() {
         let path = walk(graph, steps, k);
@@ -255,18 +256,11 @@ pub fn on_path(graph: &Graph, steps: &Steps, ranks: usize) -> (Spans, Vec<(u32, 
         }
         crossings.extend(path.crossings);
     }
-    for spans in &mut on {
-        spans.sort_unstable();
-        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
-        for &(s, e) in spans.iter() {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        *spans = merged;
-    }
-    (on, crossings)
+    let merged = on
+        .into_iter()
+        .map(|spans| IntervalSet::from_intervals(spans).spans().to_vec())
+        .collect();
+    (merged, crossings)
 }
 
 /// The critical path of step `k` of `steps` on `graph`.

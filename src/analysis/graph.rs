@@ -33,6 +33,7 @@ use crate::classify::layout;
 use crate::classify::{Activity, Rank, RankStreams, RoleRules, streams};
 use crate::hash::FxHashMap;
 use crate::model::{ApiCall, StreamId, StringId, ThreadId};
+use indexmap::IndexSet;
 
 /// No index.
 pub const NONE: u32 = u32::MAX;
@@ -182,7 +183,7 @@ impl Graph {
         families: &mut FamilyCache,
     ) -> Graph {
         let mut graph = Graph::default();
-        let mut labels: FxHashMap<String, u32> = FxHashMap::default();
+        let mut labels: IndexSet<String> = IndexSet::new();
         let mut nodes: Vec<Node> = Vec::new();
         let classified: Vec<RankStreams> = ranks
             .iter()
@@ -191,12 +192,9 @@ impl Graph {
         for (r, (rank, comm)) in ranks.iter().zip(&classified).enumerate() {
             let at = (rank.process, WHOLE);
             each_operation(activity, at, (comm, rules), families, |op, family| {
-                let label = match labels.get(family) {
-                    Some(&label) => label,
-                    None => {
-                        let next = labels.len() as u32;
-                        *labels.entry(family.to_string()).or_insert(next)
-                    }
+                let label = match labels.get_index_of(family) {
+                    Some(label) => label as u32,
+                    None => labels.insert_full(family.to_string()).0 as u32,
                 };
                 let node = Node {
                     rank: r as u32,
@@ -215,9 +213,7 @@ impl Graph {
                 nodes.push(node);
             });
         }
-        let mut names: Vec<(u32, String)> = labels.into_iter().map(|(k, v)| (v, k)).collect();
-        names.sort_unstable();
-        graph.labels = names.into_iter().map(|(_, name)| name).collect();
+        graph.labels = labels.into_iter().collect();
         nodes.sort_unstable_by_key(|n| (n.rank, n.stream, n.start, n.end));
         graph.nodes = nodes;
         graph.link_streams();
@@ -396,25 +392,22 @@ impl Graph {
         if wait <= after {
             return None;
         }
-        let launched = |i: u32| match self.nodes[i as usize].launch {
-            NONE => self.nodes[i as usize].start,
+        let launched = |n: &Node| match n.launch {
+            NONE => n.start,
             l => self.cpu[l as usize].start,
         };
-        streams
+        // The rank's streams (the ranges are in (rank, stream) order).
+        let first = streams.partition_point(|s| s.0 < node.rank);
+        let last = streams.partition_point(|s| s.0 <= node.rank);
+        streams[first..last]
             .iter()
-            .filter(|&&(rank, stream, ..)| rank == node.rank && stream != node.stream)
+            .filter(|&&(_, stream, ..)| stream != node.stream)
             .filter_map(|&(_, _, from, to)| {
                 // A stream runs its operations in launch order: the last launched before the
                 // wait is found by bisection.
-                let (mut lo, mut hi) = (from, to);
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    match launched(mid) < wait {
-                        true => lo = mid + 1,
-                        false => hi = mid,
-                    }
-                }
-                (lo > from).then(|| lo - 1)
+                let on_stream = &self.nodes[from as usize..to as usize];
+                let before = on_stream.partition_point(|n| launched(n) < wait) as u32;
+                (before > 0).then(|| from + before - 1)
             })
             .filter(|&i| self.nodes[i as usize].end <= node.start)
             .max_by_key(|&i| (self.nodes[i as usize].end, i))

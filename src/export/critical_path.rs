@@ -5,7 +5,7 @@
 
 use super::Exported;
 use crate::analysis::critical_path::{Steps, on_path, step_ranges};
-use crate::analysis::graph::Graph;
+use crate::analysis::graph::{Graph, Node};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::streams::clip;
 use crate::classify::{Activity, Rank, RoleRules};
@@ -57,34 +57,22 @@ pub fn drawn((activity, rules): (&Activity, &RoleRules), exported: &[Exported]) 
         flows: FxHashMap::default(),
         flow_count: 0,
     };
+    // A crossing is drawn where both its ends are exported.
     for (n, &(left, from)) in crossings.iter().enumerate() {
-        let id = FLOW_BITS | n as u64;
-        for end in [from, left] {
-            let node = &graph.nodes[end as usize];
-            let window = ranked[node.rank as usize].1;
-            if clip((node.start, node.end), window).is_some() {
-                drawn
-                    .flows
-                    .entry((node.stream, node.start))
-                    .or_default()
-                    .push(id);
-            }
+        let ends = [from, left].map(|end| &graph.nodes[end as usize]);
+        let exported = |node: &&Node| clip((node.start, node.end), ranked[node.rank as usize].1);
+        if ends.iter().any(|node| exported(node).is_none()) {
+            continue;
         }
+        let id = FLOW_BITS | n as u64;
+        for node in ends {
+            drawn
+                .flows
+                .entry((node.stream, node.start))
+                .or_default()
+                .push(id);
+        }
+        drawn.flow_count += 1;
     }
-    // A flow with one end outside its window has nothing to link.
-    let ends: FxHashMap<u64, usize> =
-        drawn
-            .flows
-            .values()
-            .flatten()
-            .fold(FxHashMap::default(), |mut count, &id| {
-                *count.entry(id).or_default() += 1;
-                count
-            });
-    for ids in drawn.flows.values_mut() {
-        ids.retain(|id| ends[id] == 2);
-    }
-    drawn.flows.retain(|_, ids| !ids.is_empty());
-    drawn.flow_count = ends.values().filter(|&&n| n == 2).count() as u64;
     drawn
 }

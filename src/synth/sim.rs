@@ -547,7 +547,7 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
         }
         Op::Thread(launcher) => rank.launcher = *launcher,
         Op::Kernel { stream, kind, dur } => {
-            let dur = &rank.faulted(*dur, node.family(kind));
+            let dur = rank.faulted(*dur, node.family(kind));
             let (graph, nodes) = (rank.style.cuda_graphs, rank.style.cuda_graph_nodes);
             let api = match graph || nodes {
                 true => "cudaGraphLaunch_v10000",
@@ -590,7 +590,7 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             node.sync((at - 900, at - 300), rank.gpu(*stream), correlation, 2)?;
         }
         Op::Memcpy { stream, bytes, dur } => {
-            let dur = &rank.faulted(*dur, MEMCPY);
+            let dur = rank.faulted(*dur, MEMCPY);
             let (ready, correlation) = launch(rank, node, "cudaMemcpyAsync_v3020", 0)?;
             if rank.style.openacc {
                 let upload = AccRow {
@@ -610,7 +610,7 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             node.memcpy((start, start + dur), rank.gpu(*stream), correlation, *bytes)?;
         }
         Op::Memset { stream, bytes, dur } => {
-            let dur = &rank.faulted(*dur, MEMSET);
+            let dur = rank.faulted(*dur, MEMSET);
             let (ready, correlation) = launch(rank, node, "cudaMemsetAsync_v3020", 0)?;
             let start = ready.max(*rank.stream_free(*stream));
             *rank.stream_free(*stream) = start + dur;
