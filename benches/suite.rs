@@ -4,8 +4,10 @@
 //! (or the median of several) on a synthetic export, and what matters is wall time, peak RSS
 //! and output size of whole commands, which a statistics framework over in-process closures
 //! would not measure. Exports are generated once into `target/bench-data/` by `nsys-lens synth`
-//! at six sizes (10 k, 100 k, 1 M and 4 M kernels on one node, 1 M GPU-metric samples, and 4
-//! nodes x 250 k, on which the cluster path runs too: `part`, `--encode`, `--merge`). The floor is the `sqlite3` shell summing
+//! at eight sizes (10 k, 100 k, 1 M and 4 M kernels on one node; `deep1M` and `deep4M`, the
+//! same with the GPU 50 ms behind the CPU and 200 variants of every kernel's name, grid and
+//! block, the shape of real training; 1 M GPU-metric samples; and 4 nodes x 250 k, on which
+//! the cluster path runs too: `part`, `--encode`, `--merge`). The floor is the `sqlite3` shell summing
 //! every column the reader reads, table by table (C speed, nothing done per row): every figure
 //! is printed as a multiple of it (`x floor`). Without `sqlite3` on PATH the floor is a bare
 //! rusqlite scan of the same rows, and the output says so. `NSYS_LENS_BENCH_SIZES=10k,100k`
@@ -75,6 +77,40 @@ const SIZES: &[Size] = &[
             "32",
             "--steps",
             "8280",
+        ],
+    },
+    Size {
+        name: "deep1M",
+        args: &[
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "1",
+            "--layers",
+            "32",
+            "--steps",
+            "2070",
+            "--launch-ahead",
+            "50",
+            "--name-variety",
+            "200",
+        ],
+    },
+    Size {
+        name: "deep4M",
+        args: &[
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "1",
+            "--layers",
+            "32",
+            "--steps",
+            "8280",
+            "--launch-ahead",
+            "50",
+            "--name-variety",
+            "200",
         ],
     },
     Size {

@@ -329,3 +329,73 @@ fn push_pop_ranges_and_api_calls_of_a_thread_nest() {
         }
     }
 }
+
+/// Each family's kernel count and kernel time per rank, from `kernels --whole` (rank `all`
+/// rows left out).
+fn family_totals(dir: &Path) -> BTreeSet<(String, String, i64, i64)> {
+    let export = dir.join("node0.sqlite");
+    let json = crate::util::json(&["kernels", "--whole", export.to_str().unwrap()]);
+    crate::util::rows(&json)
+        .iter()
+        .filter(|r| r["rank"].as_i64().is_some())
+        .map(|r| {
+            let (rank, family) = (r["rank"].to_string(), r["family"].to_string());
+            (
+                rank,
+                family,
+                r["kernels"].as_i64().unwrap(),
+                r["time_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `--launch-ahead` and `--name-variety`, the benchmarks' second shape: every GPU operation
+/// starts at least that long after its launch returned (SQL), the names vary as asked, and
+/// the run is otherwise the same run: every family keeps its kernels and kernel time.
+#[test]
+fn a_deep_launch_queue_and_varied_names_keep_the_run() {
+    let plain = crate::util::synth("--preset ddp --nodes 1");
+    let deep = crate::util::synth("--preset ddp --nodes 1 --launch-ahead 20 --name-variety 5");
+    let conn = open(&deep.path().join("node0.sqlite"));
+    let lag: i64 = conn
+        .query_row(
+            "SELECT min(k.start - r.end) FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+             JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId \
+             AND r.globalTid / 16777216 = k.globalPid / 16777216",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        lag >= 20_000_000,
+        "a kernel started {lag} ns after its launch"
+    );
+    let names = |dir: &Path| -> BTreeSet<String> {
+        let conn = open(&dir.join("node0.sqlite"));
+        let mut stmt = conn
+            .prepare("SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let (base, varied) = (names(plain.path()), names(deep.path()));
+    assert!(
+        varied.len() > 3 * base.len(),
+        "{} names against {}",
+        varied.len(),
+        base.len()
+    );
+    for name in &varied {
+        let stem = name
+            .rsplit_once("_v")
+            .map_or(name.as_str(), |(stem, _)| stem);
+        assert!(
+            base.contains(stem) || base.contains(name),
+            "{name} varies no kernel"
+        );
+    }
+    assert_eq!(family_totals(plain.path()), family_totals(deep.path()));
+}

@@ -23,6 +23,7 @@ enum NamesArg {
   nsys-lens synth -o run --preset pithtrain --pp 2 --ep 2 --gpus-per-node 2
   nsys-lens synth -o ddp --preset ddp --nodes 2 --grad-accum 4 --mixed-precision --slow-dataloader
   nsys-lens synth -o big --preset ddp --nodes 1 --gpus-per-node 1 --steps 4000
+  nsys-lens synth -o deep --preset ddp --nodes 1 --launch-ahead 50 --name-variety 200
   nsys-lens synth -o torch --preset ddp --format kineto   rank<N>.json as torch.profiler writes")]
 pub struct Args {
     /// Directory to write node<i>.sqlite (or rank<N>.json) into (created if missing).
@@ -156,6 +157,16 @@ pub struct Args {
     /// reduction operation), as `nsys export --include-json=true` writes them (`jsonText`).
     #[arg(long)]
     nccl_payloads: bool,
+
+    /// The GPU runs this many milliseconds behind the CPU: each operation starts at least MS
+    /// after its launch returned, as with a deep launch queue in real training.
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    launch_ahead: f64,
+
+    /// Each compute kernel kind comes in N variants of its name, grid and block (`gemm_v7`),
+    /// as templated kernels do: the name variety of real captures, for benchmarks.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    name_variety: u32,
 
     /// Write no framework NVTX (rank label, steps, stages, PyTorch names), only NCCL's own
     /// ranges (every preset).
@@ -327,6 +338,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }),
         openacc: args.openacc,
         nccl_payloads: args.nccl_payloads,
+        launch_ahead: (args.launch_ahead * 1e6).round() as i64,
+        name_variety: args.name_variety,
         framework_nvtx: !args.no_framework_nvtx,
         straggler: args.straggler,
         faults: Faults {

@@ -105,6 +105,11 @@ pub struct Options {
     pub openacc: bool,
     /// NCCL's API ranges carry their extended payloads, exported as JSON.
     pub nccl_payloads: bool,
+    /// The GPU starts each operation at least this many ns after its launch returned: the CPU
+    /// runs that far ahead, as with a deep launch queue (0: a few microseconds, as by default).
+    pub launch_ahead: i64,
+    /// Each compute kernel kind comes in this many variants of name, grid and block (1: one).
+    pub name_variety: u32,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
@@ -149,6 +154,8 @@ impl Options {
             mpi: None,
             openacc: false,
             nccl_payloads: false,
+            launch_ahead: 0,
+            name_variety: 1,
             framework_nvtx: true,
             straggler: None,
             faults: Faults::default(),
@@ -213,6 +220,10 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
             "--slow-rank {rank}:{factor}: the rank must be below {world} and the factor above 0"
         );
     }
+    ensure!(
+        options.launch_ahead >= 0,
+        "--launch-ahead cannot be negative"
+    );
     if let Some((rank, ns)) = options.faults.launch_bound {
         ensure!(
             rank < world && ns >= 0,
@@ -242,6 +253,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
                 gpus: options.gpus_per_node as u32,
                 gpu_name: "NVIDIA H100 80GB HBM3",
                 names: options.names,
+                name_variety: options.name_variety.max(1),
             };
             NodeExport::create(&dir.join(format!("node{i}.sqlite")), spec, command.clone())
         })
@@ -264,6 +276,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
         mpi: options.mpi,
         openacc: options.openacc,
         nccl_payloads: options.nccl_payloads,
+        launch_ahead: options.launch_ahead,
     };
     let schedules = sim::run(
         &workload.programs,

@@ -77,6 +77,8 @@ pub struct NodeSpec {
     pub gpu_name: &'static str,
     /// Whose kernel names it writes.
     pub names: Names,
+    /// Variants of each compute kernel's name, grid and block (1: the kind's own).
+    pub name_variety: u32,
 }
 
 /// NVTX text: inline (`text`) or registered (`textId`).
@@ -345,11 +347,17 @@ impl NodeExport {
             *next
         };
         let kind = self.spec.names.apply(kind);
-        let short = self.writer.string(kind.short);
-        let demangled = self.writer.string(kind.demangled);
-        let mangled = kind.mangled.map(|m| self.writer.string(m));
+        let (variant, shape) = self.variant(kind, place.0, correlation);
+        let named = |text: &str| match variant {
+            0 => text.to_owned(),
+            v => text.replacen(kind.short, &format!("{}_v{v}", kind.short), 1),
+        };
+        let short = self.writer.string(&named(kind.short));
+        let demangled = self.writer.string(&named(kind.demangled));
+        let mangled = kind.mangled.map(|m| self.writer.string(&named(m)));
         let [gx, gy, gz] = kind.grid;
         let [bx, by, bz] = kind.block;
+        let (gx, bx) = (gx + shape, (bx >> (shape % 3)).max(32));
         let columns = gpu_op_columns!(
             "demangledName, shortName, mangledName, launchType, cacheConfig, registersPerThread, \
              gridX, gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory, \
@@ -393,6 +401,20 @@ impl NodeExport {
                 self.gpu_op(KERNEL, columns, span, place, correlation, &with_node)
             }
         }
+    }
+
+    /// Which variants of `kind`'s name and of its grid and block a launch gets
+    /// (`--name-variety`), drawn apart by a hash of the launch: (0, 0) for communication and
+    /// for one variant.
+    fn variant(&self, kind: &KernelKind, pid: u32, correlation: u32) -> (u32, u32) {
+        let variety = u64::from(self.spec.name_variety);
+        if kind.nccl || kind.point_to_point || variety <= 1 {
+            return (0, 0);
+        }
+        let mixed =
+            (u64::from(pid) << 32 | u64::from(correlation)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let draw = |shift: u32| ((mixed >> shift) % variety) as u32;
+        (draw(33), draw(13))
     }
 
     /// A CUDA graph launch traced as a whole (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`).

@@ -70,6 +70,8 @@ pub struct Style {
     pub openacc: bool,
     /// NCCL's API ranges carry their extended payloads (`jsonText`).
     pub nccl_payloads: bool,
+    /// The GPU starts work at least this many ns after its launch returned (a deep queue).
+    pub launch_ahead: i64,
 }
 
 /// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
@@ -753,7 +755,8 @@ fn launch(
     node.api((begin, end), who, rank.correlation, name, class)?;
     rank.last_call = (begin, end);
     rank.cpu = end + rank.rng.around(1_500, 0.5);
-    Ok((end + rank.rng.around(3_000, 0.3), rank.correlation))
+    let ready = end + rank.rng.around(3_000, 0.3) + rank.style.launch_ahead;
+    Ok((ready, rank.correlation))
 }
 
 /// Runs the collective every member of a group is waiting at.
