@@ -20,125 +20,44 @@ use std::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nsys-lens");
 
-/// A benchmark input: name, nodes, synth arguments.
+/// A benchmark input: name, and `synth --preset ddp` arguments (space-separated).
 struct Size {
     name: &'static str,
-    args: &'static [&'static str],
+    args: &'static str,
 }
 
 const SIZES: &[Size] = &[
     Size {
         name: "10k",
-        args: &[
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "1",
-            "--layers",
-            "32",
-            "--steps",
-            "21",
-        ],
+        args: "--nodes 1 --gpus-per-node 1 --layers 32 --steps 21",
     },
     Size {
         name: "100k",
-        args: &[
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "1",
-            "--layers",
-            "32",
-            "--steps",
-            "207",
-        ],
+        args: "--nodes 1 --gpus-per-node 1 --layers 32 --steps 207",
     },
     Size {
         name: "1M",
-        args: &[
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "1",
-            "--layers",
-            "32",
-            "--steps",
-            "2070",
-        ],
+        args: "--nodes 1 --gpus-per-node 1 --layers 32 --steps 2070",
     },
     Size {
         name: "4M",
-        args: &[
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "1",
-            "--layers",
-            "32",
-            "--steps",
-            "8280",
-        ],
+        args: "--nodes 1 --gpus-per-node 1 --layers 32 --steps 8280",
     },
     Size {
         name: "deep1M",
-        args: &[
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "1",
-            "--layers",
-            "32",
-            "--steps",
-            "2070",
-            "--launch-ahead",
-            "50",
-            "--name-variety",
-            "200",
-        ],
+        args: "--nodes 1 --gpus-per-node 1 --layers 32 --steps 2070 --launch-ahead 50 --name-variety 200",
     },
     Size {
         name: "deep4M",
-        args: &[
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "1",
-            "--layers",
-            "32",
-            "--steps",
-            "8280",
-            "--launch-ahead",
-            "50",
-            "--name-variety",
-            "200",
-        ],
+        args: "--nodes 1 --gpus-per-node 1 --layers 32 --steps 8280 --launch-ahead 50 --name-variety 200",
     },
     Size {
         name: "metrics1M",
-        args: &[
-            "--nodes",
-            "1",
-            "--gpus-per-node",
-            "1",
-            "--layers",
-            "32",
-            "--steps",
-            "50",
-            "--gpu-metrics",
-        ],
+        args: "--nodes 1 --gpus-per-node 1 --layers 32 --steps 50 --gpu-metrics",
     },
     Size {
         name: "4x250k",
-        args: &[
-            "--nodes",
-            "4",
-            "--gpus-per-node",
-            "1",
-            "--layers",
-            "32",
-            "--steps",
-            "518",
-        ],
+        args: "--nodes 4 --gpus-per-node 1 --layers 32 --steps 518",
     },
 ];
 
@@ -304,7 +223,7 @@ fn generate(dir: &Path, size: &Size) -> Vec<PathBuf> {
             "--preset",
             "ddp",
         ];
-        args.extend(size.args);
+        args.extend(size.args.split_whitespace());
         let status = Command::new(BIN).args(&args).output().expect("synth runs");
         assert!(status.status.success(), "synth failed");
     }

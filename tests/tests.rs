@@ -35,6 +35,7 @@ mod real_nsys;
 mod regression;
 mod roles;
 mod scenario;
+mod sizing;
 mod streaming;
 mod synth;
 mod taxonomy;

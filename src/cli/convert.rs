@@ -19,7 +19,9 @@ use std::path::PathBuf;
   nsys-lens convert node*.sqlite -o run.gz               the same, named run.*.gz
   nsys-lens convert node*.sqlite --ranks 0,2-3 --steady  three ranks, each over its steady-state window
   nsys-lens convert run/ --collective-flows -o run       arrows from each collective's straggler to the others
-  nsys-lens convert run/ --critical-path -o run          an `on the critical path` counter per rank")]
+  nsys-lens convert run/ --critical-path -o run          an `on the critical path` counter per rank
+  nsys-lens convert run/ --to perfetto --max-size 200M   a trace a browser opens: steady window, ranks that fit
+  nsys-lens convert run/ --split-by node -o run          run.<host>.* per node and run.index.html")]
 pub struct Args {
     #[command(flatten)]
     inputs: Inputs,
@@ -44,6 +46,9 @@ pub struct Args {
 
     #[command(flatten)]
     drawn: DrawnArgs,
+
+    #[command(flatten)]
+    size: super::sizing::SizeArgs,
 
     /// Only these global ranks: one (`3`), a list or ranges (`0,4-7`); other processes are left
     /// out too. `--rank` is the same.
@@ -83,16 +88,8 @@ pub struct Args {
     )]
     end: Option<i64>,
 
-    /// On a cluster, step 2 of 3 (after `nsys-lens part`, one per node): write only the
-    /// processes of input N (from 0, in the order given; a directory's files in name order)
-    /// into OUT.encoded-N. Every step takes the same inputs and options.
-    #[arg(long, value_name = "N", conflicts_with = "merge")]
-    encode: Option<usize>,
-
-    /// On a cluster, step 3 of 3: join OUT.encoded-0 ... (one per input, from --encode) into
-    /// the traces, copying their bytes.
-    #[arg(long)]
-    merge: bool,
+    #[command(flatten)]
+    cluster: super::part::ClusterSteps,
 
     /// Memory for the events being sorted (`512M`, `2G`, or bytes): beyond it they go to
     /// temporary files in $TMPDIR, so memory stays bounded however large the capture.
@@ -114,9 +111,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let (window, ranks) = ((start_end, anchor, args.steady), args.ranks.as_ref());
     let drawn = &args.drawn;
     let plan = drawn.plan((&activity, &rules), ranks, window, &args.inputs)?;
+    let steady = (args.size).fallback(drawn, (&activity, &rules), ranks, window, &args.inputs)?;
     request.expect_progress(&light, &plan, &parts, &inputs);
     let progress = super::progress::Progress::writing("writing".to_string(), args.inputs.quiet);
-    let lines = request.write(&plan, &parts, &inputs)?;
+    let lines = request.write((&plan, steady.as_ref()), &parts, &inputs)?;
     drop(progress);
     if !args.inputs.quiet {
         lines.iter().for_each(|line| eprintln!("{line}"));
@@ -128,13 +126,13 @@ impl Args {
     /// The conversion these flags ask for.
     fn request(&self) -> Request {
         let first = &self.inputs.reports[0];
-        Request {
+        self.size.apply(Request {
             memory_budget: self.memory_budget,
             threads: self.inputs.threads(),
-            step: Step::of(self.encode, self.merge),
+            step: Step::of(self.cluster.encode, self.cluster.merge),
             fingerprint: self.fingerprint(),
             ..Request::new(&self.to, self.output.as_deref(), first, self.compress)
-        }
+        })
     }
 
     /// The options that decide what a conversion writes, which every cluster step must share.

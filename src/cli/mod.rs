@@ -21,6 +21,7 @@ mod part;
 mod progress;
 mod ranks;
 mod report;
+mod sizing;
 mod streams;
 mod synth;
 mod what_if;

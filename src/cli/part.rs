@@ -65,3 +65,18 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     Ok(Outcome::Done)
 }
+
+/// `convert`'s cluster steps, 2 and 3 of 3 (after `part`).
+#[derive(Debug, clap::Args)]
+pub struct ClusterSteps {
+    /// On a cluster, step 2 of 3 (after `nsys-lens part`, one per node): write only the
+    /// processes of input N (from 0, in the order given; a directory's files in name order)
+    /// into OUT.encoded-N. Every step takes the same inputs and options.
+    #[arg(long, value_name = "N", conflicts_with = "merge")]
+    pub encode: Option<usize>,
+
+    /// On a cluster, step 3 of 3: join OUT.encoded-0 ... (one per input, from --encode) into
+    /// the traces, copying their bytes.
+    #[arg(long)]
+    pub merge: bool,
+}

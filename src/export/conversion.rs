@@ -4,7 +4,7 @@
 //! prints what [`Request::write`] returns.
 
 use super::encoded::{self, Formats};
-use super::{Plan, Targets, paraver, perfetto};
+use super::{Plan, Targets, fit, paraver, perfetto, split};
 use crate::input::capture::Joined;
 use crate::model::Timeline;
 use std::path::{Path, PathBuf};
@@ -57,6 +57,10 @@ pub struct Request {
     pub step: Step,
     /// The options that decide what is written, which every cluster step must share.
     pub fingerprint: String,
+    /// Keep the Perfetto trace within this many bytes (see [`super::fit`]).
+    pub max_size: Option<u64>,
+    /// One set of traces per node, and an index page (see [`super::split`]).
+    pub split_by_node: bool,
 }
 
 impl Request {
@@ -79,6 +83,8 @@ impl Request {
             threads: 1,
             step: Step::Whole,
             fingerprint: String::new(),
+            max_size: None,
+            split_by_node: false,
         }
     }
 
@@ -86,7 +92,8 @@ impl Request {
     pub fn outputs(&self) -> Vec<PathBuf> {
         match self.step {
             Step::Encode(n) => vec![encoded_path(&self.base, n)],
-            Step::Whole | Step::Merge => self.whole_targets().outputs(),
+            Step::Whole if self.split_by_node => vec![split::index_path(&self.base)],
+            Step::Whole | Step::Merge => self.targets_at(&self.base).outputs(),
         }
     }
 
@@ -109,7 +116,7 @@ impl Request {
         match self.step {
             Step::Merge => 0,
             Step::Encode(_) => 1 + self.targets.len() as u64,
-            Step::Whole => super::passes(plan, parts, &self.whole_targets()),
+            Step::Whole => super::passes(plan, parts, &self.targets_at(&self.base)),
         }
     }
 
@@ -128,35 +135,136 @@ impl Request {
     }
 
     /// Writes this step's files; the lines that say what was written, and the plan's warnings.
-    /// `inputs` gives each part's input (from 0, in the order given).
+    /// `inputs` gives each part's input (from 0, in the order given); `steady` is the same
+    /// plan over each rank's steady window, which `max_size` falls back to (None when a window
+    /// was asked for).
     pub fn write(
         &self,
-        plan: &Plan,
+        (plan, steady): (&Plan, Option<&Plan>),
         parts: &[Joined],
         inputs: &[usize],
     ) -> anyhow::Result<Vec<String>> {
+        anyhow::ensure!(
+            self.max_size.is_none() || !self.targets.contains(&Target::Paraver),
+            "--max-size sizes the Perfetto trace and draws the ranks it leaves out by their \
+             counters, which Paraver has no place for: add --to perfetto (a Paraver trace is \
+             cut with --steady, --start/--end or --ranks)"
+        );
         let mut lines = match self.step {
             Step::Encode(n) => self.encode(plan, parts, inputs, n)?,
             Step::Merge => self.merge(plan, parts, inputs)?,
-            Step::Whole => {
-                let written = super::write(plan, parts, &self.whole_targets())?;
-                let perfetto = written.perfetto.iter().flat_map(perfetto_lines);
-                perfetto
-                    .chain(written.paraver.iter().flat_map(paraver_lines))
-                    .collect()
-            }
+            Step::Whole => self.whole(plan, steady, parts)?,
         };
         lines.extend(unmatched_messages(plan));
         Ok(lines)
     }
 
-    /// What a whole conversion writes.
-    fn whole_targets(&self) -> Targets {
+    /// A whole conversion: the traces of `plan` (under `max_size`, of what fits), or with
+    /// `split_by_node` one set per node, each on the whole run's clock, and an index page.
+    fn whole(
+        &self,
+        plan: &Plan,
+        steady: Option<&Plan>,
+        parts: &[Joined],
+    ) -> anyhow::Result<Vec<String>> {
+        if !self.split_by_node {
+            return self.sized(plan, steady, parts, &self.base);
+        }
+        let (mut lines, mut nodes) = (Vec::new(), Vec::new());
+        for host in split::hosts(plan) {
+            let (mine, steady) = (
+                split::node_plan(plan, host),
+                steady.map(|s| split::node_plan(s, host)),
+            );
+            let name = &plan.activity.timeline.host(host).name;
+            let base = split::node_base(&self.base, name);
+            lines.extend(self.sized(&mine, steady.as_ref(), parts, &base)?);
+            let files = self.targets_at(&base).outputs();
+            nodes.push(split::node(&mine, host, files));
+        }
+        lines.push(split::write_index(&self.base, plan, &nodes)?);
+        Ok(lines)
+    }
+
+    /// The traces of `plan` at `base`; under `max_size`, of what fits ([`Request::fitted`]),
+    /// measured once written and chosen again smaller (at most twice) when over.
+    fn sized(
+        &self,
+        plan: &Plan,
+        steady: Option<&Plan>,
+        parts: &[Joined],
+        base: &Path,
+    ) -> anyhow::Result<Vec<String>> {
+        let targets = self.targets_at(base);
+        let Some(max) = self.max_size else {
+            return Ok(written_lines(&super::write(plan, parts, &targets)?));
+        };
+        let mut aim = max;
+        for _ in 0..3 {
+            let (fitted, kept) = self.fitted(plan, steady, parts, aim)?;
+            let written = super::write(&fitted, parts, &targets)?;
+            let bytes = written.perfetto.as_ref().map_or(0, |p| p.bytes);
+            if bytes <= max {
+                let mut lines = written_lines(&written);
+                lines.push(format!("--max-size {}: {kept}", fit::human_bytes(max)));
+                return Ok(lines);
+            }
+            aim = (aim as f64 * max as f64 / bytes as f64 * 0.95) as u64;
+        }
+        anyhow::bail!(
+            "--max-size {}: the Perfetto trace stayed larger three times over; give a shorter              --start/--end window or fewer --ranks",
+            fit::human_bytes(max)
+        )
+    }
+
+    /// What of `plan` fits in `aim` bytes: all of it; else the steady window (`steady`, when
+    /// no window was given); else there, the slices of the ranks [`fit::choose`] keeps and the
+    /// counters of the others. The plan, and a sentence saying what was kept.
+    fn fitted<'a, 't>(
+        &self,
+        plan: &Plan<'a, 't>,
+        steady: Option<&Plan<'a, 't>>,
+        parts: &[Joined],
+        aim: u64,
+    ) -> anyhow::Result<(Plan<'a, 't>, String)> {
+        let human = fit::human_bytes;
+        let prepared = super::prepare::prepare_all(plan, parts, self.threads)?;
+        let whole = fit::estimate(plan, &prepared);
+        if whole <= aim {
+            let kept = format!("kept everything (estimated {})", human(whole));
+            return Ok((plan.select(|e| Some(e.slices)), kept));
+        }
+        let (within, prepared, window) = match steady {
+            Some(s) => (
+                s,
+                super::prepare::prepare_all(s, parts, self.threads)?,
+                "each rank's steady window",
+            ),
+            None => (plan, prepared, "the window asked for"),
+        };
+        let selection = fit::choose(within, &prepared, aim).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--max-size {}: the counters alone of every process over {window} are estimated                  above it (the whole trace at {}); give a shorter --start/--end window or fewer                  --ranks",
+                human(aim),
+                human(whole)
+            )
+        })?;
+        let drawn = |e: &super::Exported| {
+            let position = within.position(e.process)?;
+            Some(selection.slices[position])
+        };
+        let fitted = within.select(drawn);
+        let kept = fit::describe(&fitted, window, &selection, whole);
+        Ok((fitted, kept))
+    }
+
+    /// What a whole conversion writes at `base`.
+    fn targets_at(&self, base: &Path) -> Targets {
         let asked = |target| self.targets.contains(&target);
         Targets {
             perfetto: asked(Target::Perfetto)
-                .then(|| with_extension(&self.base, perfetto_extension(self.gzip))),
-            paraver: asked(Target::Paraver).then(|| self.base.clone()),
+                .then(|| with_extension(base, perfetto_extension(self.gzip))),
+            paraver: asked(Target::Paraver).then(|| base.to_path_buf()),
             gzip: self.gzip,
             memory: self.memory_budget / 4,
             threads: self.threads,
@@ -388,6 +496,14 @@ fn optional_counts(counts: [u64; 5]) -> String {
         .collect()
 }
 
+/// The lines that report what a whole conversion wrote.
+fn written_lines(written: &super::Written) -> Vec<String> {
+    let perfetto = written.perfetto.iter().flat_map(perfetto_lines);
+    perfetto
+        .chain(written.paraver.iter().flat_map(paraver_lines))
+        .collect()
+}
+
 /// The summary line of the Perfetto trace, and a warning when the UI may not open it.
 fn perfetto_lines(summary: &perfetto::Summary) -> Vec<String> {
     let c = summary.counts;
@@ -411,7 +527,12 @@ fn perfetto_lines(summary: &perfetto::Summary) -> Vec<String> {
         c.flows,
         c.tracks
     )];
-    if c.slices() > perfetto::UI_SLICE_LIMIT {
+    if summary.bytes > fit::BROWSER_LIMIT {
+        lines.push(format!(
+            "nsys-lens: warning: the Perfetto trace is {}, more than a browser opens reliably              (ui.perfetto.dev: about 1 to 2 GB); --max-size 1G keeps what fits (the steady              window, then a subset of ranks), --split-by node writes one trace per node",
+            fit::human_bytes(summary.bytes)
+        ));
+    } else if c.slices() > perfetto::UI_SLICE_LIMIT {
         lines.push(format!(
             "nsys-lens: warning: {} slices may be more than ui.perfetto.dev can hold in a \
              browser; export part of the run (--ranks, --steady, --start/--end) or open it with \

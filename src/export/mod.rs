@@ -18,10 +18,12 @@ pub mod conversion;
 pub mod counters;
 pub mod critical_path;
 pub mod encoded;
+pub mod fit;
 pub mod mpi;
 pub mod paraver;
 pub mod perfetto;
 pub mod prepare;
+pub mod split;
 pub mod stream;
 
 use crate::classify::payloads::NcclPayloads;
@@ -39,6 +41,9 @@ pub struct Exported {
     pub rank: Option<Rank>,
     /// The interval exported (events clipped to it), merged-clock ns.
     pub window: (i64, i64),
+    /// Whether its events are drawn; without, only its counters are (a rank `--max-size` left
+    /// out of the slices, still there as a summary).
+    pub slices: bool,
 }
 
 /// What an export covers, decided before any event is read.
@@ -66,6 +71,8 @@ pub struct Plan<'a, 't> {
     pub cpu_threads: Vec<Vec<(u32, ThreadId)>>,
     /// The index into `exported` of each process, by process id.
     index: Vec<Option<u32>>,
+    /// Whether collective flows are drawn.
+    collective_flows: bool,
 }
 
 impl<'a, 't> Plan<'a, 't> {
@@ -108,16 +115,36 @@ impl<'a, 't> Plan<'a, 't> {
                 process,
                 rank,
                 window,
+                slices: true,
             });
         }
+        let context = (activity, rules);
+        Plan::assemble(context, exported, offset.unwrap_or(0), false)
+    }
+
+    /// The plan of these exported processes, rebased by `offset`.
+    fn assemble(
+        (activity, rules): (&'a Activity<'t>, &'a RoleRules),
+        exported: Vec<Exported>,
+        offset: i64,
+        collective_flows: bool,
+    ) -> Plan<'a, 't> {
+        let timeline = activity.timeline;
         let mut index = vec![None; timeline.processes.len()];
         for (i, e) in exported.iter().enumerate() {
             index[e.process.index()] = Some(i as u32);
         }
+        let context = (activity, rules);
         Plan {
-            collectives: collectives::Drawn::new((activity, rules), &exported, false),
+            collectives: collectives::Drawn::new(context, &exported, collective_flows),
             critical_path: critical_path::Drawn::default(),
-            messages: mpi::Drawn::new(timeline, &exported, &index),
+            messages: {
+                // A message is drawn between processes whose calls are.
+                let sliced: Vec<Option<u32>> = (index.iter())
+                    .map(|i| i.filter(|&i| exported[i as usize].slices))
+                    .collect();
+                mpi::Drawn::new(timeline, &exported, &sliced)
+            },
             payloads: {
                 let processes: Vec<ProcessId> = exported.iter().map(|e| e.process).collect();
                 NcclPayloads::new(activity, &processes)
@@ -126,8 +153,9 @@ impl<'a, 't> Plan<'a, 't> {
             activity,
             rules,
             exported,
-            offset: offset.unwrap_or(0),
+            offset,
             index,
+            collective_flows,
         }
     }
 
@@ -135,7 +163,29 @@ impl<'a, 't> Plan<'a, 't> {
     pub fn with_collective_flows(mut self) -> Self {
         let context = (self.activity, self.rules);
         self.collectives = collectives::Drawn::new(context, &self.exported, true);
+        self.collective_flows = true;
         self
+    }
+
+    /// The same plan on the same clock (its offset kept, so that the traces of several
+    /// selections line up) with only some processes: `keep` says of each exported process
+    /// whether it is drawn whole (`Some(true)`), by its counters only (`Some(false)`), or left
+    /// out (`None`).
+    pub fn select(&self, keep: impl Fn(&Exported) -> Option<bool>) -> Plan<'a, 't> {
+        let exported = self
+            .exported
+            .iter()
+            .filter_map(|e| {
+                keep(e).map(|slices| Exported {
+                    slices,
+                    ..e.clone()
+                })
+            })
+            .collect();
+        let context = (self.activity, self.rules);
+        let mut plan = Plan::assemble(context, exported, self.offset, self.collective_flows);
+        plan.critical_path = self.critical_path.clone();
+        plan
     }
 
     /// Draws when each rank is on a step's critical path, walked on `full`: the same capture

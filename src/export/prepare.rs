@@ -38,6 +38,8 @@ pub struct Prepared {
     pub launches: Launches,
     /// The latest exported time (merged clock), when it exports anything.
     pub end: Option<i64>,
+    /// Its events in the window: (GPU operations, other events).
+    pub events: (u64, u64),
 }
 
 /// A stream's lanes.
@@ -127,6 +129,7 @@ struct Gathering {
     counters: bool,
     launches: Launches,
     end: Option<i64>,
+    events: (u64, u64),
 }
 
 /// First-fit lanes: the end of each lane's last operation.
@@ -224,6 +227,12 @@ impl Gathering {
     fn add(&mut self, plan: &Plan, item: &Item) {
         let timeline = plan.activity.timeline;
         self.end = Some(self.end.map_or(item.end, |e| e.max(item.end)));
+        match item.event {
+            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::Graph(_) => {
+                self.events.0 += 1;
+            }
+            _ => self.events.1 += 1,
+        }
         let span = (item.start, item.end);
         let mut thread = |thread: ThreadId, besides_start_end: bool| {
             let key = (timeline.thread(thread).tid, thread);
@@ -291,6 +300,7 @@ impl Gathering {
                 ..self.launches
             },
             end: self.end.max(others.end),
+            events: (self.events.0, others.events.1),
         }
     }
 
@@ -317,6 +327,7 @@ impl Gathering {
             counters: self.counters,
             launches: self.launches,
             end: self.end,
+            events: self.events,
         }
     }
 }

@@ -161,6 +161,14 @@ pub fn check(outputs: &[PathBuf]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Text escaped for HTML (`&`, `<`, `>` and `"`), for the pages the tool writes.
+pub fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 /// An output being written: a temporary file beside its destination, or the destination itself
 /// when that is a device, a FIFO, a socket or standard output.
 #[derive(Debug)]

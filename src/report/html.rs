@@ -120,13 +120,7 @@ fn colour(key: &str) -> &'static str {
     }
 }
 
-/// Escapes text for HTML.
-fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use crate::output::html_escape as esc;
 
 fn ms(ns: i64) -> String {
     super::human_duration(ns)

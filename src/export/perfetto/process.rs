@@ -135,9 +135,11 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
             sibling_order_rank: Some(position as i32),
             ..TrackDescriptor::default()
         })?;
-        w.thread_tracks()?;
-        w.domain_tracks(uuid)?;
-        w.stream_tracks(uuid)?;
+        if exported.slices {
+            w.thread_tracks()?;
+            w.domain_tracks(uuid)?;
+            w.stream_tracks(uuid)?;
+        }
         w.counter_tracks(uuid)?;
         w.metric_tracks(uuid)?;
         w.memory_tracks(uuid)?;
@@ -355,8 +357,17 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
         counters.into_iter().chain(memory).min()
     }
 
-    /// Draws one event.
+    /// Draws one event (of a process drawn by its counters only: what the counters count).
     fn item(&mut self, _: &mut (), item: &Item) -> io::Result<()> {
+        if let (Event::Kernel(_) | Event::Graph(_), Some((counters, _))) =
+            (item.event, &mut self.counters)
+        {
+            counters.add(self.core.plan, self.core.prepared, item);
+        }
+        let counter = matches!(item.event, Event::Metric(..) | Event::Memory(_));
+        if !counter && !self.core.plan.exported[self.core.position].slices {
+            return Ok(());
+        }
         match item.event {
             Event::Api(a) => {
                 self.core.counts.api += 1;
@@ -378,16 +389,8 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                 self.cpu_slice(a.thread, item, label, &args, None)
             }
             Event::Nvtx(n) => self.nvtx(&n, item),
-            Event::Kernel(k) => {
-                if let Some((counters, _)) = &mut self.counters {
-                    counters.add(self.core.plan, self.core.prepared, item);
-                }
-                self.kernel(&k, item)
-            }
+            Event::Kernel(k) => self.kernel(&k, item),
             Event::Graph(g) => {
-                if let Some((counters, _)) = &mut self.counters {
-                    counters.add(self.core.plan, self.core.prepared, item);
-                }
                 let args = [
                     (Arg::GraphId, Value::Uint(g.graph.into())),
                     (Arg::GraphExecId, Value::Uint(g.exec.into())),
