@@ -122,6 +122,34 @@ impl IntervalSet {
 }
 
 /// Merges intervals sorted by start; touching intervals become one.
+/// Intervals gathered one at a time into an [`IntervalSet`]: one that meets the last one
+/// gathered joins it at once, so that operations arriving in start order (a stream's kernels, a
+/// busy GPU's back-to-back kernels) take the memory of their union, not of their number.
+#[derive(Debug, Clone, Default)]
+pub struct Gathered {
+    spans: Vec<(i64, i64)>,
+}
+
+impl Gathered {
+    /// Adds `[start, end)` (nothing when empty).
+    pub fn add(&mut self, (start, end): (i64, i64)) {
+        if start >= end {
+            return;
+        }
+        match self.spans.last_mut() {
+            Some(last) if start <= last.1 && end >= last.0 => {
+                *last = (last.0.min(start), last.1.max(end));
+            }
+            _ => self.spans.push((start, end)),
+        }
+    }
+
+    /// The union of everything added.
+    pub fn finish(self) -> IntervalSet {
+        IntervalSet::from_intervals(self.spans)
+    }
+}
+
 fn merge_sorted(sorted: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
     let mut merged: Vec<(i64, i64)> = Vec::with_capacity(sorted.len());
     for (s, e) in sorted {
@@ -139,6 +167,27 @@ mod tests {
 
     fn set(spans: &[(i64, i64)]) -> IntervalSet {
         IntervalSet::from_intervals(spans.iter().copied())
+    }
+
+    #[test]
+    fn gathering_one_at_a_time_gives_the_union() {
+        let spans = [
+            (5, 9),
+            (9, 12),
+            (0, 3),
+            (2, 6),
+            (20, 20),
+            (15, 18),
+            (11, 16),
+            (30, 31),
+        ];
+        let mut gathered = Gathered::default();
+        for &span in &spans {
+            gathered.add(span);
+        }
+        // Back-to-back spans took one slot each time they met the last one.
+        assert_eq!(gathered.spans.len(), 4);
+        assert_eq!(gathered.finish(), set(&spans));
     }
 
     /// Membership of every integer point, the definition the sweeps must agree with.

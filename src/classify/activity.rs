@@ -22,8 +22,9 @@ pub struct Activity<'t> {
     memory: Vec<Vec<u32>>,
     /// Each metric series' samples: a range of the timeline's (series-sorted) samples.
     metric_samples: Vec<Range<usize>>,
-    /// (process, correlation id, start, index into the API calls) of every API call, sorted.
-    launches: Vec<(ProcessId, u32, Ns, u32)>,
+    /// (process, correlation id, index into the API calls) of every API call, sorted (the
+    /// calls are in start order, so equal correlation ids come earliest first).
+    launches: Vec<(ProcessId, u32, u32)>,
 }
 
 impl<'t> Activity<'t> {
@@ -42,18 +43,11 @@ impl<'t> Activity<'t> {
         let nvtx = group(n, &timeline.nvtx, |e| timeline.thread(e.thread).process);
         let os_calls = group(n, &timeline.os_calls, |o| timeline.thread(o.thread).process);
         let memory = group(n, &timeline.memory, |m| timeline.gpu(m.gpu).process);
-        let mut launches: Vec<(ProcessId, u32, Ns, u32)> = timeline
+        let mut launches: Vec<(ProcessId, u32, u32)> = timeline
             .api_calls
             .iter()
             .enumerate()
-            .map(|(i, a)| {
-                (
-                    timeline.thread(a.thread).process,
-                    a.correlation,
-                    a.start,
-                    i as u32,
-                )
-            })
+            .map(|(i, a)| (timeline.thread(a.thread).process, a.correlation, i as u32))
             .collect();
         launches.sort_unstable();
         let mut metric_samples = vec![0..0; timeline.metric_series.len()];

@@ -20,7 +20,7 @@ use super::enclosing::{Candidate, innermost};
 use super::nccl_calls::{NcclCalls, NcclEvidence, Pattern};
 use super::rules::{Matches, P2P, Purpose, RoleRules, Stage, Tier};
 use crate::hash::FxHashMap;
-use crate::intervals::IntervalSet;
+use crate::intervals::{Gathered, IntervalSet};
 use crate::model::{ApiCall, Kernel, ProcessId, StreamId, StringId};
 use std::collections::BTreeMap;
 
@@ -273,7 +273,7 @@ pub struct Usage {
     /// The communication kernels, clipped.
     comm: Vec<(Kernel, i64, i64)>,
     /// The other kernels and graph launches, when `intervals`.
-    compute: Vec<(i64, i64)>,
+    compute: Gathered,
     /// Whether to keep the intervals that give busy time and the compute set.
     intervals: bool,
 }
@@ -292,7 +292,7 @@ impl Usage {
     pub fn kernel(&mut self, k: &Kernel, comm: bool, (s, e): (i64, i64)) {
         let (usage, busy) = entry(&mut self.per_stream, k.stream);
         if self.intervals {
-            busy.push((s, e));
+            busy.add((s, e));
         }
         if comm {
             usage.n_comm += 1;
@@ -302,7 +302,7 @@ impl Usage {
             usage.n_comp += 1;
             usage.comp_ns += e - s;
             if self.intervals {
-                self.compute.push((s, e));
+                self.compute.add((s, e));
             }
         }
     }
@@ -314,8 +314,8 @@ impl Usage {
         usage.n_comp += 1;
         usage.comp_ns += e - s;
         if self.intervals {
-            busy.push((s, e));
-            self.compute.push((s, e));
+            busy.add((s, e));
+            self.compute.add((s, e));
         }
     }
 
@@ -324,7 +324,7 @@ impl Usage {
         let (usage, busy) = entry(&mut self.per_stream, stream);
         usage.n_copy += 1;
         if self.intervals {
-            busy.push(span);
+            busy.add(span);
         }
     }
 
@@ -341,7 +341,7 @@ impl Usage {
             .per_stream
             .into_values()
             .map(|(mut usage, busy)| {
-                usage.busy_ns = IntervalSet::from_intervals(busy).measure();
+                usage.busy_ns = busy.finish().measure();
                 usage.role = role(&usage, &comm);
                 usage
             })
@@ -365,19 +365,19 @@ impl Usage {
         RankStreams {
             streams,
             comm,
-            compute: IntervalSet::from_intervals(self.compute),
+            compute: self.compute.finish(),
         }
     }
 }
 
 /// Each stream's use being accumulated, with its busy intervals.
-type PerStream = BTreeMap<StreamId, (StreamUse, Vec<(i64, i64)>)>;
+type PerStream = BTreeMap<StreamId, (StreamUse, Gathered)>;
 
 /// The accumulating use of a stream.
-fn entry(per_stream: &mut PerStream, stream: StreamId) -> &mut (StreamUse, Vec<(i64, i64)>) {
+fn entry(per_stream: &mut PerStream, stream: StreamId) -> &mut (StreamUse, Gathered) {
     per_stream
         .entry(stream)
-        .or_insert_with(|| (StreamUse::new(stream), Vec::new()))
+        .or_insert_with(|| (StreamUse::new(stream), Gathered::default()))
 }
 
 impl StreamUse {
