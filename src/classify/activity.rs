@@ -2,11 +2,13 @@
 //! NVTX events (indices into the timeline's sorted vectors, so still in start order), and the
 //! launching API call of each GPU operation.
 
+use super::comm;
 use crate::model::{
     ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample, MetricSeriesId,
     Ns, NvtxEvent, OsCall, ProcessId, StreamId, Timeline,
 };
 use std::ops::Range;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// A timeline with its events grouped by process.
 pub struct Activity<'t> {
@@ -25,6 +27,9 @@ pub struct Activity<'t> {
     /// (process, correlation id, index into the API calls) of every API call, sorted (the
     /// calls are in start order, so equal correlation ids come earliest first).
     launches: Vec<(ProcessId, u32, u32)>,
+    /// Per string id, what a kernel of that name is once asked: 0 not yet, 1 computation, 2
+    /// communication ([`Activity::is_comm_kernel`]).
+    comm_names: Vec<AtomicU8>,
 }
 
 impl<'t> Activity<'t> {
@@ -68,6 +73,26 @@ impl<'t> Activity<'t> {
             memory,
             metric_samples,
             launches,
+            comm_names: (0..timeline.strings.len())
+                .map(|_| AtomicU8::new(0))
+                .collect(),
+        }
+    }
+
+    /// Whether kernel `k` moves data between GPUs ([`comm::is_comm_kernel`]), its name read once
+    /// per name however many kernels bear it (safe from every thread at once).
+    pub fn is_comm_kernel(&self, k: &Kernel) -> bool {
+        let Some(known) = self.comm_names.get(k.name.index()) else {
+            return comm::is_comm_kernel(self.timeline, k);
+        };
+        match known.load(Ordering::Relaxed) {
+            1 => false,
+            2 => true,
+            _ => {
+                let comm = comm::is_comm_kernel(self.timeline, k);
+                known.store(1 + u8::from(comm), Ordering::Relaxed);
+                comm
+            }
         }
     }
 

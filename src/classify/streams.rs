@@ -15,7 +15,7 @@
 //! other collective there is `barrier` communication.
 
 use super::activity::Activity;
-use super::comm::{comm_kind, is_comm_kernel};
+use super::comm::comm_kind;
 use super::enclosing::{Candidate, innermost};
 use super::nccl_calls::{NcclCalls, NcclEvidence, Pattern};
 use super::rules::{Matches, P2P, Purpose, RoleRules, Stage, Tier};
@@ -235,11 +235,10 @@ pub fn classify(
     window: (i64, i64),
     rules: &RoleRules,
 ) -> RankStreams {
-    let timeline = activity.timeline;
     let mut usage = Usage::new(true);
     for k in activity.kernels(process) {
         if let Some((s, e)) = clip((k.start.0, k.end.0), window) {
-            usage.kernel(k, is_comm_kernel(timeline, k), (s, e));
+            usage.kernel(k, activity.is_comm_kernel(k), (s, e));
         }
     }
     for g in activity.graph_launches(process) {

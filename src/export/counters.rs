@@ -15,7 +15,6 @@ use super::Plan;
 use super::prepare::Prepared;
 use super::stream::{Event, Item};
 use crate::analysis::overlap::BARRIER;
-use crate::classify::comm::is_comm_kernel;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -161,9 +160,8 @@ impl Counters {
 
     /// A kernel or graph launch starts (clipped times); its end is due later.
     pub fn add(&mut self, plan: &Plan, prepared: &Prepared, item: &Item) {
-        let timeline = plan.activity.timeline;
         let moves = match item.event {
-            Event::Kernel(k) if is_comm_kernel(timeline, &k) => {
+            Event::Kernel(k) if plan.activity.is_comm_kernel(&k) => {
                 let Some(n) = prepared.streams.comm_at(k.stream, item.start) else {
                     return;
                 };

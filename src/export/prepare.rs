@@ -10,7 +10,6 @@
 use super::Plan;
 use super::stream::{Event, Item, Kinds, Stream};
 use crate::classify::RankStreams;
-use crate::classify::comm::is_comm_kernel;
 use crate::classify::streams::Usage;
 use crate::hash::FxHashMap;
 use crate::input::capture::Joined;
@@ -252,7 +251,7 @@ impl Gathering {
             }
             Event::Nvtx(n) => thread(n.thread, true),
             Event::Kernel(k) => {
-                let comm = is_comm_kernel(timeline, &k);
+                let comm = plan.activity.is_comm_kernel(&k);
                 self.usage.kernel(&k, comm, span);
                 self.gpu_op(plan, k.stream, span, k.correlation);
                 self.counters = true;

@@ -12,7 +12,6 @@
 use super::gate::{Key, Remote};
 use super::layout::{GpuName, Task, Values};
 use super::types;
-use crate::classify::comm::is_comm_kernel;
 use crate::classify::mpi::MpiClass;
 use crate::classify::payloads::MAX_FIELDS;
 use crate::export::Plan;
@@ -168,12 +167,11 @@ struct KernelShape {
 }
 
 impl KernelShape {
-    /// Its pairs, formatted (without a newline).
-    fn pairs(&self) -> Vec<u8> {
+    /// Appends its pairs, formatted (without a newline), to `line`.
+    fn append_to(&self, line: &mut Vec<u8>) {
         let [gx, gy, gz] = self.grid.map(u64::from);
         let [bx, by, bz] = self.block.map(u64::from);
         let [shared, dynamic] = self.shared.map(u64::from);
-        let mut line = Vec::new();
         append_pairs(
             &[
                 (self.ty, self.name),
@@ -187,9 +185,8 @@ impl KernelShape {
                 (types::GEOMETRY[7], dynamic),
                 (types::REGISTERS, u64::from(self.registers)),
             ],
-            &mut line,
+            line,
         );
-        line
     }
 }
 
@@ -219,8 +216,10 @@ impl Body<'_, '_, '_, '_> {
         (time, from)
     }
 
-    /// Makes a kernel's begin record: the pairs its shape gives (formatted once per shape),
-    /// then `pairs`.
+    /// Makes a kernel's begin record: the pairs its shape gives (formatted once per shape, for
+    /// the first [`MAX_KERNEL_SHAPES`] shapes; shapes that vary call by call, such as dynamic
+    /// grids, beyond them are formatted in place, so the cache stays bounded and keeps the
+    /// shapes that came first), then `pairs`.
     fn kernel_event(
         &mut self,
         (task, thread, t): (u32, u32, i64),
@@ -228,16 +227,17 @@ impl Body<'_, '_, '_, '_> {
         pairs: &[(u32, u64)],
     ) -> Key {
         let (time, from) = self.head(task, thread, t);
-        if self.kernel_shapes.len() >= MAX_KERNEL_SHAPES && !self.kernel_shapes.contains_key(&shape)
-        {
-            // Shapes that vary call by call (dynamic grids) would grow it with the kernels.
-            self.kernel_shapes.clear();
+        let bytes = self.gate.bytes();
+        match self.kernel_shapes.get(&shape) {
+            Some(shaped) => bytes.extend_from_slice(shaped),
+            None if self.kernel_shapes.len() < MAX_KERNEL_SHAPES => {
+                let mut shaped = Vec::new();
+                shape.append_to(&mut shaped);
+                bytes.extend_from_slice(&shaped);
+                self.kernel_shapes.insert(shape, shaped);
+            }
+            None => shape.append_to(bytes),
         }
-        let shaped = self
-            .kernel_shapes
-            .entry(shape)
-            .or_insert_with(|| shape.pairs());
-        self.gate.bytes().extend_from_slice(shaped);
         format_pairs(pairs, self.gate.bytes());
         self.made(task, thread, time, from)
     }
@@ -857,7 +857,7 @@ fn begin_pairs(
     match item.event {
         Event::Kernel(k) => {
             body.counts.kernels += 1;
-            let ty = if is_comm_kernel(timeline, &k) {
+            let ty = if body.plan.activity.is_comm_kernel(&k) {
                 types::NCCL_KERNEL
             } else {
                 types::KERNEL
