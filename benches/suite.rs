@@ -112,9 +112,10 @@ fn main() {
         let out = tempfile::tempdir().expect("tempdir");
         let base = out.path().join("out");
         let base = base.to_str().expect("utf-8");
-        let commands: [(&str, Vec<&str>); 8] = [
+        let commands: [(&str, Vec<&str>); 9] = [
             ("info", vec!["info", "-q"]),
             ("overlap", vec!["overlap", "-q", "--whole"]),
+            ("collectives", vec!["collectives", "-q", "--whole"]),
             ("critical-path", vec!["critical-path", "-q", "--whole"]),
             (
                 "what-if",
@@ -146,6 +147,82 @@ fn main() {
             parts(size.name, &files, events, floor);
         }
     }
+    if wanted
+        .as_ref()
+        .is_none_or(|w| w.iter().any(|n| n == KINETO))
+    {
+        kineto(&data.join(KINETO));
+    }
+}
+
+/// The torch.profiler trace's size name: 500 k kernels (`synth --format kineto`).
+const KINETO: &str = "kineto500k";
+
+/// A torch.profiler trace's first read (translated into the cache: `info` with an empty cache
+/// each run) and a cached read, against a bare serde_json parse of the same file, streamed
+/// from a reader as ours is (`floor`) and from the whole file in memory (`slice`).
+fn kineto(dir: &Path) {
+    let trace = dir.join("rank0.json");
+    if !trace.exists() {
+        let args = "synth --preset ddp --format kineto --nodes 1 --gpus-per-node 1 --layers 32 \
+                    --steps 1035 -o";
+        let status = Command::new(BIN)
+            .args(args.split_whitespace())
+            .arg(dir)
+            .output();
+        assert!(status.expect("synth runs").status.success(), "synth failed");
+    }
+    /// Counts the events of a trace, ignoring what they hold.
+    #[derive(serde::Deserialize)]
+    struct Events {
+        #[serde(rename = "traceEvents")]
+        events: Vec<serde::de::IgnoredAny>,
+    }
+    let parse = |slice: bool| {
+        let started = Instant::now();
+        let parsed: Events = match slice {
+            true => serde_json::from_slice(&std::fs::read(&trace).expect("read")),
+            false => serde_json::from_reader(std::io::BufReader::new(
+                std::fs::File::open(&trace).expect("open"),
+            )),
+        }
+        .expect("a JSON trace");
+        let wall = started.elapsed().as_secs_f64();
+        let run = Run {
+            wall,
+            cpu: wall,
+            peak_rss: 0,
+            output_bytes: 0,
+        };
+        (run, parsed.events.len() as u64)
+    };
+    let runs = std::env::var("NSYS_LENS_BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let cache = tempfile::tempdir().expect("tempdir");
+    let info = |fresh: bool| {
+        if fresh {
+            let _ = std::fs::remove_dir_all(cache.path());
+        }
+        let mut command = Command::new(BIN);
+        command.args(["info", "-q"]).arg(&trace);
+        command.env("NSYS_LENS_CACHE", cache.path());
+        Run::from(timed_once(&mut command))
+    };
+    // The reads run first: a child started after this process held the whole file would
+    // count that memory in its peak.
+    let mut first: Vec<Run> = (0..runs).map(|_| info(true)).collect();
+    first.sort_by(|a, b| a.wall.total_cmp(&b.wall));
+    let first = first.swap_remove(runs / 2);
+    let cached = info(false);
+    let (floor, events) = parse(false);
+    let (slice, _) = parse(true);
+    print_row(KINETO, "serde_json floor", &floor, events, floor.wall);
+    print_row(KINETO, "serde_json slice", &slice, events, floor.wall);
+    print_row(KINETO, "first read", &first, events, floor.wall);
+    print_row(KINETO, "cached read", &cached, events, floor.wall);
 }
 
 /// The cluster path on a run of several nodes: `part` per node, `convert --encode` per node
