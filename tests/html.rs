@@ -106,13 +106,89 @@ fn the_real_three_node_report_renders() {
         return;
     };
     let out = tempfile::tempdir().unwrap();
-    let page = report(out.path(), &[dir]);
+    let page = report(out.path(), std::slice::from_ref(&dir));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("3 host(s)") && html.contains("9 rank(s)"));
+    // No pipeline: its bubble is GPU idle, and said so; no internal words.
+    assert!(!html.contains("Pipeline bubble") && html.contains("<h3>GPU idle</h3>"));
+    assert!(!html.contains("noanchor"));
+    // Every rank on the timeline.
+    for rank in 0..9 {
+        assert!(html.contains(&format!("rank {rank} · GPU")), "rank {rank}");
+    }
+    // Who arrived last and the skew, as `collectives` says.
+    let json = crate::util::json(&["collectives", dir.to_str().unwrap()]);
+    let row = &crate::util::rows(&json)[0];
+    let section = text_after(&html, "Collectives and stragglers");
+    let host = row["last_host"].as_str().unwrap();
+    assert!(
+        section.contains(&format!("arrived last most often: rank 3 · node {host}")),
+        "{section}"
+    );
+    let median = duration_ns(section.split("median ").nth(1).unwrap());
+    let skew = row["skew_ns"].as_f64().unwrap();
+    assert!((median - skew).abs() <= skew * 1e-3, "{median} vs {skew}");
     if let Some((dom, log)) = render(&page, &out.path().join("shot.png")) {
         assert!(dom.contains("rank 8"));
         no_console_errors(&log);
     }
+}
+
+/// The page's text (tags left out) after `heading`, up to the next heading.
+fn text_after(html: &str, heading: &str) -> String {
+    let from = html.find(heading).expect(heading) + heading.len();
+    let rest = &html[from..];
+    let body = &rest[..rest.find("<h3>").unwrap_or(rest.len())];
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in body.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text
+}
+
+/// `23.85 ms` (at the start of `text`) in ns.
+fn duration_ns(text: &str) -> f64 {
+    let mut words = text.split_whitespace();
+    let number: f64 = words.next().unwrap().parse().unwrap();
+    let unit = words.next().unwrap().trim_end_matches([',', ';', '.']);
+    number
+        * match unit {
+            "ns" => 1.0,
+            "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            other => panic!("unit {other}"),
+        }
+}
+
+/// A pipeline's page says "pipeline bubble"; a run without one says "GPU idle" for the same
+/// measure, and the bubble's numbers are the `bubbles` table's.
+#[test]
+fn the_bubble_is_called_so_only_where_there_is_a_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = crate::util::synth("--preset megatron --pp 2");
+    let page = report(dir.path(), &[pipeline.path().to_path_buf()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h3>Pipeline bubble</h3>") && !html.contains("GPU idle"));
+    let bubbles = crate::util::json(&["bubbles", pipeline.path().to_str().unwrap()]);
+    let section = text_after(&html, "<h3>Pipeline bubble</h3>");
+    for row in crate::util::rows(&bubbles)
+        .iter()
+        .filter(|r| r["rank"].is_u64())
+    {
+        let pct = format!("{:.1}%", row["bubble_pct"].as_f64().unwrap());
+        assert!(section.contains(&pct), "{pct} not in {section}");
+    }
+    let flat = crate::util::synth("--preset ddp --nodes 1");
+    let page = report(dir.path(), &[flat.path().to_path_buf()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h3>GPU idle</h3>") && !html.contains("Pipeline bubble"));
 }
 
 #[test]

@@ -126,6 +126,14 @@ impl Instance {
         (first, last)
     }
 
+    /// Whether every member arrived inside its window (`window` of a member's index).
+    pub fn within(&self, window: impl Fn(usize) -> (i64, i64)) -> bool {
+        self.arrivals.iter().all(|a| {
+            let (start, end) = window(a.rank);
+            start <= a.start && a.start < end
+        })
+    }
+
     /// Last minus first arrival, ns.
     pub fn skew(&self) -> i64 {
         let (first, last) = self.first_last();

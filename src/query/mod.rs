@@ -579,10 +579,7 @@ pub fn collectives(
     }
     let wanted = selection.ranks.as_ref();
     let inside = |i: &&Instance| {
-        let in_window = i.arrivals.iter().all(|a| {
-            let (start, end) = windows[a.rank].bounds;
-            start <= a.start && a.start < end
-        });
+        let in_window = i.within(|rank| windows[rank].bounds);
         let has_rank = |r: u32| i.arrivals.iter().any(|a| ranks[a.rank].rank == r);
         in_window && wanted.is_none_or(|list| list.0.iter().any(|&r| has_rank(r)))
     };

@@ -6,18 +6,17 @@ use super::Selection;
 use crate::analysis::IntervalSet;
 use crate::analysis::align::Alignment;
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
+use crate::analysis::collectives::{Instance, RankWaits, by_rank, match_instances};
 use crate::analysis::kernels::rank_kernels;
 use crate::analysis::mfu::rank_work;
 use crate::analysis::overlap::rank_exposure;
+use crate::analysis::upper_median;
 use crate::classify::families::{Families, FamilyCache};
-use crate::classify::{self, Activity, Rank, RankStreams, Role, RoleRules, layout};
+use crate::classify::{self, Activity, Rank, RankStreams, Role, RoleRules, WindowSource, layout};
 use crate::model::Timeline;
 use crate::report::RankWindow;
-use crate::report::html::{RankView, RunView, Segment, StripRow};
-use std::collections::BTreeMap;
-
-/// Ranks drawn in the timeline strip.
-const STRIP_RANKS: usize = 4;
+use crate::report::html::{CollectivesView, MANY_RANKS, RankView, RunView, Segment, StripRow};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One run's view, titled `title`: every rank over its window under `selection`, with how its
 /// clocks were put together (`alignment`, when aligned from its collectives).
@@ -34,10 +33,13 @@ pub fn run_view(
     let families = Families::default();
     let mut cache = FamilyCache::new(&families, timeline);
     let pipeline = layout::pipeline_coords(&activity, &ranks, rules);
+    let (collectives, waits) = collectives_view(&activity, &classified, rules);
     let mut views = Vec::new();
-    for ((w, streams), coord) in classified.iter().zip(&pipeline.coords) {
+    for (((w, streams), coord), waits) in classified.iter().zip(&pipeline.coords).zip(waits) {
         let pp = coord.map(|(c, _)| c.size);
-        views.push(rank_view(&activity, (w, streams, pp), rules, &mut cache));
+        let mut view = rank_view(&activity, (w, streams, pp), rules, &mut cache);
+        view.waits = waits;
+        views.push(view);
     }
     let mut summary = vec![
         hosts_line(timeline),
@@ -58,7 +60,30 @@ pub fn run_view(
         strip,
         strip_ns,
         paths: super::critical::path_views(timeline, selection),
+        collectives,
     })
+}
+
+/// The collectives matched across the ranks, those inside every member's window (as
+/// `collectives` keeps them), and each rank's totals (as `collectives --by rank` gives them).
+fn collectives_view(
+    activity: &Activity,
+    classified: &[(RankWindow, RankStreams)],
+    rules: &RoleRules,
+) -> (CollectivesView, Vec<RankWaits>) {
+    let processes: Vec<_> = classified.iter().map(|(w, _)| w.rank.process).collect();
+    let matched = match_instances(activity, &processes, rules);
+    let inside: Vec<&Instance> = (matched.instances.iter())
+        .filter(|i| i.within(|rank| classified[rank].0.bounds))
+        .collect();
+    let mut skews: Vec<i64> = inside.iter().map(|i| i.skew()).collect();
+    let communicators: BTreeSet<usize> = inside.iter().map(|i| i.communicator).collect();
+    let view = CollectivesView {
+        instances: inside.len(),
+        communicators: communicators.len(),
+        skew: upper_median(&mut skews).zip(skews.iter().max().copied()),
+    };
+    (view, by_rank(processes.len(), &inside))
 }
 
 /// `2 host(s): node0, node1`, the list cut after a few hosts.
@@ -77,12 +102,18 @@ fn hosts_line(timeline: &Timeline) -> String {
     line
 }
 
+/// How a rank's window was chosen, in words: the anchor range's name, or why there is none.
 fn window_name(w: &RankWindow) -> String {
-    if w.window.name.is_empty() {
-        format!("{:?}", w.window.source).to_lowercase()
-    } else {
-        format!("`{}`", w.window.name)
+    if !w.window.name.is_empty() {
+        return format!("`{}`", w.window.name);
     }
+    match w.window.source {
+        WindowSource::Anchor { .. } => "the median anchor range",
+        WindowSource::Explicit => "as given",
+        WindowSource::Whole => "the whole capture",
+        WindowSource::NoAnchor => "the whole capture: no step range to take the median of",
+    }
+    .to_string()
 }
 
 /// A rank's bar, overlap rows, families and bubble.
@@ -158,6 +189,8 @@ fn rank_view(
             .map(|b| (b.step_ns, b.bubble_pct()))
             .collect(),
         mfu,
+        pipeline: pp.is_some(),
+        waits: RankWaits::default(),
     }
 }
 
@@ -211,7 +244,24 @@ fn bar(w: &RankWindow, streams: &RankStreams, rules: &RoleRules) -> (Vec<Segment
     (segments, hidden)
 }
 
-/// The streams of the first ranks over their windows.
+/// The ranks the timeline strip draws: every rank up to [`MANY_RANKS`], else the first rank of
+/// each node (up to as many nodes).
+fn strip_ranks<'c>(
+    timeline: &Timeline,
+    classified: &'c [(RankWindow, RankStreams)],
+) -> Vec<&'c (RankWindow, RankStreams)> {
+    if classified.len() <= MANY_RANKS {
+        return classified.iter().collect();
+    }
+    let mut hosts = BTreeSet::new();
+    classified
+        .iter()
+        .filter(|(w, _)| hosts.insert(timeline.process(w.rank.process).host))
+        .take(MANY_RANKS)
+        .collect()
+}
+
+/// The streams of the ranks [`strip_ranks`] draws, over their windows.
 fn strip(
     timeline: &Timeline,
     classified: &[(RankWindow, RankStreams)],
@@ -219,7 +269,7 @@ fn strip(
 ) -> (Vec<StripRow>, i64) {
     let mut rows = Vec::new();
     let mut longest = 0;
-    for (w, streams) in classified.iter().take(STRIP_RANKS) {
+    for (w, streams) in strip_ranks(timeline, classified) {
         let (start, end) = w.bounds;
         longest = longest.max(end - start);
         for s in &streams.streams {

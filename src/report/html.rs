@@ -4,6 +4,8 @@
 //! strip of the steady-state window. The numbers come from the same analysis code as the CLI
 //! tables; this module only draws them.
 
+use crate::analysis::collectives::RankWaits;
+use crate::output::html_escape as esc;
 use std::fmt::Write as _;
 
 /// One segment of a rank's bar.
@@ -49,6 +51,10 @@ pub struct RankView {
     pub steps: Vec<(i64, f64)>,
     /// FLOPs per step and the MFU (None without a known peak), when its kernels have FLOPs.
     pub mfu: Option<(f64, Option<f64>)>,
+    /// Whether it is a stage of a pipeline (else its bubble is idle time, and said so).
+    pub pipeline: bool,
+    /// Its collectives inside its window, as `collectives --by rank` counts them.
+    pub waits: RankWaits,
 }
 
 impl RankView {
@@ -84,12 +90,26 @@ pub struct RunView {
     pub summary: Vec<String>,
     /// Ranks, in rank order.
     pub ranks: Vec<RankView>,
-    /// Timeline strip of a few ranks' steady-state windows.
+    /// Timeline strip of the ranks' steady-state windows (every rank up to [`MANY_RANKS`], else
+    /// one per node).
     pub strip: Vec<StripRow>,
     /// Length of the strip's window, ns.
     pub strip_ns: i64,
     /// The critical path of the median and the longest step.
     pub paths: Vec<PathView>,
+    /// The collectives matched across its ranks inside their windows.
+    pub collectives: CollectivesView,
+}
+
+/// A run's collectives as the page shows them (each rank's share is in [`RankView::waits`]).
+#[derive(Debug, Clone, Default)]
+pub struct CollectivesView {
+    /// Instances matched inside the ranks' windows.
+    pub instances: usize,
+    /// Their communicators.
+    pub communicators: usize,
+    /// The skew (last minus first arrival) of the instances: median and largest, ns.
+    pub skew: Option<(i64, i64)>,
 }
 
 /// Above this many ranks, distributions and heatmaps replace the per-rank rows, which move
@@ -119,8 +139,6 @@ fn colour(key: &str) -> &'static str {
         _ => "#54a24b",
     }
 }
-
-use crate::output::html_escape as esc;
 
 fn ms(ns: i64) -> String {
     super::human_duration(ns)
@@ -180,6 +198,7 @@ fn run_section(out: &mut String, run: &RunView, scale: Scale) {
         let _ = write!(out, "<li>{}</li>", esc(line));
     }
     out.push_str("</ul>");
+    collectives(out, run);
     if run.ranks.len() > MANY_RANKS {
         windows_summary(out, run);
         distribution(out, run);
@@ -192,7 +211,9 @@ fn run_section(out: &mut String, run: &RunView, scale: Scale) {
         collapsed(out, "Per-rank kernel families", |out| {
             families_by_rank(out, run)
         });
-        collapsed(out, "Per-rank pipeline bubble", |out| bubbles(out, run));
+        collapsed(out, &format!("Per-rank {}", bubble_title(run)), |out| {
+            bubbles(out, run)
+        });
         collapsed(out, "Per-rank MFU", |out| mfu(out, run));
     } else {
         windows_list(out, run);
@@ -205,6 +226,63 @@ fn run_section(out: &mut String, run: &RunView, scale: Scale) {
     }
     critical_paths(out, run);
     strip(out, run, scale);
+}
+
+/// The collectives and who kept the others waiting: a line naming the rank (and host) last
+/// most often and the skew, and each rank's instances, times last, time waited and time it
+/// made the others wait.
+fn collectives(out: &mut String, run: &RunView) {
+    let c = &run.collectives;
+    let Some((median, max)) = c.skew else {
+        return;
+    };
+    let _ = write!(
+        out,
+        "<h3>Collectives and stragglers</h3><p>{} collective instance(s) in {} communicator(s) \
+         inside the windows; skew (last minus first arrival) median {}, largest {}",
+        c.instances,
+        c.communicators,
+        ms(median),
+        ms(max)
+    );
+    let last = run
+        .ranks
+        .iter()
+        .max_by_key(|r| (r.waits.times_last, r.waits.caused_ns));
+    if let Some(r) = last.filter(|r| r.waits.times_last > 0) {
+        let _ = write!(
+            out,
+            "; arrived last most often: {} ({} of {} instances, the others waited {} for it)",
+            esc(&r.name),
+            r.waits.times_last,
+            c.instances,
+            ms(r.waits.caused_ns)
+        );
+    }
+    out.push_str(
+        ". Every instance: <code>nsys-lens collectives</code>; per rank: <code>nsys-lens \
+         collectives --by rank</code>.</p>",
+    );
+    if run.ranks.len() > MANY_RANKS {
+        return;
+    }
+    out.push_str(
+        "<table><tr><th class=\"l\">rank</th><th>instances</th><th>last</th><th>waited</th>\
+         <th>others waited for it</th></tr>",
+    );
+    for r in &run.ranks {
+        let w = &r.waits;
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(r.short()),
+            w.instances,
+            w.times_last,
+            ms(w.waited_ns),
+            ms(w.caused_ns)
+        );
+    }
+    out.push_str("</table>");
 }
 
 /// FLOPs per step and MFU per rank, where its kernels have FLOPs.
@@ -753,10 +831,24 @@ fn families(out: &mut String, run: &RunView) {
     out.push_str("</table>");
 }
 
+/// `pipeline bubble` where a rank is a pipeline stage, else `GPU idle` (the same measure: the
+/// share of each step no stream of the rank's GPU works).
+fn bubble_title(run: &RunView) -> &'static str {
+    match run.ranks.iter().any(|r| r.pipeline) {
+        true => "pipeline bubble",
+        false => "GPU idle",
+    }
+}
+
 fn bubbles(out: &mut String, run: &RunView) {
-    out.push_str(
-        "<h3>Pipeline bubble</h3><table><tr><th class=\"l\">rank</th><th>bubble</th>\
-                  <th>ideal 1F1B</th></tr>",
+    let title = bubble_title(run);
+    let mut heading = title.to_string();
+    heading[..1].make_ascii_uppercase();
+    let _ = write!(
+        out,
+        "<h3>{heading}</h3><table><tr><th class=\"l\">rank</th><th>{}</th>\
+         <th>ideal 1F1B</th></tr>",
+        title.rsplit(' ').next().unwrap_or(title)
     );
     let mut absent = false;
     for r in &run.ranks {
@@ -889,6 +981,7 @@ mod tests {
             }],
             strip_ns: 1_000_000,
             paths: vec![],
+            collectives: CollectivesView::default(),
         };
         let html = page(&[run]);
         let rects = html.matches("<rect").count();
