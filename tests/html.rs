@@ -167,6 +167,43 @@ fn duration_ns(text: &str) -> f64 {
         }
 }
 
+/// The line at the top: the median step and the median rank's bubble, as `bubbles` gives
+/// them (the upper median over every rank's steps, and over the ranks' mean bubbles).
+#[test]
+fn the_verdict_line_takes_its_numbers_from_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = crate::util::synth("--preset megatron --pp 2 --steps 3");
+    let page = report(dir.path(), &[run.path().to_path_buf()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let verdict = text_after(&html, "In short:");
+    let bubbles = crate::util::json(&["bubbles", run.path().to_str().unwrap()]);
+    let rows: Vec<&Value> = (crate::util::rows(&bubbles).iter())
+        .filter(|r| r["rank"].is_u64())
+        .collect();
+    let mut steps: Vec<i64> = rows
+        .iter()
+        .map(|r| r["step_ns"].as_i64().unwrap())
+        .collect();
+    steps.sort_unstable();
+    let step = duration_ns(verdict.split("median step ").nth(1).unwrap());
+    let median = steps[steps.len() / 2] as f64;
+    assert!((step - median).abs() <= median * 1e-3, "{step} vs {median}");
+    let mut per_rank: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
+    for r in &rows {
+        let rank = r["rank"].as_u64().unwrap();
+        per_rank
+            .entry(rank)
+            .or_default()
+            .push(r["bubble_pct"].as_f64().unwrap());
+    }
+    let mut means: Vec<f64> = (per_rank.values())
+        .map(|v| v.iter().sum::<f64>() / v.len() as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let bubble = format!("pipeline bubble {:.1}%", means[means.len() / 2]);
+    assert!(verdict.contains(&bubble), "{bubble} not in {verdict}");
+}
+
 /// A pipeline's page says "pipeline bubble"; a run without one says "GPU idle" for the same
 /// measure, and the bubble's numbers are the `bubbles` table's.
 #[test]

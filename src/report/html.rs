@@ -150,7 +150,7 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:
 th{background:#f3f3f3}td.l,th.l{text-align:left}.worst{background:#f8d0d0;font-weight:bold}\
 .runs{display:flex;gap:32px;align-items:flex-start}.run{flex:1;min-width:0}\
 svg{max-width:100%;height:auto}details{margin:8px 0}summary{cursor:pointer;color:#335}\
-.note{color:#555;font-size:13px}\
+.note{color:#555;font-size:13px}.verdict{font-size:15px}\
 .legend span{display:inline-block;margin-right:12px}.sw{display:inline-block;width:12px;height:12px;vertical-align:middle;margin-right:4px}\
 footer{margin-top:32px;color:#777;font-size:12px}";
 
@@ -198,6 +198,7 @@ fn run_section(out: &mut String, run: &RunView, scale: Scale) {
         let _ = write!(out, "<li>{}</li>", esc(line));
     }
     out.push_str("</ul>");
+    verdict(out, run);
     collectives(out, run);
     if run.ranks.len() > MANY_RANKS {
         windows_summary(out, run);
@@ -226,6 +227,79 @@ fn run_section(out: &mut String, run: &RunView, scale: Scale) {
     }
     critical_paths(out, run);
     strip(out, run, scale);
+}
+
+/// A rank's share of its window in the segments `keep` picks, %.
+fn share(rank: &RankView, keep: impl Fn(&Segment) -> bool) -> f64 {
+    let ns: i64 = rank.bar.iter().filter(|s| keep(s)).map(|s| s.ns).sum();
+    100.0 * ns as f64 / rank.window_ns().max(1) as f64
+}
+
+/// The upper median of some shares, %.
+fn median_share(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
+}
+
+/// The run in one line, each number from the sections below: the median step, the mean MFU,
+/// the median rank's exposed communication and bubble (or GPU idle), and the rank whose window
+/// went least to compute, with what took most of the rest.
+fn verdict(out: &mut String, run: &RunView) {
+    let mut parts = Vec::new();
+    let mut steps: Vec<i64> = (run.ranks.iter())
+        .flat_map(|r| r.steps.iter().map(|s| s.0))
+        .collect();
+    if let Some(step) = crate::analysis::upper_median(&mut steps) {
+        parts.push(format!("median step {}", ms(step)));
+    }
+    let mfus: Vec<f64> = run.ranks.iter().filter_map(|r| r.mfu?.1).collect();
+    if !mfus.is_empty() {
+        parts.push(format!(
+            "MFU {:.1}%",
+            mfus.iter().sum::<f64>() / mfus.len() as f64
+        ));
+    }
+    let exposed = run
+        .ranks
+        .iter()
+        .map(|r| share(r, |s| s.label.starts_with("exposed ")));
+    if let Some(e) = median_share(exposed.collect()) {
+        parts.push(format!("exposed communication {e:.1}% of the window"));
+    }
+    if let Some(b) = median_share(run.ranks.iter().filter_map(|r| Some(r.bubble?.0)).collect()) {
+        parts.push(format!("{} {b:.1}%", bubble_title(run)));
+    }
+    let compute = |r: &RankView| share(r, |s| s.key == "compute");
+    let worst = run
+        .ranks
+        .iter()
+        .min_by(|a, b| compute(a).total_cmp(&compute(b)));
+    let lost = worst.and_then(|r| {
+        let most = r
+            .bar
+            .iter()
+            .filter(|s| s.key != "compute")
+            .max_by_key(|s| s.ns)?;
+        Some((r, most))
+    });
+    if let Some((r, most)) = lost.filter(|(r, _)| run.ranks.len() > 1 && compute(r) < 100.0) {
+        let whole = 100.0 * most.ns as f64 / r.window_ns().max(1) as f64;
+        parts.push(format!(
+            "least compute: {} ({:.1}% of its window; {} {whole:.1}%)",
+            r.short(),
+            compute(r),
+            most.label
+        ));
+    }
+    if parts.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<p class=\"verdict\"><b>In short:</b> {} (medians over the ranks, each over its \
+         window).</p>",
+        esc(&parts.join("; "))
+    );
 }
 
 /// The collectives and who kept the others waiting: a line naming the rank (and host) last
