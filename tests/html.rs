@@ -204,6 +204,39 @@ fn the_verdict_line_takes_its_numbers_from_the_tables() {
     assert!(verdict.contains(&bubble), "{bubble} not in {verdict}");
 }
 
+/// The page's FLOPs per family are `mfu`'s: per step, and TFLOP/s while the kernels ran.
+#[test]
+fn flops_per_family_are_the_mfu_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = crate::util::synth("--preset ddp --nodes 1 --steps 3 --format kineto");
+    let page = report(dir.path(), &[run.path().to_path_buf()]);
+    let section = text_after(&std::fs::read_to_string(&page).unwrap(), "<h3>MFU</h3>");
+    let mfu = crate::util::json(&["mfu", run.path().to_str().unwrap()]);
+    let mut totals: std::collections::BTreeMap<(u64, String), (f64, f64, u64)> = Default::default();
+    for row in crate::util::rows(&mfu) {
+        let (Some(rank), Some(family)) = (row["rank"].as_u64(), row["family"].as_str()) else {
+            continue;
+        };
+        // Families without counted FLOPs are not listed.
+        let Some(flops) = row["flops"].as_f64().filter(|_| family != "all") else {
+            continue;
+        };
+        let total = totals.entry((rank, family.to_string())).or_default();
+        total.0 += flops;
+        total.1 += row["time_ns"].as_f64().unwrap();
+        total.2 += 1;
+    }
+    assert!(!totals.is_empty());
+    for ((rank, family), (flops, time, steps)) in totals {
+        let line = format!(
+            "rank {rank}{family}{:.3e}{:.1}",
+            flops / steps as f64,
+            flops / time / 1e3
+        );
+        assert!(section.contains(&line), "{line} not in {section}");
+    }
+}
+
 /// A pipeline's page says "pipeline bubble"; a run without one says "GPU idle" for the same
 /// measure, and the bubble's numbers are the `bubbles` table's.
 #[test]

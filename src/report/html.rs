@@ -51,6 +51,9 @@ pub struct RankView {
     pub steps: Vec<(i64, f64)>,
     /// FLOPs per step and the MFU (None without a known peak), when its kernels have FLOPs.
     pub mfu: Option<(f64, Option<f64>)>,
+    /// The families its FLOPs went to: family, FLOPs per step, achieved TFLOP/s while its
+    /// kernels ran.
+    pub flops_by_family: Vec<(String, f64, f64)>,
     /// Whether it is a stage of a pipeline (else its bubble is idle time, and said so).
     pub pipeline: bool,
     /// Its collectives inside its window, as `collectives --by rank` counts them.
@@ -377,6 +380,21 @@ fn mfu(out: &mut String, run: &RunView) {
             "<tr><td class=\"l\">{}</td><td>{flops:.3e}</td><td>{mfu}</td></tr>",
             esc(r.short())
         );
+    }
+    out.push_str(
+        "</table><table><tr><th class=\"l\">rank</th><th class=\"l\">family</th>\
+         <th>FLOPs per step</th><th>TFLOP/s while it ran</th></tr>",
+    );
+    for r in &run.ranks {
+        for (family, flops, tflops) in &r.flops_by_family {
+            let _ = write!(
+                out,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{flops:.3e}</td>\
+                 <td>{tflops:.1}</td></tr>",
+                esc(r.short()),
+                esc(family)
+            );
+        }
     }
     out.push_str("</table>");
 }
@@ -918,11 +936,12 @@ fn bubbles(out: &mut String, run: &RunView) {
     let title = bubble_title(run);
     let mut heading = title.to_string();
     heading[..1].make_ascii_uppercase();
+    let pipeline = run.ranks.iter().any(|r| r.pipeline);
     let _ = write!(
         out,
-        "<h3>{heading}</h3><table><tr><th class=\"l\">rank</th><th>{}</th>\
-         <th>ideal 1F1B</th></tr>",
-        title.rsplit(' ').next().unwrap_or(title)
+        "<h3>{heading}</h3><table><tr><th class=\"l\">rank</th><th>{}</th>{}</tr>",
+        title.rsplit(' ').next().unwrap_or(title),
+        if pipeline { "<th>ideal 1F1B</th>" } else { "" }
     );
     let mut absent = false;
     for r in &run.ranks {
@@ -930,15 +949,19 @@ fn bubbles(out: &mut String, run: &RunView) {
             continue;
         };
         absent |= ideal.is_none();
-        let ideal = ideal.map_or("–".to_string(), |i| format!("{i:.1}%"));
+        let ideal = match (pipeline, ideal) {
+            (false, _) => String::new(),
+            (true, None) => "<td>–</td>".to_string(),
+            (true, Some(i)) => format!("<td>{i:.1}%</td>"),
+        };
         let _ = write!(
             out,
-            "<tr><td class=\"l\">{}</td><td>{pct:.1}%</td><td>{ideal}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{pct:.1}%</td>{ideal}</tr>",
             esc(r.short())
         );
     }
     out.push_str("</table>");
-    if absent {
+    if absent && pipeline {
         out.push_str(
             "<p class=\"note\">– : 1F1B's ideal (pp−1)/(m+pp−1) is shown only where the window \
              is whole steps of a one-directional pipeline schedule whose size and micro-batches \
