@@ -71,6 +71,21 @@ fn the_fixture_report_renders_and_shows_the_analysis_numbers() {
     let nodes = pithtrain_nodes();
     let page = report(dir.path(), &nodes);
     let html = std::fs::read_to_string(&page).unwrap();
+    every_section_names_its_command(&html);
+    // The wait heatmap's columns: the instances of largest skew, as `collectives` lists them.
+    let paths: Vec<&str> = nodes.iter().map(|p| p.to_str().unwrap()).collect();
+    let collectives = crate::util::json(&[&["collectives"], &paths[..]].concat());
+    let mut instances: Vec<(i64, String)> = (crate::util::rows(&collectives).iter())
+        .map(|r| {
+            let name = format!("{} #{}", r["communicator"].as_str().unwrap(), r["sequence"]);
+            (-r["skew_ns"].as_i64().unwrap(), name)
+        })
+        .collect();
+    instances.sort();
+    let section = text_after(&html, "Who waited in the collectives of largest skew");
+    for (_, name) in instances.iter().take(24) {
+        assert!(section.contains(name.as_str()), "{name} not in {section}");
+    }
     // The stage2_f overlap of rank 0, as the overlap table computes it.
     let paths: Vec<&str> = nodes.iter().map(|p| p.to_str().unwrap()).collect();
     let out = nsys_lens(&[&["overlap", "-q", "--format", "json"], &paths[..]].concat());
@@ -165,6 +180,20 @@ fn duration_ns(text: &str) -> f64 {
             "s" => 1e9,
             other => panic!("unit {other}"),
         }
+}
+
+/// Every section of `html` names the command that prints it in full.
+fn every_section_names_its_command(html: &str) {
+    let headings: Vec<&str> = html
+        .split("<h3>")
+        .skip(1)
+        .map(|rest| &rest[..rest.find("</h3>").unwrap()])
+        .collect();
+    assert!(!headings.is_empty());
+    for heading in headings {
+        let section = text_after(html, &format!("<h3>{heading}</h3>"));
+        assert!(section.contains("nsys-lens "), "{heading}: {section}");
+    }
 }
 
 /// The line at the top: the median step and the median rank's bubble, as `bubbles` gives
@@ -311,11 +340,14 @@ fn a_report_of_512_ranks_shows_distributions_and_heatmaps_and_stays_small() {
     let page = report(out.path(), &[run.path().to_path_buf()]);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.len() <= 1 << 20, "{} bytes", html.len());
+    every_section_names_its_command(&html);
     for part in [
         "512 rank(s)",
         "Where the ranks' windows go",
         "Exposed communication % per rank and stage",
-        "Pipeline bubble % per rank and step",
+        // `ranks` finds no pipeline coordinates in this mesh: its bubble is called GPU idle.
+        "GPU idle % per rank and step",
+        "Who waited in the collectives of largest skew",
         "<details><summary>Per-rank overlap per stage</summary>",
         "and 56 more",
     ] {

@@ -38,7 +38,7 @@ pub fn run_view(
     for (((w, streams), coord), waits) in classified.iter().zip(&pipeline.coords).zip(waits) {
         let pp = coord.map(|(c, _)| c.size);
         let mut view = rank_view(&activity, (w, streams, pp), rules, &mut cache);
-        view.waits = waits;
+        (view.waits, view.instance_waits) = waits;
         views.push(view);
     }
     let mut summary = vec![
@@ -64,13 +64,22 @@ pub fn run_view(
     })
 }
 
+/// A rank's part in the collectives: its totals, and its wait in each heatmap column.
+type RankCollectives = (RankWaits, Vec<Option<f64>>);
+
+/// Columns of the wait heatmap: instances of largest skew, at most.
+fn wait_columns(ranks: usize) -> usize {
+    if ranks > MANY_RANKS { 8 } else { 24 }
+}
+
 /// The collectives matched across the ranks, those inside every member's window (as
-/// `collectives` keeps them), and each rank's totals (as `collectives --by rank` gives them).
+/// `collectives` keeps them), and per rank its totals (as `collectives --by rank` gives them)
+/// and its waits in the instances of largest skew.
 fn collectives_view(
     activity: &Activity,
     classified: &[(RankWindow, RankStreams)],
     rules: &RoleRules,
-) -> (CollectivesView, Vec<RankWaits>) {
+) -> (CollectivesView, Vec<RankCollectives>) {
     let processes: Vec<_> = classified.iter().map(|(w, _)| w.rank.process).collect();
     let matched = match_instances(activity, &processes, rules);
     let inside: Vec<&Instance> = (matched.instances.iter())
@@ -78,12 +87,31 @@ fn collectives_view(
         .collect();
     let mut skews: Vec<i64> = inside.iter().map(|i| i.skew()).collect();
     let communicators: BTreeSet<usize> = inside.iter().map(|i| i.communicator).collect();
+    let mut widest: Vec<&Instance> = inside.clone();
+    widest.sort_by_key(|i| std::cmp::Reverse(i.skew()));
+    widest.truncate(wait_columns(classified.len()));
+    widest.sort_by_key(|i| (i.first_last().0.start, i.communicator));
     let view = CollectivesView {
         instances: inside.len(),
         communicators: communicators.len(),
         skew: upper_median(&mut skews).zip(skews.iter().max().copied()),
+        columns: (widest.iter())
+            .map(|i| format!("c{} #{}", i.communicator, i.sequence))
+            .collect(),
     };
-    (view, by_rank(processes.len(), &inside))
+    let waits = by_rank(processes.len(), &inside).into_iter().enumerate();
+    let per_rank = waits
+        .map(|(rank, totals)| (totals, widest.iter().map(|i| wait_share(i, rank)).collect()))
+        .collect();
+    (view, per_rank)
+}
+
+/// Member `rank`'s wait in an instance as a share of its skew, %, when it took part.
+fn wait_share(instance: &Instance, rank: usize) -> Option<f64> {
+    let (_, last) = instance.first_last();
+    let arrival = instance.arrivals.iter().find(|a| a.rank == rank)?;
+    let skew = instance.skew().max(1) as f64;
+    Some(100.0 * (last.start - arrival.start) as f64 / skew)
 }
 
 /// `2 host(s): node0, node1`, the list cut after a few hosts.
@@ -193,6 +221,7 @@ fn rank_view(
         flops_by_family,
         pipeline: pp.is_some(),
         waits: RankWaits::default(),
+        instance_waits: Vec::new(),
     }
 }
 

@@ -58,6 +58,9 @@ pub struct RankView {
     pub pipeline: bool,
     /// Its collectives inside its window, as `collectives --by rank` counts them.
     pub waits: RankWaits,
+    /// Its wait in each of [`CollectivesView::columns`], % of the instance's skew (100: it
+    /// arrived first; 0: last), when it took part.
+    pub instance_waits: Vec<Option<f64>>,
 }
 
 impl RankView {
@@ -113,6 +116,10 @@ pub struct CollectivesView {
     pub communicators: usize,
     /// The skew (last minus first arrival) of the instances: median and largest, ns.
     pub skew: Option<(i64, i64)>,
+    /// The instances of largest skew, in time order, as the wait heatmap's columns
+    /// (`c0 #3`: communicator 0, its fourth instance); each rank's cells are its
+    /// [`RankView::instance_waits`].
+    pub columns: Vec<String>,
 }
 
 /// Above this many ranks, distributions and heatmaps replace the per-rank rows, which move
@@ -340,6 +347,20 @@ fn collectives(out: &mut String, run: &RunView) {
         ". Every instance: <code>nsys-lens collectives</code>; per rank: <code>nsys-lens \
          collectives --by rank</code>.</p>",
     );
+    heatmap(
+        out,
+        (
+            "Who waited in the collectives of largest skew",
+            "collectives",
+        ),
+        &c.columns,
+        run,
+        |r, column| r.instance_waits.get(column).copied().flatten(),
+    );
+    out.push_str(
+        "<p class=\"note\">Each cell: the rank's wait as a share of the instance's skew (red: \
+         it arrived first and waited it all; white: it arrived last).</p>",
+    );
     if run.ranks.len() > MANY_RANKS {
         return;
     }
@@ -482,7 +503,8 @@ fn windows_summary(out: &mut String, run: &RunView) {
 /// that has the most of it (the least, for compute).
 fn distribution(out: &mut String, run: &RunView) {
     out.push_str(
-        "<h3>Where the ranks' windows go</h3><table><tr><th class=\"l\">segment</th>\
+        "<h3>Where the ranks' windows go</h3><p class=\"note\">In full: <code>nsys-lens \
+         overlap</code>, <code>nsys-lens idle</code>.</p><table><tr><th class=\"l\">segment</th>\
          <th>min</th><th>median</th><th>max</th><th class=\"l\">worst rank</th></tr>",
     );
     let mut labels: Vec<&str> = Vec::new();
@@ -540,7 +562,7 @@ fn heat(pct: f64) -> String {
 /// column (None: no such cell).
 fn heatmap(
     out: &mut String,
-    title: &str,
+    (title, command): (&str, &str),
     columns: &[String],
     run: &RunView,
     cell: impl Fn(&RankView, usize) -> Option<f64>,
@@ -548,7 +570,11 @@ fn heatmap(
     if columns.is_empty() {
         return;
     }
-    let _ = write!(out, "<h3>{}</h3>", esc(title));
+    let _ = write!(
+        out,
+        "<h3>{}</h3><p class=\"note\">In full: <code>nsys-lens {command}</code>.</p>",
+        esc(title)
+    );
     let (label_w, col_w) = (70, 90);
     let row_h = (600 / run.ranks.len().max(1)).clamp(2, 14);
     let width = label_w + col_w * columns.len();
@@ -627,7 +653,7 @@ fn heatmaps(out: &mut String, run: &RunView) {
     let names: Vec<String> = keys.iter().map(stage_role_name).collect();
     heatmap(
         out,
-        "Exposed communication % per rank and stage",
+        ("Exposed communication % per rank and stage", "overlap"),
         &names,
         run,
         |r, c| {
@@ -640,13 +666,11 @@ fn heatmaps(out: &mut String, run: &RunView) {
     );
     let steps = run.ranks.iter().map(|r| r.steps.len()).max().unwrap_or(0);
     let names: Vec<String> = (0..steps).map(|i| format!("step {i}")).collect();
-    heatmap(
-        out,
-        "Pipeline bubble % per rank and step",
-        &names,
-        run,
-        |r, c| r.steps.get(c).map(|s| s.1),
-    );
+    let mut title = format!("{} % per rank and step", bubble_title(run));
+    title[..1].make_ascii_uppercase();
+    heatmap(out, (&title, "bubbles"), &names, run, |r, c| {
+        r.steps.get(c).map(|s| s.1)
+    });
 }
 
 /// One row per rank, one column per (stage, role): its overlap %.
@@ -711,7 +735,7 @@ fn step_view(out: &mut String, run: &RunView) {
         return;
     }
     out.push_str(
-        "<h3>Steps</h3><table><tr><th class=\"l\">rank</th><th>step</th><th>span</th>\
+        "<h3>Steps</h3><p class=\"note\">In full: <code>nsys-lens bubbles</code>.</p><table><tr><th class=\"l\">rank</th><th>step</th><th>span</th>\
          <th>bubble</th></tr>",
     );
     for r in run.ranks.iter().filter(|r| r.steps.len() > 1) {
@@ -794,7 +818,10 @@ fn differences(out: &mut String, a: &RunView, b: &RunView) {
 /// One stacked bar per rank: compute, exposed communication by role, barrier, idle; each
 /// as long as the rank's window on the page's one scale.
 fn bars(out: &mut String, run: &RunView, scale: Scale) {
-    out.push_str("<h3>Where each rank's window goes</h3><div class=\"legend\">");
+    out.push_str(
+        "<h3>Where each rank's window goes</h3><p class=\"note\">In full: <code>nsys-lens \
+         overlap</code>, <code>nsys-lens idle</code>.</p><div class=\"legend\">",
+    );
     let mut keys: Vec<(&str, &str)> = Vec::new();
     for r in &run.ranks {
         for s in &r.bar {
@@ -871,7 +898,8 @@ fn bars(out: &mut String, run: &RunView, scale: Scale) {
 /// The overlap table of every rank, the lowest overlap of each rank marked.
 fn overlap_tables(out: &mut String, run: &RunView) {
     out.push_str(
-        "<h3>Hidden communication per stage</h3><table><tr><th class=\"l\">rank</th>\
+        "<h3>Hidden communication per stage</h3><p class=\"note\">In full: <code>nsys-lens \
+         overlap</code>.</p><table><tr><th class=\"l\">rank</th>\
                   <th class=\"l\">stage</th><th class=\"l\">role</th><th>comm</th>\
                   <th>exposed (wall)</th><th>overlap</th></tr>",
     );
@@ -907,7 +935,10 @@ fn overlap_tables(out: &mut String, run: &RunView) {
 }
 
 fn families(out: &mut String, run: &RunView) {
-    out.push_str("<h3>Kernel families per GPU per step</h3><table><tr><th class=\"l\">family</th>");
+    out.push_str(
+        "<h3>Kernel families per GPU per step</h3><p class=\"note\">In full: <code>nsys-lens \
+         kernels</code>.</p><table><tr><th class=\"l\">family</th>",
+    );
     for r in &run.ranks {
         let _ = write!(out, "<th>{}</th>", esc(r.short()));
     }
@@ -939,7 +970,8 @@ fn bubbles(out: &mut String, run: &RunView) {
     let pipeline = run.ranks.iter().any(|r| r.pipeline);
     let _ = write!(
         out,
-        "<h3>{heading}</h3><table><tr><th class=\"l\">rank</th><th>{}</th>{}</tr>",
+        "<h3>{heading}</h3><p class=\"note\">In full: <code>nsys-lens bubbles</code>.</p>\
+         <table><tr><th class=\"l\">rank</th><th>{}</th>{}</tr>",
         title.rsplit(' ').next().unwrap_or(title),
         if pipeline { "<th>ideal 1F1B</th>" } else { "" }
     );
@@ -992,7 +1024,8 @@ fn strip(out: &mut String, run: &RunView, scale: Scale) {
     }
     let _ = write!(
         out,
-        "<h3>Timeline of the window ({})</h3>",
+        "<h3>Timeline of the window ({})</h3><p class=\"note\">Every event: <code>nsys-lens \
+         convert</code> (Perfetto and Paraver).</p>",
         ms(run.strip_ns)
     );
     let (width, row, left) = (640.0, 16, 280.0);
