@@ -82,6 +82,38 @@ fn the_fixture_report_renders_and_shows_the_analysis_numbers() {
         })
         .collect();
     instances.sort();
+    // Each communicator's row: its collective, members, instances and median skew, as the
+    // instances `collectives` lists.
+    let mut per_communicator: std::collections::BTreeMap<String, Vec<&Value>> = Default::default();
+    for row in crate::util::rows(&collectives) {
+        let name = row["communicator"].as_str().unwrap().to_string();
+        per_communicator.entry(name).or_default().push(row);
+    }
+    assert!(per_communicator.len() > 1);
+    for (name, rows) in &per_communicator {
+        let members: Vec<String> = (rows[0]["members"].as_array().unwrap().iter())
+            .map(|m| m.to_string())
+            .collect();
+        let head = format!(
+            "<td class=\"l\">{name}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
+             <td>{}</td><td>",
+            rows[0]["op"].as_str().unwrap(),
+            members.join(" "),
+            rows.len()
+        );
+        let cell = html.split(&head).nth(1).unwrap_or_else(|| panic!("{head}"));
+        let mut skews: Vec<i64> = rows
+            .iter()
+            .map(|r| r["skew_ns"].as_i64().unwrap())
+            .collect();
+        skews.sort_unstable();
+        let median = skews[skews.len() / 2] as f64;
+        let shown = duration_ns(&cell[..cell.find("</td>").unwrap()]);
+        assert!(
+            (shown - median).abs() <= median * 1e-3 + 1.0,
+            "{name}: {shown} vs {median}"
+        );
+    }
     let section = text_after(&html, "Who waited in the collectives of largest skew");
     for (_, name) in instances.iter().take(24) {
         assert!(section.contains(name.as_str()), "{name} not in {section}");

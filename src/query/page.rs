@@ -15,7 +15,9 @@ use crate::classify::families::{Families, FamilyCache};
 use crate::classify::{self, Activity, Rank, RankStreams, Role, RoleRules, WindowSource, layout};
 use crate::model::Timeline;
 use crate::report::RankWindow;
-use crate::report::html::{CollectivesView, MANY_RANKS, RankView, RunView, Segment, StripRow};
+use crate::report::html::{
+    CollectivesView, CommunicatorSkew, MANY_RANKS, RankView, RunView, Segment, StripRow,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One run's view, titled `title`: every rank over its window under `selection`, with how its
@@ -91,9 +93,31 @@ fn collectives_view(
     widest.sort_by_key(|i| std::cmp::Reverse(i.skew()));
     widest.truncate(wait_columns(classified.len()));
     widest.sort_by_key(|i| (i.first_last().0.start, i.communicator));
+    let communicator_skews = (communicators.iter())
+        .map(|&n| {
+            let c = &matched.communicators[n];
+            let mut skews: Vec<i64> = (inside.iter())
+                .filter(|i| i.communicator == n)
+                .map(|i| i.skew())
+                .collect();
+            let median = upper_median(&mut skews).unwrap_or(0);
+            CommunicatorSkew {
+                name: format!("c{n}"),
+                op: c.op.clone(),
+                members: c
+                    .members
+                    .iter()
+                    .map(|&m| classified[m].0.rank.rank)
+                    .collect(),
+                instances: skews.len(),
+                skew: (median, skews.last().copied().unwrap_or(0)),
+            }
+        })
+        .collect();
     let view = CollectivesView {
         instances: inside.len(),
         communicators: communicators.len(),
+        communicator_skews,
         skew: upper_median(&mut skews).zip(skews.iter().max().copied()),
         columns: (widest.iter())
             .map(|i| format!("c{} #{}", i.communicator, i.sequence))

@@ -107,6 +107,21 @@ pub struct RunView {
     pub collectives: CollectivesView,
 }
 
+/// One communicator's skews, as the page lists them.
+#[derive(Debug, Clone, Default)]
+pub struct CommunicatorSkew {
+    /// `c0`, as `collectives` names it.
+    pub name: String,
+    /// Its collective (`nccl:AllReduce`).
+    pub op: String,
+    /// Its members' ranks.
+    pub members: Vec<u32>,
+    /// Its instances inside the windows.
+    pub instances: usize,
+    /// Skew median and largest, ns.
+    pub skew: (i64, i64),
+}
+
 /// A run's collectives as the page shows them (each rank's share is in [`RankView::waits`]).
 #[derive(Debug, Clone, Default)]
 pub struct CollectivesView {
@@ -116,6 +131,9 @@ pub struct CollectivesView {
     pub communicators: usize,
     /// The skew (last minus first arrival) of the instances: median and largest, ns.
     pub skew: Option<(i64, i64)>,
+    /// Per communicator with instances inside the windows: its name (`c0`), collective,
+    /// members' ranks, instances, and skew median and largest, ns.
+    pub communicator_skews: Vec<CommunicatorSkew>,
     /// The instances of largest skew, in time order, as the wait heatmap's columns
     /// (`c0 #3`: communicator 0, its fourth instance); each rank's cells are its
     /// [`RankView::instance_waits`].
@@ -347,6 +365,9 @@ fn collectives(out: &mut String, run: &RunView) {
         ". Every instance: <code>nsys-lens collectives</code>; per rank: <code>nsys-lens \
          collectives --by rank</code>.</p>",
     );
+    if c.communicator_skews.len() > 1 {
+        communicator_skews(out, &c.communicator_skews);
+    }
     heatmap(
         out,
         (
@@ -378,6 +399,30 @@ fn collectives(out: &mut String, run: &RunView) {
             w.times_last,
             ms(w.waited_ns),
             ms(w.caused_ns)
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// The skew of each communicator's instances: where the waiting happens.
+fn communicator_skews(out: &mut String, skews: &[CommunicatorSkew]) {
+    out.push_str(
+        "<table><tr><th class=\"l\">communicator</th><th class=\"l\">collective</th>\
+         <th class=\"l\">ranks</th><th>instances</th><th>median skew</th><th>largest skew</th>\
+         </tr>",
+    );
+    for c in skews {
+        let ranks: Vec<String> = c.members.iter().map(u32::to_string).collect();
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&c.name),
+            esc(&c.op),
+            esc(&ranks.join(" ")),
+            c.instances,
+            ms(c.skew.0),
+            ms(c.skew.1)
         );
     }
     out.push_str("</table>");
