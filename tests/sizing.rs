@@ -98,6 +98,24 @@ fn max_size_sizes_perfetto_only() {
         texts(&out).1
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // A size not even the counters fit in is refused, saying what to do, and writes nothing.
+    let out = nsys_lens(&[
+        "convert",
+        run.path().to_str().unwrap(),
+        "--to",
+        "perfetto",
+        "--max-size",
+        "1",
+        "-o",
+        base.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = texts(&out).1;
+    assert!(
+        err.contains("are estimated above it") && err.contains("give a shorter --start/--end"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 /// Files of `dir` whose names start with `prefix`.

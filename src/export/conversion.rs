@@ -212,7 +212,8 @@ impl Request {
             aim = (aim as f64 * max as f64 / bytes as f64 * 0.95) as u64;
         }
         anyhow::bail!(
-            "--max-size {}: the Perfetto trace stayed larger three times over; give a shorter              --start/--end window or fewer --ranks",
+            "--max-size {}: the Perfetto trace stayed larger three times over; give a shorter \
+             --start/--end window or fewer --ranks",
             fit::human_bytes(max)
         )
     }
@@ -244,7 +245,9 @@ impl Request {
         };
         let selection = fit::choose(within, &prepared, aim).ok_or_else(|| {
             anyhow::anyhow!(
-                "--max-size {}: the counters alone of every process over {window} are estimated                  above it (the whole trace at {}); give a shorter --start/--end window or fewer                  --ranks",
+                "--max-size {}: the counters alone of every process over {window} are estimated \
+                 above it (the whole trace at {}); give a shorter --start/--end window or fewer \
+                 --ranks",
                 human(aim),
                 human(whole)
             )
@@ -529,7 +532,9 @@ fn perfetto_lines(summary: &perfetto::Summary) -> Vec<String> {
     )];
     if summary.bytes > fit::BROWSER_LIMIT {
         lines.push(format!(
-            "nsys-lens: warning: the Perfetto trace is {}, more than a browser opens reliably              (ui.perfetto.dev: about 1 to 2 GB); --max-size 1G keeps what fits (the steady              window, then a subset of ranks), --split-by node writes one trace per node",
+            "nsys-lens: warning: the Perfetto trace is {}, more than a browser opens reliably \
+             (ui.perfetto.dev: about 1 to 2 GB); --max-size 1G keeps what fits (the steady \
+             window, then a subset of ranks), --split-by node writes one trace per node",
             fit::human_bytes(summary.bytes)
         ));
     } else if c.slices() > perfetto::UI_SLICE_LIMIT {
