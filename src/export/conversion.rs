@@ -233,7 +233,7 @@ impl Request {
         let whole = fit::estimate(plan, &prepared);
         if whole <= aim {
             let kept = format!("kept everything (estimated {})", human(whole));
-            return Ok((plan.select(|e| Some(e.slices)), kept));
+            return Ok((plan.clone(), kept));
         }
         let (within, prepared, window) = match steady {
             Some(s) => (

@@ -70,11 +70,7 @@ pub fn estimate(plan: &Plan, prepared: &[Option<Prepared>]) -> u64 {
 /// first rank of each set of stream roles not yet shown, then the other ranks in rank order,
 /// then the processes that are no rank.
 fn priority(plan: &Plan, prepared: &[Option<Prepared>]) -> Vec<usize> {
-    let timeline = plan.activity.timeline;
-    let host = |i: usize| {
-        let process = timeline.process(plan.exported[i].process);
-        timeline.report(process.report).host
-    };
+    let host = |i: usize| super::split::host_of(plan, &plan.exported[i]);
     let roles = |i: usize| -> BTreeSet<String> {
         let streams = prepared[i].iter().flat_map(|p| &p.streams.streams);
         streams

@@ -47,6 +47,7 @@ pub struct Exported {
 }
 
 /// What an export covers, decided before any event is read.
+#[derive(Clone)]
 pub struct Plan<'a, 't> {
     /// The light timeline, indexed.
     pub activity: &'a Activity<'t>,

@@ -29,10 +29,7 @@ pub fn hosts(plan: &Plan) -> Vec<HostId> {
 
 /// The host an exported process ran on.
 pub fn host_of(plan: &Plan, exported: &Exported) -> HostId {
-    let timeline = plan.activity.timeline;
-    timeline
-        .report(timeline.process(exported.process).report)
-        .host
+    plan.activity.timeline.process(exported.process).host
 }
 
 /// The node's part of the plan, on the whole plan's clock.
