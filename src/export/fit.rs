@@ -160,11 +160,32 @@ pub fn describe(fitted: &Plan, window: &str, selection: &Selection, whole: u64) 
     )
 }
 
-/// `1.2 GB`, `340 MB`: a size for people.
+/// `1.20 GB`, `2.33 MB`, `340 kB`: a size for people, to three significant digits (a limit
+/// and an estimate near it must not print alike).
 pub fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{:.1} GB", b as f64 / f64::from(1u32 << 30)),
-        b if b >= 1 << 20 => format!("{:.0} MB", b as f64 / f64::from(1u32 << 20)),
-        b => format!("{:.0} kB", b as f64 / 1024.0),
+    let (value, unit) = match bytes as f64 {
+        b if b >= f64::from(1u32 << 30) => (b / f64::from(1u32 << 30), "GB"),
+        b if b >= f64::from(1u32 << 20) => (b / f64::from(1u32 << 20), "MB"),
+        b => (b / 1024.0, "kB"),
+    };
+    let decimals = match value {
+        v if v < 10.0 => 2,
+        v if v < 100.0 => 1,
+        _ => 0,
+    };
+    format!("{value:.decimals$} {unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_bytes;
+
+    #[test]
+    fn sizes_print_with_three_significant_digits() {
+        assert_eq!(human_bytes(2_436_527), "2.32 MB");
+        assert_eq!(human_bytes(2 << 20), "2.00 MB");
+        assert_eq!(human_bytes(200 << 20), "200 MB");
+        assert_eq!(human_bytes(37_437), "36.6 kB");
+        assert_eq!(human_bytes(3 << 29), "1.50 GB");
     }
 }
