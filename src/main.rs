@@ -1,5 +1,5 @@
 //! The `nsys-lens` binary: parses arguments, runs one subcommand, and turns the outcome into the
-//! exit code (0 success, 1 nothing found to report or a `compare --fail-if` check failed, 2 bad
+//! exit code (0 success, 1 nothing found to report (an empty table included) or a `compare --fail-if` check failed, 2 bad
 //! input or usage; 128 + the signal's
 //! number on SIGINT, SIGTERM, SIGHUP or SIGQUIT, after removing partial outputs) in this one
 //! place.
@@ -18,6 +18,10 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(cli::Outcome::Done) => ExitCode::SUCCESS,
         Ok(cli::Outcome::ChecksFailed) => ExitCode::from(1),
+        Ok(cli::Outcome::Empty) => {
+            eprintln!("nsys-lens: the table is empty: nothing to report (see its notes)");
+            ExitCode::from(1)
+        }
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) if err.downcast_ref::<cli::NothingFound>().is_some() => {
             eprintln!("nsys-lens: {err}");

@@ -435,7 +435,9 @@ fn every_preset_reads_the_same_as_an_export_and_as_torch_profiler_traces() {
                 let mut args: Vec<&str> = vec![command, "--format", "json"];
                 args.extend(options.iter().copied());
                 args.extend(inputs.iter().map(String::as_str));
-                comparable(&json(cache.path(), &args))
+                let out = run(cache.path(), &args);
+                let json = serde_json::from_str(&texts(&out).0).expect("JSON output");
+                (out.status.code(), comparable(&json))
             };
             assert_eq!(output(&exports), output(&traces), "{preset}: {command}");
         }
@@ -619,7 +621,9 @@ fn one_real_rank_alone_is_told_to_bring_its_peers() {
         "json",
         path.to_str().unwrap(),
     ];
-    let c = json(&shared_cache(), &args);
+    let out = run(&shared_cache(), &args);
+    assert_eq!(out.status.code(), Some(1), "an empty table exits 1");
+    let c: Value = serde_json::from_str(&texts(&out).0).unwrap();
     assert!(c["rows"].as_array().unwrap().is_empty());
     let notes: Vec<&str> = c["notes"]
         .as_array()

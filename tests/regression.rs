@@ -400,6 +400,11 @@ fn every_help_example_runs() {
         )
         .unwrap();
     }
+    // An application's own kernel, which no family names (Rodinia's `Fan2`).
+    let (_app_dir, app) = crate::scenario::Scenario::new()
+        .kernel((crate::scenario::PID, 0, 7), (1000, 5000), "Fan2", 1)
+        .write();
+    std::fs::copy(app, here.join("app.sqlite")).unwrap();
     std::fs::write(
         here.join("roles.toml"),
         "[[rule]]\npattern = \"forward\"\nrole = \"fwd\"\n",

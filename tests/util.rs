@@ -225,6 +225,19 @@ pub fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&texts(&out).0).expect("valid JSON")
 }
 
+/// Runs a command that succeeds, or prints an empty table and exits 1 (as every command does
+/// when it finds nothing, its notes saying why), with `--format json -q`; what it prints.
+pub fn json_or_empty(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json", "-q"]);
+    let out = nsys_lens(&all);
+    let json: serde_json::Value = serde_json::from_str(&texts(&out).0).expect("valid JSON");
+    let empty = json["rows"].as_array().is_some_and(Vec::is_empty);
+    let expected = if empty { Some(1) } else { Some(0) };
+    assert_eq!(out.status.code(), expected, "{args:?}: {}", texts(&out).1);
+    json
+}
+
 /// The `rows` of a command's JSON.
 pub fn rows(v: &serde_json::Value) -> &Vec<serde_json::Value> {
     v["rows"].as_array().expect("rows")

@@ -335,6 +335,9 @@ impl Session {
             .detach(|| run(&self.timeline, command, &options))
             .map_err(to_py)?;
         let rows = output.table.rows.len();
+        if rows == 0 {
+            return Err(empty(command, &output.notes));
+        }
         let columns = py.detach(|| columns(&output));
         let bytes = |b: &[u8]| PyBytes::new(py, b);
         let columns = columns
@@ -362,6 +365,16 @@ impl Session {
             .map_err(|e| Error::new_err(format!("bad options: {e}")))?;
         py.detach(|| convert(&self.inputs, &options)).map_err(to_py)
     }
+}
+
+/// An empty table, as the CLI's exit 1: [`NothingFoundError`] with the notes that say why.
+fn empty(command: &str, notes: &[String]) -> PyErr {
+    let mut message = format!("{command}: the table is empty: nothing to report");
+    for note in notes {
+        message.push('\n');
+        message.push_str(note);
+    }
+    NothingFoundError::new_err(message)
 }
 
 /// `convert`'s direct path: the reports read under the memory budget, the plan, both traces.

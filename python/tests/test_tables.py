@@ -80,8 +80,29 @@ def test_every_table_equals_the_cli_json(fixture, method, options, command):
     path = ROOT / "fixtures" / fixture
     run = nsys_lens.open(path)
     command = command or ["ranks"]
-    doc = cli_json(*command, str(path))
+    out = cli(*command, str(path), "--format", "json", "-q", check=False)
+    doc = json.loads(out.stdout)
+    if not doc["rows"]:
+        assert out.returncode == 1, out.stderr
+        with pytest.raises(nsys_lens.NothingFound):
+            getattr(run, method)(**options)
+        return
+    assert out.returncode == 0, out.stderr
     assert_table_equals(getattr(run, method)(**options), doc)
+
+
+def test_an_empty_table_is_nothing_found_as_the_cli_exit_1():
+    path = ROOT / "fixtures" / "megatron_pp2"
+    out = cli("metrics", "--whole", str(path), check=False)
+    assert out.returncode == 1
+    assert "rank  host" in out.stdout, "the empty table still prints its header"
+    assert out.stderr.strip() == "nsys-lens: the table is empty: nothing to report (see its notes)"
+    with pytest.raises(nsys_lens.NothingFound) as raised:
+        nsys_lens.open(path).metrics(whole=True)
+    message = str(raised.value)
+    assert message.startswith("metrics: the table is empty: nothing to report")
+    doc = json.loads(cli("metrics", "--whole", "--format", "json", str(path), check=False).stdout)
+    assert doc["notes"] and all(note in message for note in doc["notes"])
 
 
 def test_gpu_metrics_and_alignment(tmp_path):

@@ -164,12 +164,16 @@ impl Common {
         Ok(timeline)
     }
 
-    /// Prints a result in the chosen format.
+    /// Prints a result in the chosen format: an empty table too (its header, and notes that
+    /// say why), which is [`Outcome::Empty`].
     pub fn print(&self, output: &Output) -> anyhow::Result<Outcome> {
         let mut stdout = std::io::stdout().lock();
         output.write_in(Format::from(self.format), self.timeunit.into(), &mut stdout)?;
         stdout.flush()?;
-        Ok(Outcome::Done)
+        match output.table.rows.is_empty() {
+            true => Ok(Outcome::Empty),
+            false => Ok(Outcome::Done),
+        }
     }
 
     /// Prints a PithTrain table: its exact text, or the same rows as JSON or CSV.

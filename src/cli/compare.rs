@@ -18,11 +18,12 @@ use std::path::PathBuf;
                                                             a CI gate: exit 1 when B is 5 % slower
                                                             or exposes 2 points more communication")]
 pub struct Args {
-    /// Run A: its reports (one per node).
+    /// Run A: its reports (nsys exports or .nsys-rep reports, one per node; torch.profiler or
+    /// JAX traces; part files; or directories of them).
     #[arg(required = true, value_name = "A")]
     a: Vec<PathBuf>,
 
-    /// Run B, after `--`.
+    /// Run B, after `--`: its reports, of the same kinds as A's.
     #[arg(last = true, required = true, value_name = "B")]
     b: Vec<PathBuf>,
 

@@ -11,8 +11,9 @@ use std::sync::Arc;
 /// The reports to read.
 #[derive(Debug, clap::Args)]
 pub struct Inputs {
-    /// nsys SQLite exports (one per node), .nsys-rep reports when nsys is on PATH, part files
-    /// (`nsys-lens part`), or directories (their .sqlite and .lens-part files).
+    /// nsys SQLite exports (one per node), .nsys-rep reports when nsys is on PATH,
+    /// torch.profiler traces (.json, .json.gz; one per rank), JAX traces (.xplane.pb, xprof's
+    /// .trace.json.gz), part files (`nsys-lens part`), or directories of them.
     #[arg(required = true, value_name = "REPORT")]
     pub reports: Vec<PathBuf>,
 

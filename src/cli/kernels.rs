@@ -12,7 +12,7 @@ use std::path::PathBuf;
   nsys-lens kernels run/*.sqlite                   kernel families per GPU per step, steady-state window
   nsys-lens kernels --whole --steps 3 run.sqlite   the whole capture, which holds 3 steps
   nsys-lens kernels --families mine.toml run.sqlite    your own families first
-  nsys-lens kernels --whole --unclassified run.sqlite  the kernels no family names, longest first")]
+  nsys-lens kernels --whole --unclassified app.sqlite  the kernels no family names, longest first")]
 pub struct Args {
     #[command(flatten)]
     r: RankArgs,

@@ -38,6 +38,7 @@ Examples:
   nsys-lens info --format json node*.sqlite    the same for scripts
   nsys-lens ranks node0.sqlite node1.sqlite    which process is which rank
   nsys-lens overlap node0.sqlite node1.sqlite  how much communication compute hides
+  nsys-lens overlap --whole traces/            the same from torch.profiler or JAX traces
   nsys-lens kernels --whole run/               kernel families per GPU per step
   nsys-lens bubbles --whole --pp 2 run/        pipeline bubble per rank and step
   nsys-lens convert run/ -o run                run.perfetto-trace and run.prv/.pcf/.row";
@@ -167,6 +168,8 @@ pub enum Outcome {
     Done,
     /// It printed what was asked, and a `compare --fail-if` check failed (exit 1).
     ChecksFailed,
+    /// It printed a table with no rows, its notes saying why (exit 1, as [`NothingFound`]).
+    Empty,
 }
 
 /// Runs the chosen subcommand.

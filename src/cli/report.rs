@@ -15,7 +15,8 @@ use std::path::PathBuf;
   nsys-lens report node0.sqlite node1.sqlite -o run.html    one page: ranks, overlap, families, bubbles
   nsys-lens report fp32/ -- bf16/ -o compare.html           two runs side by side")]
 pub struct Args {
-    /// The run's reports (one per node), or directories of them.
+    /// The run's reports: nsys exports or .nsys-rep reports (one per node), torch.profiler
+    /// or JAX traces, part files, or directories of them.
     #[arg(required = true, value_name = "REPORT")]
     a: Vec<PathBuf>,
 
