@@ -353,3 +353,44 @@ fn an_output_name_ending_in_gz_compresses_both_traces() {
     crate::paraver::pertalde(&dir.path().join("run.prv.gz"));
     check(&dir.path().join("run.perfetto-trace.gz"));
 }
+
+/// CUPTI records `cudaLaunchKernel_v7000`; Nsight and nsys2prv show `cudaLaunchKernel`. The
+/// slices are named so, and the suffix is each slice's `cupti_version` argument.
+#[test]
+fn cuda_api_slices_are_named_as_nsight_shows_them_with_the_version_an_argument() {
+    let report = fixture("megatron_pp2/node0.sqlite");
+    let (_dir, trace) = convert(std::slice::from_ref(&report), &[]);
+    let Some(summary) = check(&trace) else {
+        return;
+    };
+    let db = rusqlite::Connection::open(&report).unwrap();
+    let mut by_name: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut versioned = 0;
+    let mut rows = db
+        .prepare(
+            "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r \
+             JOIN StringIds s ON s.id = r.nameId GROUP BY s.value",
+        )
+        .unwrap();
+    let rows = rows
+        .query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+        })
+        .unwrap();
+    for row in rows {
+        let (name, n) = row.unwrap();
+        let base = match name.rfind("_v") {
+            Some(at) if name[at + 2..].chars().all(|c| c.is_ascii_digit()) => {
+                versioned += n;
+                name[..at].to_string()
+            }
+            _ => name,
+        };
+        *by_name.entry(base).or_default() += n;
+    }
+    assert!(versioned > 0 && by_name.contains_key("cudaLaunchKernel"));
+    let got: std::collections::BTreeMap<String, u64> =
+        serde_json::from_value(summary["api_names"].clone()).unwrap();
+    assert_eq!(got, by_name);
+    assert_eq!(summary["args"]["cupti_version"].as_u64(), Some(versioned));
+}

@@ -4,7 +4,8 @@
 Decodes the file with the complete upstream schema (`perfetto_trace_pb2` from the PyPI package
 `perfetto`, not our curated subset), checks the invariants trace_processor relies on
 (../shared/reference/perfetto.md §6, §12), and prints a JSON summary: problems found, slice
-counts per category, flows, tracks, process names in order, and every counter's samples.
+counts per category, flows, tracks, process names in order, every counter's samples, and the
+CUDA API slices per name.
 
 usage: perfetto_check.py TRACE[.gz]
 exit 3 when the `perfetto` package is not installed.
@@ -53,6 +54,7 @@ def main():
     comm_roles = defaultdict(int)
     arg_counts = defaultdict(int)
     counters = defaultdict(list)
+    api_names = defaultdict(int)
     pids, tids = set(), set()
     rebase_offset = None
 
@@ -164,6 +166,8 @@ def main():
         if ev.type in (BEGIN, INSTANT):
             for c in cats:
                 counts[c] += 1
+            if "cuda_api" in cats:
+                api_names[state["names"].get(ev.name_iid, "?")] += 1
 
     # Tracks: every parent declared, no loops; every event's track declared.
     for uuid, d in tracks.items():
@@ -226,6 +230,7 @@ def main():
         "counters": {f"{process_of(t)} | {tracks[t].name}": s for t, s in counters.items()},
         "comm_roles": dict(comm_roles),
         "args": dict(arg_counts),
+        "api_names": dict(api_names),
     }
     json.dump(summary, sys.stdout)
 

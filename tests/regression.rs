@@ -518,3 +518,31 @@ fn help_of_help_and_every_listed_man_page() {
         assert!(text.contains(".TH "), "{page}");
     }
 }
+
+/// Tables and notes named API calls as CUPTI records them (`cudaStreamSynchronize_v3020`);
+/// they now name them as Nsight does (`cudaStreamSynchronize`), and idle gaps read in units.
+#[test]
+fn api_names_in_tables_carry_no_cupti_version_suffix() {
+    let report = fixture("megatron_pp2/node0.sqlite");
+    let report = report.to_str().unwrap();
+    let idle = texts(&nsys_lens(&["idle", "--whole", report])).0;
+    assert!(
+        idle.contains(
+            "idle 6.705 ms from 0.167857998 s (other); the launching thread was in: \
+         cudaStreamSynchronize\n"
+        ),
+        "{idle}"
+    );
+    let json = texts(&nsys_lens(&["idle", "--whole", "--format", "json", report])).0;
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let cpu: Vec<&str> = json["longest_gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["cpu"].as_str())
+        .collect();
+    assert!(
+        !cpu.is_empty() && cpu.iter().all(|c| !c.contains("_v")),
+        "{cpu:?}"
+    );
+}

@@ -477,9 +477,7 @@ impl<'a> Names<'a> {
                 Some(range) => range.clone(),
                 None => {
                     let api = self.activity.timeline.text(self.graph.cpu[j as usize].name);
-                    api.split_once("_v")
-                        .map_or(api, |(name, _)| name)
-                        .to_string()
+                    crate::model::split_api_version(api).0.to_string()
                 }
             },
         }

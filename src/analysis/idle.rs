@@ -20,6 +20,17 @@ pub enum Cause {
     Other,
 }
 
+impl Cause {
+    /// Its name in tables and notes (`host_wait`, as the `host_wait_ns` column).
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::HostWait => "host_wait",
+            Cause::KernelWait => "kernel_wait",
+            Cause::Other => "other",
+        }
+    }
+}
+
 /// One idle gap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gap {
@@ -150,7 +161,11 @@ pub fn cpu_activity(
         .api_calls(process)
         .find(|a| a.thread == thread && encloses(a.start.0, a.end.0))
     {
-        return Some(timeline.text(call.name).to_string());
+        return Some(
+            crate::model::split_api_version(timeline.text(call.name))
+                .0
+                .to_string(),
+        );
     }
     activity
         .nvtx(process)

@@ -83,6 +83,21 @@ pub struct ApiCall {
     pub class: u8,
 }
 
+/// A CUDA API function's name as CUPTI records it, split into the name Nsight shows and its
+/// version suffix: `cudaLaunchKernel_v7000` is `cudaLaunchKernel`, version 7000; a name without
+/// a suffix (`cuLaunchKernelEx`, a torch.profiler trace's `cudaLaunchKernel`) is whole.
+pub fn split_api_version(name: &str) -> (&str, Option<u32>) {
+    match name.rsplit_once("_v") {
+        Some((base, digits)) if !base.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            match digits.parse() {
+                Ok(version) => (base, Some(version)),
+                Err(_) => (name, None),
+            }
+        }
+        _ => (name, None),
+    }
+}
+
 /// One OS runtime library call (`OSRT_API`: `poll`, `ioctl`, `pthread_cond_wait`, `read`...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct OsCall {
@@ -345,6 +360,29 @@ mod tests {
 
     /// The documented memory per event (README, "Limits"): a guard against bloating the records
     /// that tens of millions of rows become.
+    /// Names from real exports: nsys 2025.1 (`fuser_report1_2025.1.1`: `cudaLaunchKernel_v7000`,
+    /// `cudaStreamSynchronize_v3020`, `cuLaunchKernelEx`), and names a suffix rule must not cut.
+    #[test]
+    fn api_names_lose_only_cuptis_version_suffix() {
+        let cases = [
+            ("cudaLaunchKernel_v7000", ("cudaLaunchKernel", Some(7000))),
+            (
+                "cudaStreamSynchronize_v3020",
+                ("cudaStreamSynchronize", Some(3020)),
+            ),
+            ("cudaGraphLaunch_v10000", ("cudaGraphLaunch", Some(10000))),
+            ("cuLaunchKernelEx", ("cuLaunchKernelEx", None)),
+            ("cudaLaunchKernel", ("cudaLaunchKernel", None)),
+            ("cudaMemcpy_v", ("cudaMemcpy_v", None)),
+            ("_v7000", ("_v7000", None)),
+            ("cudaFoo_v99999999999", ("cudaFoo_v99999999999", None)),
+            ("my_vec_v2_x", ("my_vec_v2_x", None)),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(split_api_version(name), expected, "{name}");
+        }
+    }
+
     #[test]
     fn events_stay_small() {
         assert!(std::mem::size_of::<Kernel>() <= 72);

@@ -21,6 +21,7 @@ pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stre
 pub use events::{
     ACC_EVENT_KINDS, AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset,
     MetricSample, MpiCall, MpiTable, NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
+    split_api_version,
 };
 pub use meta::{ExportMeta, Format, HostGpu};
 pub use strings::{MAX_TEXT, StringId, StringTable};

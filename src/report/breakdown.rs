@@ -248,13 +248,14 @@ pub fn idle_output(timeline: &Timeline, ranks: &[RankIdle], rules: &RoleRules) -
                 cpu_text.push_str(&format!(" (OS call {call})"));
             }
             notes.push(format!(
-                "rank {} GPU {} stream {}: idle {} ns from {} ({:?}); the launching thread was in: {cpu_text}",
+                "rank {} GPU {} stream {}: idle {} from {} ({}); the launching thread was in: \
+                 {cpu_text}",
                 r.window.rank.rank,
                 timeline.gpu(stream.gpu).device,
                 stream.stream,
-                gap.end - gap.start,
+                super::human_duration(gap.end - gap.start),
                 format_seconds(gap.start),
-                gap.cause,
+                gap.cause.name(),
             ));
             gaps.push(json!({
                 "rank": r.window.rank.rank,

@@ -217,7 +217,9 @@ impl Sink<'_> {
             };
             let (ts, dur) = times(a.start, a.end);
             let pid = t.process(thread.process).pid;
-            let event = json!({"ph": "X", "cat": cat, "name": t.text(a.name), "pid": pid,
+            // torch.profiler names the call as Nsight does (`cudaLaunchKernel`, no `_v7000`).
+            let name = crate::model::split_api_version(t.text(a.name)).0;
+            let event = json!({"ph": "X", "cat": cat, "name": name, "pid": pid,
                 "tid": thread.tid, "ts": ts, "dur": dur,
                 "args": {"correlation": a.correlation}});
             self.to(thread.process, &event)?;

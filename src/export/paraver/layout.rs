@@ -14,6 +14,7 @@ use crate::hash::{FxHashMap, FxHashSet};
 use crate::input::capture::{Joined, Names};
 use crate::model::{
     AccTable, GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId, Timeline,
+    split_api_version,
 };
 use std::collections::BTreeMap;
 
@@ -307,7 +308,9 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
             }
         }
     }
-    let api = by_label(api_keys, |&k| strip_version(timeline.text(k)).to_string());
+    let api = by_label(api_keys, |&k| {
+        split_api_version(timeline.text(k)).0.to_string()
+    });
     let gpu = by_label(gpu_keys, |&k| gpu_label(timeline, k));
     let mut domains: BTreeMap<String, Vec<StringId>> = BTreeMap::new();
     let nvtx = by_label(nvtx_keys, |&(domain, text)| {
@@ -447,18 +450,6 @@ fn by_label<K>(
         grouped.entry(label(&key)).or_default().push(key);
     }
     grouped
-}
-
-/// `cudaLaunchKernel_v7000` -> `cudaLaunchKernel` (nsys2prv 0.5.8 shows names without the suffix).
-pub fn strip_version(name: &str) -> &str {
-    match name.rsplit_once("_v") {
-        Some((base, digits))
-            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            base
-        }
-        _ => name,
-    }
 }
 
 /// nsys2prv's NVTX value label: `domain:text`, without the prefix in the NCCL domain.

@@ -23,7 +23,7 @@ use crate::export::stream::{Event, Item, copy_names};
 use crate::hash::FxHashMap;
 use crate::model::{
     ACC_EVENT_KINDS, AccEvent, AccTable, GpuId, Kernel, MetricSeriesId, MpiCall, MpiTable, NO_RANK,
-    NvtxEvent, NvtxKind, ProcessId, StreamId, StringId, ThreadId,
+    NvtxEvent, NvtxKind, ProcessId, StreamId, StringId, ThreadId, split_api_version,
 };
 use std::io::{self, Write};
 
@@ -373,9 +373,16 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                 self.core.counts.api += 1;
                 let flow = (self.core.prepared.launches.ops(a.correlation) > 0)
                     .then(|| flow_id(self.core.process, a.correlation));
-                let args = [(Arg::Correlation, Value::Uint(a.correlation.into()))];
+                let correlation = (Arg::Correlation, Value::Uint(a.correlation.into()));
+                let timeline = self.core.plan.activity.timeline;
                 let label = (Name::Text(a.name), Category::CudaApi);
-                self.cpu_slice(a.thread, item, label, &args, flow)
+                match split_api_version(timeline.text(a.name)).1 {
+                    Some(v) => {
+                        let args = [correlation, (Arg::ApiVersion, Value::Uint(v.into()))];
+                        self.cpu_slice(a.thread, item, label, &args, flow)
+                    }
+                    None => self.cpu_slice(a.thread, item, label, &[correlation], flow),
+                }
             }
             Event::Os(o) => {
                 self.core.counts.os_calls += 1;

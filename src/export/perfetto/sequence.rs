@@ -14,7 +14,7 @@ use super::protos::{
 use super::wire::{Annotation, EventPacket};
 use crate::classify::{Purpose, Role, RoleRules};
 use crate::hash::FxHashMap;
-use crate::model::{StringId, Timeline};
+use crate::model::{StringId, Timeline, split_api_version};
 use prost::Message;
 use std::io::{self, Write};
 
@@ -191,10 +191,13 @@ pub enum Arg {
     KernelName,
     /// An NVTX event's payload (the JSON of an extended payload, or a scalar's value).
     Payload,
+    /// A CUDA API function's version suffix as CUPTI records it (`7000` of
+    /// `cudaLaunchKernel_v7000`; the slice is named `cudaLaunchKernel`, as Nsight shows it).
+    ApiVersion,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 29] = [
+    const NAMES: [&'static str; 30] = [
         "name",
         "grid",
         "block",
@@ -224,6 +227,7 @@ impl Arg {
         "variable",
         "kernel",
         "payload",
+        "cupti_version",
     ];
 }
 
@@ -407,6 +411,9 @@ impl Sequence {
         let mut interned = InternedData::default();
         let name_iid = intern(&mut self.names, name, |iid| {
             let name = match name {
+                Name::Text(id) if category == Category::CudaApi => {
+                    split_api_version(texts.timeline.text(id)).0.to_string()
+                }
                 Name::Text(id) => texts.timeline.text(id).to_string(),
                 Name::Fixed(s) => s.to_string(),
             };
