@@ -1,6 +1,7 @@
 //! nsys-lens inside nsys: the report scripts `nsys-lens nsys-reports` writes make the real
-//! `nsys stats --report-dir` print exactly our CSV, line for line; the rules make `nsys
-//! analyze` flag exactly the rows their thresholds select from our CSV.
+//! `nsys stats --report-dir` print exactly our CSV, line for line, its cells as the CLI's table
+//! shows them (`yes`, `-`); the rules make `nsys analyze` flag exactly the rows their
+//! thresholds select from our CSV.
 
 use crate::util::{fixture, nsys_lens, texts};
 use std::path::Path;
@@ -12,6 +13,31 @@ fn ours(args: &[&str], report: &Path) -> String {
     let out = nsys_lens(&all);
     assert!(out.status.success(), "{:?}", texts(&out));
     texts(&out).0
+}
+
+/// Our CSV with its cells as the table for people shows them: `yes`/`no` for `true`/`false`,
+/// `-` for an empty cell.
+fn as_the_cli_shows(csv: &str) -> String {
+    let mut lines = csv.lines();
+    let mut out = format!("{}\n", lines.next().unwrap());
+    for line in lines {
+        assert!(
+            !line.contains('"'),
+            "no quoted cell in the fixtures' tables: {line}"
+        );
+        let cells: Vec<&str> = line
+            .split(',')
+            .map(|c| match c {
+                "true" => "yes",
+                "false" => "no",
+                "" => "-",
+                other => other,
+            })
+            .collect();
+        out += &cells.join(",");
+        out.push('\n');
+    }
+    out
 }
 
 /// What nsys wrote for `-r <report>` in `-f csv` (its output file), or its `analyze` output.
@@ -82,7 +108,11 @@ fn nsys_stats_prints_our_rows_and_nsys_analyze_flags_our_rows() {
                 &sqlite,
                 &["--report-dir", report_dir],
             );
-            assert_eq!(printed, ours(&args, &sqlite), "{name}: {report}");
+            assert_eq!(
+                printed,
+                as_the_cli_shows(&ours(&args, &sqlite)),
+                "{name}: {report}"
+            );
         }
         // Rules: nsys 2022.4's analyze loads rules from the current directory.
         let flagged = nsys_csv(

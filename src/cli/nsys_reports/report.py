@@ -20,7 +20,8 @@ FLAGS = {flags!r}
 
 
 def lens_rows(dbfile, parsed):
-    """(header, rows) of `nsys-lens COMMAND --format csv` on `dbfile`; raises with its message."""
+    """(header, rows) of `nsys-lens COMMAND --format csv` on `dbfile`, cells as the CLI shows
+    them; raises with its message."""
     argv = [NSYS_LENS, COMMAND, "--format", "csv", "-q"]
     for name, flag in FLAGS.items():
         value = getattr(parsed, name, None)
@@ -33,18 +34,24 @@ def lens_rows(dbfile, parsed):
         out = subprocess.run(argv, capture_output=True, text=True)
     except OSError as err:
         raise RuntimeError(f"cannot run nsys-lens ({{NSYS_LENS}}): {{err}}; set NSYS_LENS")
-    if out.returncode != 0:
+    # Exit 1 with a header: an empty table (nsys prints its columns and no row).
+    if out.returncode not in (0, 1) or not out.stdout:
         raise RuntimeError(out.stderr.strip())
     rows = list(csv.reader(io.StringIO(out.stdout)))
-    return rows[0], rows[1:]
+    return rows[0], [[as_the_cli_shows(cell) for cell in row] for row in rows[1:]]
+
+
+def as_the_cli_shows(cell):
+    """A cell as the CLI's table shows it: a yes/no column `yes` or `no`, an empty cell `-`
+    (numbers stay numbers, in ns, as nsys' own reports print them)."""
+    return {{"true": "yes", "false": "no", "": "-"}}.get(cell, cell)
 
 
 INTEGER = re.compile(r"^-?[0-9]+$")
 
 
 def literal(cell):
-    """A CSV cell as SQL: an integer as itself, anything else (an empty cell too: nsys prints
-    NULL as `None`) as its text."""
+    """A cell as SQL: an integer as itself, anything else as its text."""
     if INTEGER.match(cell):
         return cell
     return "'" + cell.replace("'", "''") + "'"

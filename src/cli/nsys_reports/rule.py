@@ -19,7 +19,8 @@ def lens_rows(dbfile, argv):
                              capture_output=True, text=True)
     except OSError as err:
         raise RuntimeError(f"cannot run nsys-lens ({{NSYS_LENS}}): {{err}}; set NSYS_LENS")
-    if out.returncode != 0:
+    # Exit 1 with a header: an empty table, nothing to flag.
+    if out.returncode not in (0, 1) or not out.stdout:
         raise RuntimeError(out.stderr.strip())
     return list(csv.DictReader(io.StringIO(out.stdout)))
 
