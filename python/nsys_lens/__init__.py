@@ -12,6 +12,7 @@ their JSON text. The work runs in Rust with the GIL released.
 """
 
 import json as _json
+import warnings as _warnings
 
 import pyarrow as _pa
 
@@ -61,8 +62,13 @@ def _ranks(ranks):
     return ",".join(str(r) for r in ranks)
 
 
+def _deprecated(old, new):
+    _warnings.warn(f"nsys_lens: {old} is deprecated; use {new}, as the CLI spells it",
+                   DeprecationWarning, stacklevel=3)
+
+
 def _paths(options):
-    for key in ("roles", "families", "perfetto", "paraver"):
+    for key in ("roles", "families", "output", "perfetto", "paraver"):
         if options.get(key) is not None:
             options[key] = str(options[key])
     return options
@@ -112,9 +118,11 @@ class Run:
         """Hidden and exposed communication per rank, stage and role (`nsys-lens overlap`)."""
         return self._table("overlap", ranks=ranks, roles=roles, **window)
 
-    def kernels(self, ranks=None, steps=None, families=None, **window):
-        """Time per kernel family per GPU per step (`nsys-lens kernels`)."""
-        return self._table("kernels", ranks=ranks, steps=steps, families=families, **window)
+    def kernels(self, ranks=None, steps=None, families=None, unclassified=False, **window):
+        """Time per kernel family per GPU per step (`nsys-lens kernels`), or (`unclassified=True`)
+        the kernels no family names, longest first."""
+        return self._table("kernels", ranks=ranks, steps=steps, families=families,
+                           unclassified=unclassified, **window)
 
     def idle(self, ranks=None, roles=None, launch_gap=None, **window):
         """GPU idle time per stream by cause, and the longest gaps (`nsys-lens idle`)."""
@@ -126,12 +134,13 @@ class Run:
             "bubbles", ranks=ranks, roles=roles, pp=pp, micro_batches=micro_batches, **window
         )
 
-    def collectives(self, ranks=None, by_rank=False, top=None, p2p=False, **window):
-        """Every collective matched across its ranks, or (`by_rank=True`) totals per rank
-        (`nsys-lens collectives`)."""
-        return self._table(
-            "collectives", ranks=ranks, by_rank=by_rank, top=top, p2p=p2p, **window
-        )
+    def collectives(self, ranks=None, by=None, top=None, p2p=False, by_rank=None, **window):
+        """Every collective matched across its ranks, or (`by="rank"`) totals per rank
+        (`nsys-lens collectives`). `by_rank=True` is the deprecated spelling of `by="rank"`."""
+        if by_rank is not None:
+            _deprecated("by_rank=True", 'by="rank"')
+            by = by or ("rank" if by_rank else None)
+        return self._table("collectives", ranks=ranks, by=by, top=top, p2p=p2p, **window)
 
     def mfu(self, ranks=None, peak_tflops=None, model_flops_per_step=None, **window):
         """FLOPs, achieved TFLOP/s and MFU per rank, step and kernel family (`nsys-lens mfu`),
@@ -156,15 +165,25 @@ class Run:
         """GPU metrics per rank over its window (`nsys-lens metrics`)."""
         return self._table("metrics", ranks=ranks, **window)
 
-    def convert(self, perfetto=None, paraver=None, ranks=None, roles=None, steady=False,
-                gzip=False, collective_flows=False, memory_budget=None, **window):
-        """Writes the run's traces as `nsys-lens convert` does, byte for byte: `perfetto` (a
-        `.perfetto-trace` path), `paraver` (a base path: `.prv`, `.pcf`, `.row` beside it).
-        The whole capture unless `steady=True` or a window is given. Returns what was
-        written."""
-        options = dict(perfetto=perfetto, paraver=paraver, ranks=ranks, roles=roles,
-                       steady=steady, gzip=gzip, collective_flows=collective_flows,
-                       memory_budget=memory_budget, **window)
+    def convert(self, output=None, to=("perfetto", "paraver"), compress=False, ranks=None,
+                roles=None, steady=False, collective_flows=False, memory_budget=None,
+                perfetto=None, paraver=None, gzip=None, **window):
+        """Writes the run's traces as `nsys-lens convert` does, byte for byte: `output` (`-o`: the
+        path without extension, default the first report's stem in the current directory),
+        `to` (`--to`: "perfetto", "paraver" or both), `compress` (`--compress`: gzip the
+        Perfetto trace and the .prv). The whole capture unless `steady=True` or a window is
+        given. Returns what was written. `perfetto=PATH`, `paraver=BASE` and `gzip=` are the
+        deprecated spellings."""
+        if perfetto is not None or paraver is not None:
+            _deprecated("perfetto=/paraver=", "output= and to=")
+        if gzip is not None:
+            _deprecated("gzip=", "compress=")
+            compress = compress or gzip
+        if isinstance(to, str):
+            to = to.split(",")
+        options = dict(output=output, to=list(to), compress=compress, perfetto=perfetto,
+                       paraver=paraver, ranks=ranks, roles=roles, steady=steady,
+                       collective_flows=collective_flows, memory_budget=memory_budget, **window)
         options = {k: v for k, v in options.items() if v is not None and v is not False}
         if "ranks" in options:
             options["ranks"] = _ranks(options["ranks"])

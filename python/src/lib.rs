@@ -4,9 +4,11 @@
 //! bitmaps, values, offsets) that the Python layer wraps into a pyarrow Table without a Python
 //! object per value.
 
+use anyhow::Context as _;
 use nsys_lens::analysis::what_if::Change;
 use nsys_lens::classify::families::Families;
 use nsys_lens::classify::{Activity, RoleRules};
+use nsys_lens::export::conversion::{Request, Target};
 use nsys_lens::export::{self, Targets};
 use nsys_lens::load::{Align, Inputs};
 use nsys_lens::model::Timeline;
@@ -18,7 +20,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 create_exception!(
     _native,
@@ -59,11 +61,14 @@ struct Options {
     pp: Option<u32>,
     micro_batches: Option<u32>,
     p2p: bool,
-    by_rank: bool,
+    by: Option<String>,
     top: Option<usize>,
+    output: Option<PathBuf>,
+    to: Vec<String>,
+    compress: bool,
     perfetto: Option<PathBuf>,
     paraver: Option<PathBuf>,
-    gzip: bool,
+    unclassified: bool,
     steady: bool,
     collective_flows: bool,
     memory_budget: Option<usize>,
@@ -99,6 +104,47 @@ impl Options {
             .map_err(|e| anyhow::anyhow!("ranks: {e}"))
     }
 
+    /// `by` as the CLI's `--by`: `rank`, or nothing.
+    fn by_rank(&self) -> anyhow::Result<bool> {
+        match self.by.as_deref() {
+            None => Ok(false),
+            Some("rank") => Ok(true),
+            Some(other) => anyhow::bail!("by must be \"rank\", not {other:?}"),
+        }
+    }
+
+    /// The traces to write: the CLI's `-o`, `--to` and `--compress` (the output named after the
+    /// first input when not given), or the explicit paths of the deprecated `perfetto=` and
+    /// `paraver=`.
+    fn targets(&self, first_input: &Path, threads: usize) -> anyhow::Result<Targets> {
+        let memory = self.memory_budget.unwrap_or(128 << 20);
+        if self.perfetto.is_some() || self.paraver.is_some() {
+            return Ok(Targets {
+                perfetto: self.perfetto.clone(),
+                paraver: self.paraver.clone(),
+                gzip: self.compress,
+                memory: memory / 4,
+                threads,
+            });
+        }
+        let to = match self.to.is_empty() {
+            true => vec![Target::Perfetto, Target::Paraver],
+            false => (self.to.iter())
+                .map(|t| match t.as_str() {
+                    "perfetto" => Ok(Target::Perfetto),
+                    "paraver" => Ok(Target::Paraver),
+                    other => anyhow::bail!("to: {other:?} is not \"perfetto\" or \"paraver\""),
+                })
+                .collect::<anyhow::Result<_>>()?,
+        };
+        let request = Request {
+            memory_budget: memory,
+            threads,
+            ..Request::new(&to, self.output.as_deref(), first_input, self.compress)
+        };
+        Ok(request.targets())
+    }
+
     fn selection(&self) -> anyhow::Result<Selection> {
         Ok(Selection {
             ranks: self.ranks()?,
@@ -120,14 +166,17 @@ fn run(timeline: &Timeline, command: &str, o: &Options) -> anyhow::Result<Output
                 Some(path) => Families::from_file(path)?,
                 None => Families::default(),
             };
-            query::kernels(timeline, &o.selection()?, &families, o.steps)
+            match o.unclassified {
+                true => query::unclassified(timeline, &o.selection()?, &families),
+                false => query::kernels(timeline, &o.selection()?, &families, o.steps),
+            }
         }
         "idle" => query::idle(timeline, &o.selection()?, o.launch_gap.unwrap_or(10_000)),
         "bubbles" => query::bubbles(timeline, &o.selection()?, o.pp, o.micro_batches),
         "collectives" => {
             let options = CollectiveOptions {
                 p2p: o.p2p,
-                by_rank: o.by_rank,
+                by_rank: o.by_rank()?,
                 top: o.top,
             };
             query::collectives(timeline, &o.selection()?, options)
@@ -379,10 +428,9 @@ fn empty(command: &str, notes: &[String]) -> PyErr {
 
 /// `convert`'s direct path: the reports read under the memory budget, the plan, both traces.
 fn convert(inputs: &Inputs, o: &Options) -> anyhow::Result<String> {
-    anyhow::ensure!(
-        o.perfetto.is_some() || o.paraver.is_some(),
-        "give perfetto= or paraver= (or both)"
-    );
+    let first = inputs.reports.first().context("no report given")?;
+    let targets = o.targets(first, inputs.threads)?;
+    inputs.check_outputs(&targets.outputs())?;
     let rules = o.rules()?;
     let budget = Budget::new(o.memory_budget.unwrap_or(128 << 20));
     let (captures, _) = inputs.captures(budget)?;
@@ -395,13 +443,6 @@ fn convert(inputs: &Inputs, o: &Options) -> anyhow::Result<String> {
         window,
         o.collective_flows,
     )?;
-    let targets = Targets {
-        perfetto: o.perfetto.clone(),
-        paraver: o.paraver.clone(),
-        gzip: o.gzip,
-        memory: o.memory_budget.unwrap_or(128 << 20) / 4,
-        threads: inputs.threads,
-    };
     let written = export::write(&plan, &captures.parts, &targets)?;
     let mut summary = serde_json::Map::new();
     if let Some(p) = written.perfetto {

@@ -65,7 +65,8 @@ CASES = [
     ("idle", {"whole": True, "launch_gap": 5000}, ["idle", "--whole", "--launch-gap", "5000"]),
     ("bubbles", {"whole": True}, ["bubbles", "--whole"]),
     ("collectives", {"whole": True}, ["collectives", "--whole"]),
-    ("collectives", {"whole": True, "by_rank": True}, ["collectives", "--whole", "--by", "rank"]),
+    ("collectives", {"whole": True, "by": "rank"}, ["collectives", "--whole", "--by", "rank"]),
+    ("kernels", {"whole": True, "unclassified": True}, ["kernels", "--whole", "--unclassified"]),
     ("collectives", {"whole": True, "top": 3}, ["collectives", "--whole", "--top", "3"]),
     ("metrics", {"whole": True}, ["metrics", "--whole"]),
     ("critical_path", {"whole": True}, ["critical-path", "--whole"]),
@@ -153,11 +154,46 @@ def test_nothing_found_is_the_cli_exit_code_1(tmp_path):
 def test_convert_writes_the_cli_bytes(fixture, tmp_path):
     path = ROOT / "fixtures" / fixture
     cli("convert", "-q", "-o", str(tmp_path / "cli"), str(path))
-    written = nsys_lens.open(path).convert(perfetto=tmp_path / "py.perfetto-trace",
-                                           paraver=tmp_path / "py")
+    written = nsys_lens.open(path).convert(output=tmp_path / "py")
     assert written["perfetto"]["counts"]["kernels"] > 0
     for ext in ["perfetto-trace", "prv", "pcf", "row"]:
         assert (tmp_path / f"cli.{ext}").read_bytes() == (tmp_path / f"py.{ext}").read_bytes(), ext
+
+
+def test_python_spells_options_as_the_cli_and_warns_on_the_old_names(tmp_path, monkeypatch):
+    path = ROOT / "fixtures" / "megatron_pp2"
+    run = nsys_lens.open(path)
+    # `--to perfetto --compress`, and the default output: the first input's stem, here.
+    monkeypatch.chdir(tmp_path)
+    cli("convert", "-q", "--to", "perfetto", "--compress", "-o", str(tmp_path / "cli"), str(path))
+    written = run.convert(to="perfetto", compress=True)
+    assert written["perfetto"]["path"] == "megatron_pp2.perfetto-trace.gz"
+    assert "paraver" not in written
+    assert (tmp_path / "megatron_pp2.perfetto-trace.gz").read_bytes() == \
+        (tmp_path / "cli.perfetto-trace.gz").read_bytes()
+    with pytest.raises(nsys_lens.Error, match="is not"):
+        run.convert(to="chrome")
+    # The old spellings still work, with a DeprecationWarning naming the new one.
+    with pytest.warns(DeprecationWarning, match="use output= and to="):
+        old = run.convert(perfetto=tmp_path / "old.perfetto-trace.gz", gzip=True)
+    assert (tmp_path / "old.perfetto-trace.gz").read_bytes() == \
+        (tmp_path / "cli.perfetto-trace.gz").read_bytes()
+    assert old["perfetto"]["bytes"] == written["perfetto"]["bytes"]
+    with pytest.warns(DeprecationWarning, match='use by="rank"'):
+        by_rank = run.collectives(whole=True, by_rank=True)
+    assert by_rank.equals(run.collectives(whole=True, by="rank"))
+    with pytest.raises(nsys_lens.Error, match='by must be "rank"'):
+        run.collectives(whole=True, by="host")
+
+
+def test_convert_never_writes_over_an_input(tmp_path):
+    import shutil
+    report = tmp_path / "run.sqlite"
+    shutil.copy(ROOT / "fixtures" / "megatron_pp1" / "node0.sqlite", report)
+    before = report.read_bytes()
+    with pytest.raises(nsys_lens.Error, match="is an input of this run"):
+        nsys_lens.open(report).convert(perfetto=report)
+    assert report.read_bytes() == before
 
 
 def test_convert_never_replaces_an_input(tmp_path):

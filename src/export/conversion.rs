@@ -261,6 +261,11 @@ impl Request {
         Ok((fitted, kept))
     }
 
+    /// What a whole conversion writes: the traces at [`Request::base`].
+    pub fn targets(&self) -> Targets {
+        self.targets_at(&self.base)
+    }
+
     /// What a whole conversion writes at `base`.
     fn targets_at(&self, base: &Path) -> Targets {
         let asked = |target| self.targets.contains(&target);
