@@ -462,13 +462,30 @@ fn two_nodes_with_the_same_pids_give_four_distinct_ranks() {
         );
         assert!(!find(&overlap, &[("rank", rank), ("role", "ep_a2a")]).is_empty());
     }
-    assert!(
-        !find(
-            &overlap,
-            &[("rank", "all"), ("stage", "all"), ("role", "all")]
-        )
-        .is_empty()
+    // The median row reads as no rank: host `median`, no pid; worst_rank names the rank of
+    // least overlap, whose overlap_pct is the row's overlap_min_pct.
+    let median = one(
+        &overlap,
+        &[("rank", "all"), ("stage", "all"), ("role", "all")],
     );
+    assert_eq!(median["host"], "median");
+    assert!(median["pid"].is_null(), "{median}");
+    let worst = ["0", "1", "2", "3"]
+        .map(|rank| {
+            let row = one(
+                &overlap,
+                &[("rank", rank), ("stage", "all"), ("role", "all")],
+            );
+            (
+                row["overlap_pct"].as_f64().unwrap(),
+                row["rank"].as_i64().unwrap(),
+            )
+        })
+        .into_iter()
+        .min_by(|a, b| a.partial_cmp(b).unwrap())
+        .unwrap();
+    assert_eq!(median["worst_rank"].as_i64(), Some(worst.1));
+    assert_eq!(median["overlap_min_pct"].as_f64(), Some(worst.0));
 }
 
 // ---- a real 2-GPU pipeline run: NCCL on the compute streams ----

@@ -1,7 +1,8 @@
 //! The documentation cannot rot: every command in a ```sh block of `docs/*.md` runs (in the
-//! repository root, `nsys-lens` being the built binary), and every line of the ```text block
-//! after it appears in what the commands printed. A block whose commands read a real capture
-//! from `../shared/real-data` is skipped, with a note, where that directory is absent.
+//! repository root, `nsys-lens` being the built binary), every line of the ```text block
+//! after it appears in what the commands printed, and a table row shown comes with its table's
+//! header. A block whose commands read a real capture from `../shared/real-data` is skipped,
+//! with a note, where that directory is absent.
 
 use crate::util::root;
 use std::process::Command;
@@ -27,6 +28,29 @@ fn blocks(page: &str) -> Vec<(Vec<String>, Vec<String>)> {
         }
     }
     out
+}
+
+/// Each table row of `printed` with its header: a table is a header line, a rule of dashes
+/// under it, then rows up to a blank line or a note.
+fn row_headers(printed: &str) -> std::collections::HashMap<&str, &str> {
+    let lines: Vec<&str> = printed.lines().collect();
+    let is_rule = |l: &str| l.contains("--") && l.chars().all(|c| c == '-' || c == ' ');
+    let ends = |l: &str| {
+        l.trim().is_empty()
+            || ["note", "warning", "nsys-lens:", "window ", "steps "]
+                .iter()
+                .any(|p| l.starts_with(p))
+    };
+    let mut rows = std::collections::HashMap::new();
+    for (i, pair) in lines.windows(2).enumerate() {
+        if !is_rule(pair[1]) || pair[0].trim().is_empty() {
+            continue;
+        }
+        for row in lines[i + 2..].iter().take_while(|l| !ends(l)) {
+            rows.entry(*row).or_insert(pair[0]);
+        }
+    }
+    rows
 }
 
 #[test]
@@ -65,12 +89,22 @@ fn every_documented_command_runs_and_prints_what_the_page_says() {
                     path.display()
                 );
             }
-            for line in expected {
+            for line in &expected {
                 assert!(
-                    printed.contains(&line),
+                    printed.contains(line.as_str()),
                     "{}: the page says {line:?}, the commands printed:\n{printed}",
                     path.display()
                 );
+            }
+            let headers = row_headers(&printed);
+            for line in &expected {
+                if let Some(header) = headers.get(line.as_str()) {
+                    assert!(
+                        expected.iter().any(|l| l == header),
+                        "{}: the page shows the row {line:?} without its header {header:?}",
+                        path.display()
+                    );
+                }
             }
         }
         pages += 1;

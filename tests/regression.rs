@@ -546,3 +546,45 @@ fn api_names_in_tables_carry_no_cupti_version_suffix() {
         "{cpu:?}"
     );
 }
+
+/// The median rows of `kernels` (rank `all`) read as no rank: host `median`, no pid.
+#[test]
+fn median_rows_name_no_host_or_pid() {
+    let [n0, n1] = crate::util::pithtrain_nodes();
+    let json = crate::util::json(&["kernels", n0.to_str().unwrap(), n1.to_str().unwrap()]);
+    let median: Vec<&serde_json::Value> = crate::util::rows(&json)
+        .iter()
+        .filter(|r| r["rank"] == "all")
+        .collect();
+    assert!(!median.is_empty());
+    for row in median {
+        assert_eq!(row["host"], "median", "{row}");
+        assert!(row["pid"].is_null(), "{row}");
+    }
+}
+
+/// A report whose NVTX ranges began before its session start (8 in this fixture, from
+/// -95 ms) printed windows from -0.095 s. The whole window now starts at the session start,
+/// while a trace of the whole capture still draws those ranges (tests/perfetto.rs counts them).
+#[test]
+fn whole_windows_never_start_before_the_capture() {
+    let report = fixture("megatron_pp2/node0.sqlite");
+    let db = rusqlite::Connection::open(&report).unwrap();
+    let early: i64 = db
+        .query_row(
+            "SELECT count(*) FROM NVTX_EVENTS WHERE start < 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(early > 0, "the fixture has ranges before its session start");
+    let json = crate::util::json(&["window", "--whole", report.to_str().unwrap()]);
+    for row in crate::util::rows(&json) {
+        assert_eq!(row["start"], 0, "{row}");
+    }
+    let text = texts(&nsys_lens(&["idle", "--whole", report.to_str().unwrap()])).0;
+    assert!(
+        text.starts_with("window rank 0: 0.000000000 s to "),
+        "{text}"
+    );
+}

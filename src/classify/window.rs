@@ -139,14 +139,24 @@ fn median(activity: &Activity, process: ProcessId, patterns: &[Regex]) -> Option
     ))
 }
 
-/// The report's whole capture.
+/// The report's whole capture: from its first event, or its session start when events began
+/// before it (a window never starts before the capture did).
 fn whole(activity: &Activity, process: ProcessId) -> Chosen {
+    let (start, end) = span(activity, process);
     let timeline = activity.timeline;
-    let (start, end) = timeline
+    let capture = timeline
         .report(timeline.process(process).report)
-        .span
-        .unwrap_or_default();
+        .capture_start();
+    let start = capture.map_or(start, |capture| start.max(capture).min(end));
     (start, end, String::new(), WindowSource::Whole)
+}
+
+/// The first start and last end of the events of `process`'s report, those before its session
+/// start too (what a trace of the whole capture draws).
+pub fn span(activity: &Activity, process: ProcessId) -> (Ns, Ns) {
+    let timeline = activity.timeline;
+    let report = timeline.report(timeline.process(process).report);
+    report.span.unwrap_or_default()
 }
 
 /// The whole capture, for want of an anchor range.

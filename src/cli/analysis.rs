@@ -70,7 +70,8 @@ pub struct WindowArgs {
     )]
     pub end: Option<i64>,
 
-    /// Analyse the whole capture.
+    /// Analyse the whole capture: from each report's first event, or from its session start
+    /// when ranges or calls began before it (a window never starts before its capture).
     #[arg(long, conflicts_with = "start")]
     pub whole: bool,
 

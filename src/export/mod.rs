@@ -103,8 +103,15 @@ impl<'a, 't> Plan<'a, 't> {
         let mut offset = None::<i64>;
         let mut exported = Vec::new();
         for (process, rank) in processes {
-            let window = crate::classify::window::find(activity, process, spec);
-            let window = (window.start.0, window.end.0);
+            let (start, end) = match spec {
+                // A trace of the whole capture draws every event, those before its start too.
+                WindowSpec::Whole => crate::classify::window::span(activity, process),
+                _ => {
+                    let window = crate::classify::window::find(activity, process, spec);
+                    (window.start, window.end)
+                }
+            };
+            let window = (start.0, end.0);
             let Some(span) = span(activity, process) else {
                 continue;
             };

@@ -1,6 +1,6 @@
 //! Who ran what: reports, hosts, processes, threads, GPUs and CUDA streams.
 
-use super::{ClockMapping, GpuId, HostId, Ns, ProcessId, ReportId, StringId};
+use super::{ClockMapping, GpuId, HostId, Ns, ProcessId, ReportId, StringId, TimeBase};
 use super::{ExportMeta, Warnings};
 use std::path::PathBuf;
 
@@ -21,6 +21,20 @@ pub struct ReportInfo {
     pub span: Option<(Ns, Ns)>,
     /// Harmless oddities found while reading it.
     pub warnings: Warnings,
+}
+
+impl ReportInfo {
+    /// Where its capture began on the merged clock (its session start), or None when the export
+    /// does not say. Events before it are ranges and calls already under way then.
+    pub fn capture_start(&self) -> Option<Ns> {
+        match self.clock.base {
+            TimeBase::SessionRelative => Some(Ns(self.clock.offset)),
+            TimeBase::UtcEpoch => self
+                .meta
+                .session_start_utc_ns
+                .map(|start| Ns(start + self.clock.offset)),
+        }
+    }
 }
 
 /// Rows read per event table.

@@ -89,7 +89,7 @@ pub fn kernels_output(timeline: &Timeline, ranks: &[RankBreakdown]) -> Output {
             let median = |mut v: Vec<i64>| upper_median(&mut v).expect("a family has ranks");
             let mut row = vec![
                 Cell::text("all"),
-                Cell::Empty,
+                Cell::text("median"),
                 Cell::Empty,
                 Cell::text(family),
             ];
@@ -112,7 +112,8 @@ pub fn kernels_output(timeline: &Timeline, ranks: &[RankBreakdown]) -> Output {
     output.notes.push(
         "step_minus_kernel_ns = idle_ns - concurrency_excess_ns (per step): positive means the \
          GPU sat idle (or a blocked main stream), negative means streams overlapped; rows with \
-         rank `all` hold the median across ranks of kernels and time_per_step_ns"
+         rank `all` (host `median`) hold the median across ranks of kernels and \
+         time_per_step_ns"
             .to_string(),
     );
     output.notes.extend(unclassified_warnings(ranks));

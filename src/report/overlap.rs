@@ -21,6 +21,7 @@ const COLUMNS: &[&str] = &[
     "overlap_pct",
     "overlap_min_pct",
     "overlap_max_pct",
+    "worst_rank",
 ];
 
 /// The `overlap` output: each rank's groups, then the cross-rank summary (`rank` = `all`).
@@ -44,18 +45,17 @@ pub fn overlap_output(
                 e.overlap_max_pct,
                 is_barrier(role),
             ));
+            row.push(Cell::Empty);
             table.push(row);
         }
     }
     let exposures: Vec<RankExposure> = ranks.iter().map(|(_, _, g)| g.clone()).collect();
     if ranks.len() > 1 {
         for ((stage, role), s) in summarize(&exposures) {
-            let worst = &ranks[s.worst].0.rank;
-            let process = timeline.process(worst.process);
             let mut row = vec![
                 Cell::text("all"),
-                Cell::text(&timeline.host(process.host).name),
-                Cell::Int(process.pid.into()),
+                Cell::text("median"),
+                Cell::Empty,
                 Cell::text(stage.to_string()),
                 Cell::text(role.to_string()),
                 Cell::opt_bool(role.in_stream()),
@@ -66,15 +66,16 @@ pub fn overlap_output(
                 s.best_pct,
                 is_barrier(&role),
             ));
+            row.push(Cell::Int(ranks[s.worst].0.rank.rank.into()));
             table.push(row);
         }
     }
     let mut output = per_rank_output(timeline, table, ranks.iter().map(|(w, ..)| w));
     if ranks.len() > 1 {
         output.notes.push(
-            "rows with rank `all`: medians across the ranks that have the row (upper median); \
-             overlap_min_pct and overlap_max_pct are the worst and best rank's overlap_pct, and \
-             host and pid name the worst rank"
+            "rows with rank `all` (host `median`): medians across the ranks that have the row \
+             (upper median); overlap_min_pct and overlap_max_pct are the worst and best rank's \
+             overlap_pct, and worst_rank is the rank of the worst"
                 .to_string(),
         );
     }

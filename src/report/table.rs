@@ -201,6 +201,10 @@ impl Table {
             .iter()
             .zip(&kinds)
             .map(|(c, kind)| match kind {
+                // `step_ns` beside `step` (the step's index) is `step_time`, not a second `step`.
+                Kind::Duration if self.columns.iter().any(|o| o != c && *o == unit.column(c)) => {
+                    unit.column(&format!("{}_time_ns", c.trim_end_matches("_ns")))
+                }
                 Kind::Duration => unit.column(c),
                 _ => c.to_string(),
             })
@@ -331,6 +335,17 @@ mod tests {
              0  ep_a2a        58.4%\n  \
              12  a,\"b\"             -\n"
         );
+    }
+
+    /// `bubbles` printed two columns named `step`: the step's index and its duration.
+    #[test]
+    fn a_duration_column_never_takes_the_name_of_another() {
+        let mut t = Table::new(&["step", "step_ns", "busy_ns"]);
+        t.push(vec![Cell::Int(0), Cell::Int(1_500_000), Cell::Int(900)]);
+        let header = |unit| t.to_text_in(unit).lines().next().unwrap().to_string();
+        assert_eq!(header(TimeUnit::Auto), "step  step_time    busy");
+        assert_eq!(header(TimeUnit::Ns), "step  step_ns  busy_ns");
+        assert_eq!(header(TimeUnit::Ms), "step  step_ms  busy_ms");
     }
 
     #[test]
