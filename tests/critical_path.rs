@@ -230,6 +230,33 @@ fn what_if_predicts_runs_made_with_the_change() {
     }
 }
 
+/// Over one step in the middle of the run (the steady window), a change applies to that step
+/// only: a replay that also sped up the steps before it started the step earlier and
+/// predicted 2x-10x the gain. The step of a run made with the change is the oracle.
+#[test]
+fn what_if_over_a_later_step_predicts_that_step_alone() {
+    let run = "--preset ddp --nodes 1 --gpus-per-node 1 --steps 4";
+    let clean = synth(run);
+    let changed = synth(&format!("{run} --scale-family gemm=0.5"));
+    let steady = |dir: &Path, command: &str| {
+        let mut args = vec![command, dir.to_str().unwrap()];
+        if command == "what-if" {
+            args.extend(["--change", "family=gemm*0.5"]);
+        }
+        json(&args)
+    };
+    let predicted = rows(&steady(clean.path(), "what-if"))[0]["predicted_ns"]
+        .as_i64()
+        .unwrap();
+    let measured = rows(&steady(changed.path(), "critical-path"))[0]["step_ns"]
+        .as_i64()
+        .unwrap();
+    assert!(
+        close(predicted, measured, 0.05),
+        "{predicted} vs {measured}"
+    );
+}
+
 /// A change that does not parse is a usage error naming the forms; a capture without GPU work
 /// has no path (exit 1, as an empty result, saying why).
 #[test]

@@ -59,6 +59,22 @@ fn render(page: &Path, screenshot: &Path) -> Option<(String, String)> {
     Some((String::from_utf8_lossy(&dom.stdout).into_owned(), log))
 }
 
+/// The page's height in CSS pixels as Chromium lays it out 1280 px wide: a copy of the page
+/// with a script that writes it into the DOM (the page itself has none); None without chromium.
+fn page_height(page: &Path) -> Option<u64> {
+    let probe = page.with_extension("height.html");
+    let html = std::fs::read_to_string(page).unwrap().replace(
+        "</body>",
+        "<script>document.body.setAttribute('data-height', \
+         document.documentElement.scrollHeight)</script></body>",
+    );
+    std::fs::write(&probe, html).unwrap();
+    let (dom, _) = render(&probe, &page.with_extension("height.png"))?;
+    let at = dom.find("data-height=\"").expect("the probe ran") + "data-height=\"".len();
+    let digits: String = dom[at..].chars().take_while(char::is_ascii_digit).collect();
+    Some(digits.parse().unwrap())
+}
+
 /// Chromium's log must hold no console message from the page.
 fn no_console_errors(log: &str) {
     let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE")).collect();
@@ -394,6 +410,81 @@ fn a_report_of_512_ranks_shows_distributions_and_heatmaps_and_stays_small() {
         assert!(dom.contains("Where the ranks"));
         no_console_errors(&log);
     }
+    if let Some(height) = page_height(&page) {
+        assert!((2_000..20_000).contains(&height), "{height} px");
+    }
+}
+
+/// The fixes the page weighs are `what-if`'s: on a run with a rank 1.5 times slower, removing
+/// the straggler is among the three, with the gain `what-if --change straggler=median` prints.
+#[test]
+fn the_page_weighs_the_top_fixes_as_what_if_predicts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = crate::util::synth("--preset ddp --nodes 2 --gpus-per-node 2 --slow-rank 1:1.5");
+    let page = report(dir.path(), &[run.path().to_path_buf()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let fixes = text_after(&html, "What a fix would buy");
+    let rows: Vec<&str> = html
+        .split("What a fix would buy")
+        .nth(1)
+        .unwrap()
+        .split("</table>")
+        .next()
+        .unwrap()
+        .split("<tr>")
+        .skip(2)
+        .collect();
+    assert!((1..=3).contains(&rows.len()), "{fixes}");
+    let gains: Vec<f64> = rows
+        .iter()
+        .map(|r| {
+            let cell = r.rsplit("<td>").next().unwrap();
+            cell.split('%').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert!(
+        gains.windows(2).all(|w| w[0] >= w[1]),
+        "best first: {gains:?}"
+    );
+    let straggler = rows
+        .iter()
+        .find(|r| r.contains("<code>straggler=median</code>"))
+        .expect("the straggler fix is among the top three");
+    let cells: Vec<&str> = (straggler.split("<td>").skip(1))
+        .map(|c| c.split('<').next().unwrap())
+        .collect();
+    let (now, predicted) = (duration_ns(cells[0]), duration_ns(cells[1]));
+    let what_if = crate::util::json(&[
+        "what-if",
+        "--change",
+        "straggler=median",
+        run.path().to_str().unwrap(),
+    ]);
+    let sum = |column: &str| -> f64 {
+        (crate::util::rows(&what_if).iter())
+            .map(|r| r[column].as_i64().unwrap() as f64)
+            .sum()
+    };
+    for (page, cli) in [(now, sum("measured_ns")), (predicted, sum("predicted_ns"))] {
+        assert!((page - cli).abs() <= cli * 1e-3, "{page} vs {cli}");
+    }
+    assert!(
+        predicted < now * 0.9,
+        "a 1.5x slower rank costs more than 10 %"
+    );
+    // The verdict names the best of them, with its gain.
+    let cell = |row: &str, at: usize| -> String {
+        let cells: Vec<&str> = row.split("<td").skip(1).collect();
+        let text = cells[at].split_once('>').unwrap().1;
+        text.split("</td>").next().unwrap().to_string()
+    };
+    let best = format!(
+        "best fix: {} ({} shorter steps)",
+        cell(rows[0], 1),
+        cell(rows[0], 4)
+    );
+    let verdict = text_after(&html, "In short:");
+    assert!(verdict.contains(&best), "{best} not in {verdict}");
 }
 
 #[test]

@@ -151,12 +151,7 @@ impl Steps {
                     NONE => n.start,
                     l => graph.cpu[l as usize].start,
                 };
-                let own = &ranges[n.rank as usize][..count];
-                let k = own.partition_point(|r| r.0 <= at).checked_sub(1);
-                match k {
-                    Some(k) if at <= own[k].1 => k as u32,
-                    _ => NONE,
-                }
+                step_at(&ranges[n.rank as usize][..count], at).map_or(NONE, |k| k as u32)
             })
             .collect();
         let first = ranges.iter().filter_map(|r| r.first()).map(|r| r.0).min();
@@ -219,6 +214,18 @@ impl Steps {
         let k = self.of_node[node as usize];
         (k != NONE).then_some(k as usize)
     }
+
+    /// The step whose range of rank `rank` (of `ranges`, those the steps were made of) holds
+    /// time `t`, when one does.
+    pub fn at(&self, ranges: &[Vec<(i64, i64)>], rank: u32, t: i64) -> Option<usize> {
+        step_at(&ranges[rank as usize][..self.last.len()], t)
+    }
+}
+
+/// The range of `own` (sorted, disjoint) that holds `t`.
+fn step_at(own: &[(i64, i64)], t: i64) -> Option<usize> {
+    let k = own.partition_point(|r| r.0 <= t).checked_sub(1)?;
+    (t <= own[k].1).then_some(k)
 }
 
 /// Each rank's step ranges inside its window (`(process, window)`, in rank order): the NVTX

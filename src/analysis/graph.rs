@@ -442,8 +442,9 @@ impl Graph {
 
     /// Every operation's (start, end) after changing durations: `scale[i]` multiplies
     /// operation i's duration (a collective's or transfer's: its time once all members
-    /// arrived), `cpu_scale` the CPU time between a rank's calls. See the module's model.
-    pub fn replay(&self, scale: &[f64], cpu_scale: f64) -> Vec<(i64, i64)> {
+    /// arrived), `cpu_scale[j]` the CPU time between call j and its rank's previous call. See
+    /// the module's model.
+    pub fn replay(&self, scale: &[f64], cpu_scale: &[f64]) -> Vec<(i64, i64)> {
         Replay::new(self).run(scale, cpu_scale)
     }
 }
@@ -547,7 +548,7 @@ impl<'g> Replay<'g> {
         }
     }
 
-    fn run(mut self, scale: &[f64], cpu_scale: f64) -> Vec<(i64, i64)> {
+    fn run(mut self, scale: &[f64], cpu_scale: &[f64]) -> Vec<(i64, i64)> {
         let points = self.waiting.len();
         let mut value = vec![0i64; points];
         let mut done = vec![false; points];
@@ -599,7 +600,7 @@ impl<'g> Replay<'g> {
         }
     }
 
-    fn evaluate(&self, p: u32, value: &[i64], scale: &[f64], cpu_scale: f64) -> i64 {
+    fn evaluate(&self, p: u32, value: &[i64], scale: &[f64], cpu_scale: &[f64]) -> i64 {
         let g = self.graph;
         let n = g.nodes.len() as u32;
         let cpu = g.cpu.len() as u32;
@@ -632,7 +633,7 @@ impl<'g> Replay<'g> {
             let call = &g.cpu[j];
             let entry = match j.checked_sub(1).map(|b| &g.cpu[b]) {
                 Some(before) if same_rank(before, call) => {
-                    value[p as usize - 1] + scaled(call.start - before.moment(), cpu_scale)
+                    value[p as usize - 1] + scaled(call.start - before.moment(), cpu_scale[j])
                 }
                 _ => call.start,
             };

@@ -94,23 +94,25 @@ impl std::fmt::Display for Change {
 pub struct Factors {
     /// Each operation's duration factor.
     pub node: Vec<f64>,
-    /// The CPU's.
-    pub cpu: f64,
+    /// Each CPU call's factor on the time since its rank's previous call.
+    pub cpu: Vec<f64>,
 }
 
 impl Factors {
-    /// The factors of `changes` on `graph`, `ranks` ranks, `in_step(i)` telling the operations
-    /// that count for `straggler=median`.
+    /// The factors of `changes` on `graph`, `ranks` ranks, inside the steps: `in_step(i)` tells
+    /// the operations and `call_in_step(j)` the CPU calls they apply to (the operations also
+    /// count for `straggler=median`); everything else keeps factor 1, so a change never moves
+    /// the start of the first step.
     pub fn new(
         graph: &Graph,
         ranks: usize,
         changes: &[Change],
-        in_step: impl Fn(u32) -> bool,
+        (in_step, call_in_step): (impl Fn(u32) -> bool, impl Fn(usize) -> bool),
     ) -> Factors {
         let compute_of_rank = rank_compute(graph, ranks, &in_step);
         let mut median = compute_of_rank.clone();
         let median = upper_median(&mut median).unwrap_or(0);
-        let factor = |i: usize, node: &Node| -> f64 {
+        let factor = |node: &Node| -> f64 {
             let label = graph.labels[node.label as usize].as_str();
             changes
                 .iter()
@@ -118,7 +120,7 @@ impl Factors {
                     Change::Rank(r, f) if !node.comm && node.rank == *r => *f,
                     Change::Family(name, f) if in_group(name, label) => *f,
                     Change::Role(name, f) if node.comm && in_group(name, label) => *f,
-                    Change::StragglerMedian if !node.comm && in_step(i as u32) => {
+                    Change::StragglerMedian if !node.comm => {
                         let own = compute_of_rank[node.rank as usize];
                         match own {
                             0 => 1.0,
@@ -129,7 +131,7 @@ impl Factors {
                 })
                 .product()
         };
-        let cpu = changes
+        let launch: f64 = changes
             .iter()
             .map(|c| match c {
                 Change::Launch(f) => *f,
@@ -137,13 +139,15 @@ impl Factors {
             })
             .product();
         Factors {
-            node: graph
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| factor(i, n))
+            node: (graph.nodes.iter().enumerate())
+                .map(|(i, n)| match in_step(i as u32) {
+                    true => factor(n),
+                    false => 1.0,
+                })
                 .collect(),
-            cpu,
+            cpu: (0..graph.cpu.len())
+                .map(|j| if call_in_step(j) { launch } else { 1.0 })
+                .collect(),
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::analysis::what_if::{Change, Factors};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::{Activity, Rank};
 use crate::model::Timeline;
-use crate::report::html::PathView;
+use crate::report::html::{FixView, PathView};
 use crate::report::{Cell, Output, Table};
 use crate::time::human_duration;
 
@@ -85,6 +85,62 @@ impl<'t> Run<'t> {
     /// The rank number of graph rank `r`.
     fn rank(&self, r: u32) -> i64 {
         i64::from(self.ranks[r as usize].rank)
+    }
+
+    /// Each step's time a replay with `changes` predicts, ns. The changes apply inside the
+    /// steps: what ran before them replays as measured, so the first step starts where it did.
+    fn predicted(&self, changes: &[Change]) -> Vec<i64> {
+        let in_step = |i: u32| self.steps.of(i).is_some();
+        let call_in_step = |j: usize| {
+            let call = &self.graph.cpu[j];
+            self.steps.at(&self.ranges, call.rank, call.start).is_some()
+        };
+        let factors = Factors::new(
+            &self.graph,
+            self.ranks.len(),
+            changes,
+            (in_step, call_in_step),
+        );
+        let replayed = self.graph.replay(&factors.node, &factors.cpu);
+        self.steps.durations(&replayed, &self.ranges)
+    }
+
+    /// The fixes the report weighs, each a change and what it means: no launch-bound gaps,
+    /// no straggler (with several ranks), each communication role free, and the family that
+    /// computes longest inside the steps twice as fast.
+    fn candidate_fixes(&self) -> Vec<(Change, String)> {
+        let mut fixes = vec![(Change::Launch(0.0), "no launch-bound CPU gaps".to_string())];
+        if self.ranks.len() > 1 {
+            let meaning = "every rank's compute at the median rank's speed";
+            fixes.push((Change::StragglerMedian, meaning.to_string()));
+        }
+        let mut roles = std::collections::BTreeSet::new();
+        let mut compute: std::collections::BTreeMap<u32, i64> = Default::default();
+        for (i, node) in self.graph.nodes.iter().enumerate() {
+            match node.comm {
+                true => {
+                    roles.insert(node.label);
+                }
+                false if self.steps.of(i as u32).is_some() => {
+                    *compute.entry(node.label).or_default() += node.end - node.start;
+                }
+                false => {}
+            }
+        }
+        for label in roles {
+            let role = self.graph.labels[label as usize].clone();
+            let meaning = format!("{role} communication free (all of it hidden)");
+            fixes.push((Change::Role(role, 0.0), meaning));
+        }
+        let longest = compute
+            .into_iter()
+            .max_by_key(|&(label, ns)| (ns, u32::MAX - label));
+        if let Some((label, _)) = longest {
+            let family = self.graph.labels[label as usize].clone();
+            let meaning = format!("{family} kernels twice as fast");
+            fixes.push((Change::Family(family, 0.5), meaning));
+        }
+        fixes
     }
 }
 
@@ -171,12 +227,43 @@ pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Resu
 /// Parts of a step shown on the report's page.
 const PAGE_PARTS: usize = 6;
 
+/// Fixes shown on the report's page.
+const PAGE_FIXES: usize = 3;
+
 /// The report's view of the critical path: the median and the longest step (one when they are
-/// the same), each with its longest parts; none when the run has no path.
-pub fn path_views(timeline: &Timeline, selection: &Selection) -> Vec<PathView> {
+/// the same), each with its longest parts, and the fixes that would shorten the steps most
+/// (no launch-bound gaps, no straggler, each communication role free, the longest family
+/// twice as fast); none when the run has no path.
+pub fn page_views(timeline: &Timeline, selection: &Selection) -> (Vec<PathView>, Vec<FixView>) {
     let Ok(run) = Run::new(timeline, selection) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
+    (path_views(&run), fix_views(&run))
+}
+
+/// The fixes of largest gain, best first; none that gains nothing.
+fn fix_views(run: &Run) -> Vec<FixView> {
+    let measured: i64 = run.steps.bounds.iter().map(|b| b.1 - b.0).sum();
+    let mut fixes: Vec<FixView> = (run.candidate_fixes().into_iter())
+        .map(|(change, meaning)| FixView {
+            predicted_ns: run.predicted(std::slice::from_ref(&change)).iter().sum(),
+            change: change.to_string(),
+            meaning,
+            measured_ns: measured,
+        })
+        .filter(|f| f.predicted_ns < f.measured_ns)
+        .collect();
+    fixes.sort_by(|a, b| {
+        a.predicted_ns
+            .cmp(&b.predicted_ns)
+            .then(a.change.cmp(&b.change))
+    });
+    fixes.truncate(PAGE_FIXES);
+    fixes
+}
+
+/// The median and the longest step's paths.
+fn path_views(run: &Run) -> Vec<PathView> {
     let mut order: Vec<usize> = (0..run.steps.bounds.len()).collect();
     order.sort_by_key(|&k| (run.steps.bounds[k].1 - run.steps.bounds[k].0, k));
     let (median, longest) = (order[order.len() / 2], order[order.len() - 1]);
@@ -219,10 +306,7 @@ pub fn what_if(
     changes: &[Change],
 ) -> anyhow::Result<Output> {
     let run = Run::new(timeline, selection)?;
-    let in_step = |i: u32| run.steps.of(i).is_some();
-    let factors = Factors::new(&run.graph, run.ranks.len(), changes, in_step);
-    let replayed = run.graph.replay(&factors.node, factors.cpu);
-    let predicted = run.steps.durations(&replayed, &run.ranges);
+    let predicted = run.predicted(changes);
     let mut table = Table::new(&["step", "measured_ns", "predicted_ns", "change_pct"]);
     let (mut measured_sum, mut predicted_sum) = (0i64, 0i64);
     for (k, (&bounds, &predicted)) in run.steps.bounds.iter().zip(&predicted).enumerate() {

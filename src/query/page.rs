@@ -55,13 +55,15 @@ pub fn run_view(
         None => "clocks: session starts (use --align collectives to correct them)".to_string(),
     });
     let (strip, strip_ns) = strip(timeline, &classified, rules);
+    let (paths, fixes) = super::critical::page_views(timeline, selection);
     Ok(RunView {
         title,
         summary,
         ranks: views,
         strip,
         strip_ns,
-        paths: super::critical::path_views(timeline, selection),
+        paths,
+        fixes,
         collectives,
     })
 }

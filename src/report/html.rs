@@ -87,6 +87,19 @@ pub struct PathView {
     pub parts: Vec<(u32, String, String, i64)>,
 }
 
+/// A fix the page weighs: a `what-if` change and the steps' time a replay with it predicts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FixView {
+    /// The change as `--change` spells it (`straggler=median`).
+    pub change: String,
+    /// What it changes, in words.
+    pub meaning: String,
+    /// The steps' measured time, summed, ns.
+    pub measured_ns: i64,
+    /// The steps' time the replay predicts with the change, summed, ns.
+    pub predicted_ns: i64,
+}
+
 /// One run.
 #[derive(Debug, Clone)]
 pub struct RunView {
@@ -103,6 +116,8 @@ pub struct RunView {
     pub strip_ns: i64,
     /// The critical path of the median and the longest step.
     pub paths: Vec<PathView>,
+    /// The fixes that would buy the most, best first (at most three).
+    pub fixes: Vec<FixView>,
     /// The collectives matched across its ranks inside their windows.
     pub collectives: CollectivesView,
 }
@@ -270,8 +285,8 @@ fn median_share(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// The run in one line, each number from the sections below: the median step, the mean MFU,
-/// the median rank's exposed communication and bubble (or GPU idle), and the rank whose window
-/// went least to compute, with what took most of the rest.
+/// the median rank's exposed communication and bubble (or GPU idle), the rank whose window
+/// went least to compute, with what took most of the rest, and the fix that would buy most.
 fn verdict(out: &mut String, run: &RunView) {
     let mut parts = Vec::new();
     let mut steps: Vec<i64> = (run.ranks.iter())
@@ -317,6 +332,13 @@ fn verdict(out: &mut String, run: &RunView) {
             r.short(),
             compute(r),
             most.label
+        ));
+    }
+    if let Some(fix) = run.fixes.first() {
+        let gain = 100.0 * (fix.measured_ns - fix.predicted_ns) as f64 / fix.measured_ns as f64;
+        parts.push(format!(
+            "best fix: {} ({gain:.1}% shorter steps)",
+            fix.meaning
         ));
     }
     if parts.is_empty() {
@@ -499,6 +521,33 @@ fn critical_paths(out: &mut String, run: &RunView) {
         }
         out.push_str("</table>");
     }
+    fixes(out, &run.fixes);
+}
+
+/// The fixes that would buy the most, as `what-if` predicts them.
+fn fixes(out: &mut String, fixes: &[FixView]) {
+    if fixes.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<p>What a fix would buy, as a replay of the run predicts it (each in full: \
+         <code>nsys-lens what-if --change CHANGE</code>):</p><table><tr>\
+         <th class=\"l\">change</th><th class=\"l\">what it changes</th><th>steps now</th>\
+         <th>predicted</th><th>gain</th></tr>",
+    );
+    for fix in fixes {
+        let gain = 100.0 * (fix.measured_ns - fix.predicted_ns) as f64 / fix.measured_ns as f64;
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\"><code>{}</code></td><td class=\"l\">{}</td><td>{}</td>\
+             <td>{}</td><td>{gain:.1}%</td></tr>",
+            esc(&fix.change),
+            esc(&fix.meaning),
+            ms(fix.measured_ns),
+            ms(fix.predicted_ns)
+        );
+    }
+    out.push_str("</table>");
 }
 
 /// A collapsible section.
@@ -1156,6 +1205,7 @@ mod tests {
             }],
             strip_ns: 1_000_000,
             paths: vec![],
+            fixes: vec![],
             collectives: CollectivesView::default(),
         };
         let html = page(&[run]);
