@@ -506,3 +506,52 @@ fn the_page_title_names_inputs_relative_to_the_working_directory() {
     // PithTrain's DualPipeV chunk window is no 1F1B step: the ideal is absent, and said why.
     assert!(html.contains("<td>–</td>") && html.contains("1F1B's ideal"));
 }
+
+/// Every role had its colour only if it was one of a few; any other (`fsdp_ag`, `fsdp_grad`,
+/// `tp_comm`) was one shared green. Now each legend entry has its own colour, and the timeline
+/// strip draws a role's stream in the legend's colour of that role.
+#[test]
+fn every_role_has_its_own_colour_on_the_whole_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = crate::util::synth("--preset fsdp --nodes 1 --gpus-per-node 2");
+    let page = report(dir.path(), &[run.path().to_path_buf()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let legend: std::collections::BTreeMap<String, String> = html
+        .split("<i class=\"sw\" style=\"background:")
+        .skip(1)
+        .map(|rest| {
+            let (colour, rest) = rest.split_once('"').unwrap();
+            let label = rest
+                .split_once("</i>")
+                .unwrap()
+                .1
+                .split('<')
+                .next()
+                .unwrap();
+            (label.to_string(), colour.to_string())
+        })
+        .collect();
+    for role in ["exposed fsdp_ag", "exposed fsdp_grad", "compute"] {
+        assert!(legend.contains_key(role), "{role}: {legend:?}");
+    }
+    let colours: std::collections::BTreeSet<&String> = legend.values().collect();
+    assert_eq!(colours.len(), legend.len(), "{legend:?}");
+    // The strip: a row's label, then its rectangles in its role's colour.
+    let strip = html.split("Timeline of the window").nth(1).unwrap();
+    let mut checked = 0;
+    for row in strip.split("<text").skip(1) {
+        let name = row.split_once('>').unwrap().1.split('<').next().unwrap();
+        let role = name.rsplit(" · ").next().unwrap();
+        let Some(colour) = legend.get(&format!("exposed {role}")).or(legend.get(role)) else {
+            continue;
+        };
+        if let Some(fill) = row.split("fill=\"").nth(1) {
+            assert!(
+                fill.starts_with(colour.as_str()),
+                "{name}: {fill:.10} vs {colour}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "{checked} strip rows checked");
+}

@@ -6,6 +6,7 @@
 
 use crate::analysis::collectives::RankWaits;
 use crate::output::html_escape as esc;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One segment of a rank's bar.
@@ -159,27 +160,69 @@ pub struct CollectivesView {
 /// into collapsible sections.
 pub const MANY_RANKS: usize = 16;
 
-/// Lengths every run of the page is drawn to, so that two runs side by side compare.
+/// What every run of the page is drawn to, so that two runs side by side compare: lengths and
+/// colours.
 #[derive(Debug, Clone, Copy)]
-struct Scale {
+struct Scale<'c> {
     /// The longest rank window, ns.
     window_ns: i64,
     /// The longest strip, ns.
     strip_ns: i64,
+    /// Each role's colour.
+    colours: &'c Colours,
 }
 
-/// Colours per role or segment key.
-fn colour(key: &str) -> &'static str {
-    match key {
-        "compute" => "#4c78a8",
-        "ep_a2a" => "#f58518",
-        "cp_ring" => "#e45756",
-        "pp_p2p" => "#72b7b2",
-        "barrier" => "#b279a2",
-        "copy" => "#9d755d",
-        "idle" => "#d9d9d9",
-        "mixed" => "#eeca3b",
-        _ => "#54a24b",
+/// Colours of the roles and segment keys everyone knows.
+const FIXED_COLOURS: [(&str, &str); 8] = [
+    ("compute", "#4c78a8"),
+    ("ep_a2a", "#f58518"),
+    ("cp_ring", "#e45756"),
+    ("pp_p2p", "#72b7b2"),
+    ("barrier", "#b279a2"),
+    ("copy", "#9d755d"),
+    ("idle", "#d9d9d9"),
+    ("mixed", "#eeca3b"),
+];
+
+/// Colours for every other role (`tp_comm`, `fsdp_ag`, `nccl:AllReduce`, a rule file's own),
+/// none of them a fixed one.
+const PALETTE: [&str; 12] = [
+    "#54a24b", "#ff9da6", "#17becf", "#bcbd22", "#9467bd", "#8c6d31", "#637939", "#e7969c",
+    "#393b79", "#ad494a", "#7b4173", "#3182bd",
+];
+
+/// One colour per role or segment key across the page: the usual ones fixed, every other one
+/// its own from [`PALETTE`], in the order of their names (the palette repeats only past twelve
+/// such roles).
+#[derive(Debug, Clone, Default)]
+struct Colours(BTreeMap<String, &'static str>);
+
+impl Colours {
+    /// The colours of the keys `runs` draw.
+    fn new(runs: &[RunView]) -> Colours {
+        let keys: std::collections::BTreeSet<&str> = (runs.iter())
+            .flat_map(|run| {
+                let bars = run
+                    .ranks
+                    .iter()
+                    .flat_map(|r| r.bar.iter().map(|s| s.key.as_str()));
+                bars.chain(run.strip.iter().map(|r| r.key.as_str()))
+            })
+            .collect();
+        let mut palette = PALETTE.iter().cycle();
+        let colours = (keys.into_iter())
+            .map(|key| {
+                let fixed = FIXED_COLOURS.iter().find(|(k, _)| *k == key);
+                let colour = fixed.map_or_else(|| *palette.next().expect("cycles"), |f| f.1);
+                (key.to_string(), colour)
+            })
+            .collect();
+        Colours(colours)
+    }
+
+    /// The colour of `key`.
+    fn of(&self, key: &str) -> &'static str {
+        self.0.get(key).copied().unwrap_or(PALETTE[0])
     }
 }
 
@@ -211,7 +254,9 @@ pub fn page(runs: &[RunView]) -> String {
             .join(" vs "))
     );
     out += "<h1>nsys-lens report</h1>";
+    let colours = Colours::new(runs);
     let scale = Scale {
+        colours: &colours,
         window_ns: runs
             .iter()
             .flat_map(|r| r.ranks.iter().map(RankView::window_ns))
@@ -928,7 +973,7 @@ fn bars(out: &mut String, run: &RunView, scale: Scale) {
         let _ = write!(
             out,
             "<span><i class=\"sw\" style=\"background:{}\"></i>{}</span>",
-            colour(key),
+            scale.colours.of(key),
             esc(label)
         );
     }
@@ -960,7 +1005,7 @@ fn bars(out: &mut String, run: &RunView, scale: Scale) {
                     out,
                     "<rect x=\"{x:.0}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"/>",
                     row - 3,
-                    colour(s.key.as_str())
+                    scale.colours.of(&s.key)
                 );
             } else {
                 let _ = write!(
@@ -968,7 +1013,7 @@ fn bars(out: &mut String, run: &RunView, scale: Scale) {
                     "<rect x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\">\
                      <title>{}: {}</title></rect>",
                     row - 4,
-                    colour(&s.key),
+                    scale.colours.of(&s.key),
                     esc(&s.label),
                     ms(s.ns)
                 );
@@ -1147,7 +1192,7 @@ fn strip(out: &mut String, run: &RunView, scale: Scale) {
                 "<rect x=\"{:.1}\" y=\"{y}\" width=\"{:.1}\" height=\"12\" fill=\"{}\"/>",
                 left + x0,
                 (x1 - x0).max(0.5),
-                colour(&r.key)
+                scale.colours.of(&r.key)
             );
         };
         for &(s, e) in &r.spans {
