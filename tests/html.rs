@@ -555,3 +555,28 @@ fn every_role_has_its_own_colour_on_the_whole_page() {
     }
     assert!(checked >= 3, "{checked} strip rows checked");
 }
+
+/// A real single-GPU torch.profiler trace (torch 2.11 on an H200): one rank, no pipeline
+/// section (its idle is "GPU idle"), and Chromium renders it without a console message.
+#[test]
+fn a_single_gpu_torch_trace_has_no_pipeline_section() {
+    let Some(trace) = crate::util::real_capture("gpu/torch_mlp_eager_shapes_h200.json.gz") else {
+        return;
+    };
+    let out = tempfile::tempdir().unwrap();
+    let mut args = vec!["report", "-q", "--export-dir"];
+    let cache = out.path().join("cache");
+    args.push(cache.to_str().unwrap());
+    let page = out.path().join("report.html");
+    args.extend(["-o", page.to_str().unwrap(), trace.to_str().unwrap()]);
+    let run = nsys_lens(&args);
+    assert!(run.status.success(), "{}", texts(&run).1);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("1 rank(s)"));
+    assert!(!html.contains("Pipeline bubble") && !html.contains("pipeline bubble"));
+    assert!(html.contains("<h3>GPU idle</h3>"));
+    if let Some((dom, log)) = render(&page, &out.path().join("shot.png")) {
+        assert!(dom.contains("GPU idle"));
+        no_console_errors(&log);
+    }
+}

@@ -2,19 +2,9 @@
 //! (tests/gemm_flops.py reads the trace's own `Input Dims` with Python's `json`) and against the
 //! analytic count of a real H200 capture's model.
 
-use crate::util::{json, nsys_lens, rows, skipped, texts};
+use crate::util::{json, nsys_lens, real_capture as real, rows, skipped, texts};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
-/// A real capture under `../shared/real-data/`, or None (with a note).
-fn real(path: &str) -> Option<PathBuf> {
-    let p = crate::util::root().join("../shared/real-data").join(path);
-    if p.exists() {
-        return Some(p);
-    }
-    skipped(&format!("{} is absent", p.display()));
-    None
-}
+use std::path::Path;
 
 /// Per step: the FLOPs of the `gemm_*` families, from `mfu --whole`.
 fn gemm_flops(trace: &Path) -> BTreeMap<i64, i64> {

@@ -588,3 +588,36 @@ fn whole_windows_never_start_before_the_capture() {
         "{text}"
     );
 }
+
+/// `--help` of every command that reads captures named nsys exports, `.nsys-rep` reports,
+/// part files and directories, never torch.profiler or JAX traces, which each reads as well.
+#[test]
+fn every_reading_command_s_help_names_every_kind_of_input() {
+    let top = texts(&nsys_lens(&["--help"])).0;
+    let listed = top
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap();
+    let commands: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| !["nsys-reports", "synth", "completions", "man", "help"].contains(c))
+        .collect();
+    assert!(commands.len() >= 17, "{commands:?}");
+    for command in commands {
+        let help = texts(&nsys_lens(&[command, "--help"])).0;
+        for kind in [
+            "nsys",
+            ".nsys-rep",
+            "torch.profiler",
+            "JAX",
+            "part files",
+            "directories",
+        ] {
+            assert!(help.contains(kind), "{command} --help does not name {kind}");
+        }
+    }
+}

@@ -27,6 +27,17 @@ pub fn real(path: &str) -> Option<PathBuf> {
     }
 }
 
+/// A real capture under `../shared/real-data/` (`gpu/...`, `kineto/...`), or None (with a
+/// note).
+pub fn real_capture(path: &str) -> Option<PathBuf> {
+    let p = root().join("../shared/real-data").join(path);
+    if p.exists() {
+        return Some(p);
+    }
+    skipped(&format!("{} is absent", p.display()));
+    None
+}
+
 /// Runs the built binary.
 pub fn nsys_lens(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
