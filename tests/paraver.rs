@@ -557,3 +557,32 @@ pub fn integrate_type(trace: &Trace, ty: u32) -> BTreeMap<usize, u64> {
     }
     total
 }
+
+/// Issue 36: every NVTX type listed the whole NVTX name table, and every GPU type the kernel
+/// names, so the real 2xH100 export's `.pcf` (18,500 NVTX names, four copies) was larger than
+/// its `.prv`. Types that share values now share one table: each name is written once, and
+/// every type still reads it (the parser gives each type of a block the block's values).
+#[test]
+fn value_tables_are_written_once_and_shared_by_their_types() {
+    let Some(report) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
+        return;
+    };
+    let (_dir, prv) = convert(&[report], &[]);
+    let pcf = std::fs::read_to_string(prv.with_extension("pcf")).unwrap();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for line in pcf.lines().filter(|l| l.contains(" :aten::")) {
+        *seen.entry(line).or_default() += 1;
+    }
+    assert!(seen.len() > 10_000, "{} NVTX names", seen.len());
+    assert!(seen.values().all(|&n| n == 1), "a name written twice");
+    let trace = parse(&prv);
+    let nvtx = |ty: u32| trace.pcf[&ty].1.len();
+    assert_eq!(nvtx(9004), nvtx(9600), "NVTX types read one table");
+    assert_eq!(trace.pcf[&63_000_006].1, trace.pcf[&63_000_007].1);
+    let prv_bytes = std::fs::metadata(&prv).unwrap().len();
+    assert!(
+        (pcf.len() as u64) * 3 < prv_bytes,
+        ".pcf {} bytes, .prv {prv_bytes}",
+        pcf.len()
+    );
+}

@@ -391,27 +391,26 @@ fn pcf(layout: &Layout, used: &Used) -> String {
         "CUDA library call",
         &(1..).zip(api).collect::<Vec<_>>(),
     );
-    block(&mut out, types::KERNEL, "CUDA kernel", &gpu);
-    block(&mut out, types::NCCL_KERNEL, "NCCL kernel", &gpu);
-    block(&mut out, types::MEMOP, "CUDA memcpy kernel", &gpu);
+    // The GPU operations' types share one value table, and so do the NVTX types: each table
+    // once, not once per type (the .pcf of 18,500 NVTX names was larger than its .prv).
+    let mut gpu_types = vec![
+        (types::KERNEL, "CUDA kernel".to_string()),
+        (types::NCCL_KERNEL, "NCCL kernel".to_string()),
+        (types::MEMOP, "CUDA memcpy kernel".to_string()),
+    ];
     if v.gpu.keys().any(|k| matches!(k, GpuName::Graph(_))) {
-        block(&mut out, types::GRAPH_EXEC, "CUDA Graphs Exec name", &gpu);
+        gpu_types.push((types::GRAPH_EXEC, "CUDA Graphs Exec name".to_string()));
     }
-    for (domain, &ty) in &v.domains {
-        let label = if ty == types::NCCL_REGIONS {
-            "NCCL regions".to_string()
-        } else {
-            types::pushpop_label(domain)
-        };
-        block(&mut out, ty, &label, &nvtx);
-    }
-    block(
-        &mut out,
-        types::NVTX_STARTEND,
-        "NVTX startend ranges",
-        &nvtx,
-    );
-    block(&mut out, types::NVTX_MARK, "nsys-lens NVTX marks", &nvtx);
+    shared_block(&mut out, &gpu_types, &gpu);
+    let mut nvtx_types: Vec<(u32, String)> = (v.domains.iter())
+        .map(|(domain, &ty)| match ty == types::NCCL_REGIONS {
+            true => (ty, "NCCL regions".to_string()),
+            false => (ty, types::pushpop_label(domain)),
+        })
+        .collect();
+    nvtx_types.push((types::NVTX_STARTEND, "NVTX startend ranges".to_string()));
+    nvtx_types.push((types::NVTX_MARK, "nsys-lens NVTX marks".to_string()));
+    shared_block(&mut out, &nvtx_types, &nvtx);
     for (ty, label, values) in [
         (types::OSRT, "OS Runtime Calls", &v.os_labels),
         (types::PTHREAD, "Pthreads Calls", &v.pthread_labels),
@@ -529,7 +528,17 @@ fn acc_blocks(out: &mut String, v: &layout::Values) {
 
 /// One `EVENT_TYPE` block with a value table (`0 End` first).
 fn block(out: &mut String, ty: u32, label: &str, values: &[(u32, &str)]) {
-    let _ = writeln!(out, "EVENT_TYPE\n0    {ty}    {label}\nVALUES\n0      End");
+    shared_block(out, &[(ty, label.to_string())], values);
+}
+
+/// One `.pcf` event block of several types (type, label) that share one value table, as
+/// Paraver reads it: every type line of a block takes the block's `VALUES`.
+fn shared_block(out: &mut String, types: &[(u32, String)], values: &[(u32, &str)]) {
+    out.push_str("EVENT_TYPE\n");
+    for (ty, label) in types {
+        let _ = writeln!(out, "0    {ty}    {label}");
+    }
+    out.push_str("VALUES\n0      End\n");
     for (id, text) in values {
         let _ = writeln!(out, "{id}      {}", one_line(text));
     }
