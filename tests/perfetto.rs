@@ -394,3 +394,23 @@ fn cuda_api_slices_are_named_as_nsight_shows_them_with_the_version_an_argument()
     assert_eq!(got, by_name);
     assert_eq!(summary["args"]["cupti_version"].as_u64(), Some(versioned));
 }
+
+/// Issue 36: a stream whose kernels overlap drew two tracks named `GPU 0 · stream 7 · compute`.
+/// The second lane is now `... · lane 2`, and the checker fails any trace with two sibling
+/// tracks of one name (the real 2xH100 export had one such pair).
+#[test]
+fn overlap_lanes_have_names_of_their_own() {
+    let Some(report) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
+        return;
+    };
+    let (_dir, trace) = convert(&[report], &[]);
+    let Some(summary) = check(&trace) else {
+        return;
+    };
+    let names = summary["track_names"].to_string();
+    assert!(
+        names.contains("\"GPU 0 · stream 7 · compute · lane 2\""),
+        "{names}"
+    );
+    assert!(names.contains("\"GPU 0 · stream 7 · compute\""), "{names}");
+}

@@ -218,6 +218,14 @@ def main():
 
     processes = sorted((d for d in tracks.values() if d.HasField("process")),
                        key=lambda d: d.sibling_order_rank)
+    # Sibling tracks never share a name (an overlap lane is `NAME · lane N`).
+    named = [d for d in tracks.values() if d.name]
+    siblings = defaultdict(int)
+    for d in named:
+        siblings[(d.parent_uuid, d.name)] += 1
+    for (_, name), n in siblings.items():
+        if n > 1:
+            problem(f"{n} sibling tracks named {name!r}")
     summary = {
         "problems": problems,
         "rebase_offset_ns": rebase_offset,

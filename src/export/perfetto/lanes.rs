@@ -1,5 +1,5 @@
-//! Lanes: sibling tracks with one name that together hold events a single track could not (one
-//! slice stack per track). GPU streams use strict lanes (an operation only goes where the lane
+//! Lanes: sibling tracks (the first named as the track, the others `NAME · lane N`) that
+//! together hold events a single track could not (one slice stack per track). GPU streams use strict lanes (an operation only goes where the lane
 //! is idle); CPU threads and NVTX tracks use nesting lanes (a slice may also go inside the lane's
 //! innermost open slice when it ends within it).
 

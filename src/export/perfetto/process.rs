@@ -761,7 +761,12 @@ impl<'a, W: Write> Core<'_, 'a, '_, W> {
             Some(lane) => lane,
             None => {
                 let order = track.order.unwrap_or(track.lanes.len() as i32);
-                let seq = self.child(track.parent, track.name.clone(), order)?;
+                // `GPU 0 · stream 7 · compute · lane 2`: each lane a name of its own.
+                let name = match track.lanes.len() {
+                    0 => track.name.clone(),
+                    n => format!("{} · lane {}", track.name, n + 1),
+                };
+                let seq = self.child(track.parent, name, order)?;
                 track.lanes.add(seq)
             }
         };
