@@ -414,3 +414,36 @@ fn overlap_lanes_have_names_of_their_own() {
     );
     assert!(names.contains("\"GPU 0 · stream 7 · compute\""), "{names}");
 }
+
+/// Issue 36: copies and sets carry Nsight's throughput, `throughput_mb_s` = bytes x 1000 / ns
+/// (rounded down), computed here in SQL from the export's rows; an operation of no duration
+/// has none.
+#[test]
+fn copies_and_sets_carry_their_throughput() {
+    let Some(report) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
+        return;
+    };
+    let (_dir, trace) = convert(std::slice::from_ref(&report), &[]);
+    let Some(summary) = check(&trace) else {
+        return;
+    };
+    let db = rusqlite::Connection::open(&report).unwrap();
+    let (mut count, mut sum) = (0u64, 0u64);
+    for table in ["CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"] {
+        let (n, s): (i64, i64) = db
+            .query_row(
+                &format!(
+                    "SELECT count(*), coalesce(sum(bytes * 1000 / (end - start)), 0) FROM {table} \
+                     WHERE end > start"
+                ),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        count += n as u64;
+        sum += s as u64;
+    }
+    assert!(count > 0);
+    assert_eq!(summary["args"]["throughput_mb_s"].as_u64(), Some(count));
+    assert_eq!(summary["arg_sums"]["throughput_mb_s"].as_u64(), Some(sum));
+}

@@ -4,8 +4,8 @@
 Decodes the file with the complete upstream schema (`perfetto_trace_pb2` from the PyPI package
 `perfetto`, not our curated subset), checks the invariants trace_processor relies on
 (../shared/reference/perfetto.md §6, §12), and prints a JSON summary: problems found, slice
-counts per category, flows, tracks, process names in order, every counter's samples, and the
-CUDA API slices per name.
+counts per category, flows, tracks, process names in order, every counter's samples, the
+CUDA API slices per name, and the count and sum of every unsigned argument.
 
 usage: perfetto_check.py TRACE[.gz]
 exit 3 when the `perfetto` package is not installed.
@@ -55,6 +55,7 @@ def main():
     arg_counts = defaultdict(int)
     counters = defaultdict(list)
     api_names = defaultdict(int)
+    arg_sums = defaultdict(int)
     pids, tids = set(), set()
     rebase_offset = None
 
@@ -153,6 +154,8 @@ def main():
             if a.HasField("string_value_iid") and a.string_value_iid not in state["strings"]:
                 problem(f"packet {index}: string value iid {a.string_value_iid} undefined")
             arg_counts[state["args"].get(a.name_iid, "?")] += 1
+            if a.HasField("uint_value"):
+                arg_sums[state["args"].get(a.name_iid, "?")] += a.uint_value
             if state["args"].get(a.name_iid) == "comm_role" and a.HasField("string_value_iid"):
                 role = state["strings"].get(a.string_value_iid, b"?")
                 comm_roles[role.decode("utf-8", "replace")] += 1
@@ -238,6 +241,7 @@ def main():
         "counters": {f"{process_of(t)} | {tracks[t].name}": s for t, s in counters.items()},
         "comm_roles": dict(comm_roles),
         "args": dict(arg_counts),
+        "arg_sums": dict(arg_sums),
         "api_names": dict(api_names),
     }
     json.dump(summary, sys.stdout)

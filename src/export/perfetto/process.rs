@@ -409,20 +409,22 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
             }
             Event::Memcpy(m) => {
                 let (name, kind) = copy_names(m.copy_kind);
-                let args = [
+                let mut args = vec![
                     (Arg::Bytes, Value::Uint(m.bytes)),
                     (Arg::CopyKind, Value::Fixed(kind)),
                     (Arg::Correlation, Value::Uint(m.correlation.into())),
                 ];
+                args.extend(throughput(m.bytes, item));
                 self.core.counts.memcpy += 1;
                 let label = (Name::Fixed(name), Category::Memcpy);
                 self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
             }
             Event::Memset(m) => {
-                let args = [
+                let mut args = vec![
                     (Arg::Bytes, Value::Uint(m.bytes)),
                     (Arg::Correlation, Value::Uint(m.correlation.into())),
                 ];
+                args.extend(throughput(m.bytes, item));
                 self.core.counts.memset += 1;
                 let label = (Name::Fixed("[CUDA memset]"), Category::Memset);
                 self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
@@ -778,6 +780,16 @@ impl<'a, W: Write> Core<'_, 'a, '_, W> {
         track.lanes.opened(lane, end);
         Ok(())
     }
+}
+
+/// A copy's or set's throughput argument, MB/s (bytes per ns x 1000, rounded down); none for
+/// an operation of no duration.
+fn throughput(bytes: u64, item: &Item) -> Option<(Arg, Value)> {
+    let ns = u64::try_from(item.end - item.start)
+        .ok()
+        .filter(|&ns| ns > 0)?;
+    let mb_s = u128::from(bytes) * 1000 / u128::from(ns);
+    Some((Arg::Throughput, Value::Uint(mb_s as u64)))
 }
 
 /// The counter values of `changes` in track order: compute, per role, exposed, then waiting

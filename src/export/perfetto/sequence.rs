@@ -194,10 +194,12 @@ pub enum Arg {
     /// A CUDA API function's version suffix as CUPTI records it (`7000` of
     /// `cudaLaunchKernel_v7000`; the slice is named `cudaLaunchKernel`, as Nsight shows it).
     ApiVersion,
+    /// A copy's or set's bytes over its duration, MB/s (Nsight's throughput).
+    Throughput,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 30] = [
+    const NAMES: [&'static str; 31] = [
         "name",
         "grid",
         "block",
@@ -228,6 +230,7 @@ impl Arg {
         "kernel",
         "payload",
         "cupti_version",
+        "throughput_mb_s",
     ];
 }
 
