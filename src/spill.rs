@@ -609,6 +609,11 @@ pub mod bytes {
             self.bytes(&v.to_le_bytes())
         }
 
+        /// Appends a `u16`.
+        pub fn u16(&mut self, v: u16) -> &mut Self {
+            self.bytes(&v.to_le_bytes())
+        }
+
         /// Appends a `u8`.
         pub fn u8(&mut self, v: u8) -> &mut Self {
             self.bytes(&[v])
@@ -647,6 +652,11 @@ pub mod bytes {
         /// The next `u32`.
         pub fn u32(&mut self) -> u32 {
             u32::from_le_bytes(self.take())
+        }
+
+        /// The next `u16`.
+        pub fn u16(&mut self) -> u16 {
+            u16::from_le_bytes(self.take())
         }
 
         /// The next `u8`.

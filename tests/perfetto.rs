@@ -447,3 +447,27 @@ fn copies_and_sets_carry_their_throughput() {
     assert_eq!(summary["args"]["throughput_mb_s"].as_u64(), Some(count));
     assert_eq!(summary["arg_sums"]["throughput_mb_s"].as_u64(), Some(sum));
 }
+
+/// Issue 36: a CUDA call that failed (non-zero `returnValue`) carries its code as the slice's
+/// `return_value`, and an instant `CUDA call failed` (category `cuda_error`) marks it on its
+/// thread; calls that succeeded carry nothing more.
+#[test]
+fn a_failed_cuda_call_stands_out() {
+    use crate::scenario::{PID, Scenario};
+    let (_dir, report) = Scenario::new()
+        .launch((PID, PID), 1000, 1)
+        .kernel((PID, 0, 7), (1100, 1500), "gemm_kernel", 1)
+        .launch_returning((PID, PID), 2000, 2, 700)
+        .launch((PID, PID), 3000, 3)
+        .kernel((PID, 0, 7), (3100, 3500), "gemm_kernel", 3)
+        .write();
+    let (_out, trace) = convert(&[report], &[]);
+    let Some(summary) = check(&trace) else {
+        return;
+    };
+    assert_eq!(summary["counts"]["cuda_api"], 3);
+    assert_eq!(summary["counts"]["cuda_error"], 1);
+    // The failed call's slice and its instant.
+    assert_eq!(summary["args"]["return_value"], 2);
+    assert_eq!(summary["arg_sums"]["return_value"], 1400);
+}

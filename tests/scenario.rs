@@ -93,12 +93,23 @@ impl Scenario {
     }
 
     /// The CUDA API call (on thread `tid` of `pid`) that launched correlation id `correlation`.
-    pub fn launch(&mut self, (pid, tid): (u32, u32), start: i64, correlation: u32) -> &mut Self {
+    pub fn launch(&mut self, thread: (u32, u32), start: i64, correlation: u32) -> &mut Self {
+        self.launch_returning(thread, start, correlation, 0)
+    }
+
+    /// As [`Scenario::launch`], the call returning `code` (0 success, 700 an illegal address).
+    pub fn launch_returning(
+        &mut self,
+        (pid, tid): (u32, u32),
+        start: i64,
+        correlation: u32,
+        code: i64,
+    ) -> &mut Self {
         let name = self.string("cudaLaunchKernel_v7000");
         self.sql += &format!(
             "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, \
              correlationId, nameId, returnValue) VALUES ({start}, {}, 0, {}, {correlation}, \
-             {name}, 0);\n",
+             {name}, {code});\n",
             start + 5,
             global_tid(pid, tid)
         );

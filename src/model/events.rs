@@ -81,6 +81,9 @@ pub struct ApiCall {
     pub correlation: u32,
     /// 0 runtime API, 1 driver API (`ENUM_NSYS_EVENT_CLASS`).
     pub class: u8,
+    /// What it returned (`cudaError_t`/`CUresult`: 0 success; any other value a failure, kept
+    /// non-zero within `u16`).
+    pub return_value: u16,
 }
 
 /// A CUDA API function's name as CUPTI records it, split into the name Nsight shows and its

@@ -115,12 +115,13 @@ impl Record for GraphLaunch {
 }
 
 impl Record for ApiCall {
-    const SIZE: usize = 29;
+    const SIZE: usize = 31;
 
     fn encode(&self, out: &mut [u8]) {
         let mut p = Put::new(out);
         p.i64(self.start.0).i64(self.end.0).u32(self.thread.0);
         p.u32(self.name.0).u32(self.correlation).u8(self.class);
+        p.u16(self.return_value);
     }
 
     fn decode(bytes: &[u8]) -> Self {
@@ -132,6 +133,7 @@ impl Record for ApiCall {
             name: StringId(g.u32()),
             correlation: g.u32(),
             class: g.u8(),
+            return_value: g.u16(),
         }
     }
 }
@@ -441,6 +443,7 @@ mod tests {
             name: StringId(2),
             correlation: 3,
             class: 4,
+            return_value: 700,
         });
         round_trip(OsCall {
             start,

@@ -643,6 +643,7 @@ impl<S: Sink> Builder<S> {
                 name: a.name,
                 correlation: a.correlation,
                 class: a.class,
+                return_value: a.return_value,
             };
             self.sink.api_call(call, process);
         })?;

@@ -164,6 +164,8 @@ pub struct ApiRow<N = StringId> {
     pub correlation: u32,
     /// `ENUM_NSYS_EVENT_CLASS`: 0 runtime, 1 driver.
     pub class: u8,
+    /// `returnValue` (0 success; any other value a failure, kept non-zero within `u16`).
+    pub return_value: u16,
 }
 
 use super::tables::{GRAPH, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC};
@@ -334,6 +336,7 @@ impl Report {
                 name: a.name.resolve(strings)?,
                 correlation: a.correlation,
                 class: a.class,
+                return_value: a.return_value,
             });
             Ok(())
         })
@@ -496,6 +499,7 @@ impl Report {
             req("globalTid"),
             opt("correlationId"),
             req("nameId"),
+            opt("returnValue"),
         ];
         self.for_each_row(RUNTIME, COLUMNS, &rows.tail(), |f| {
             let (start, end) = clock.interval(f)?;
@@ -503,6 +507,11 @@ impl Report {
             let thread = GlobalId::decode(f.int()?);
             let correlation = correlation(f)?;
             let name = string(f, names, RUNTIME)?;
+            // Any other value than 0 is a failure: kept non-zero, within u16.
+            let return_value = match f.opt_int()? {
+                None | Some(0) => 0,
+                Some(v) => v.clamp(1, u16::MAX.into()) as u16,
+            };
             sink(ApiRow {
                 start,
                 end,
@@ -510,6 +519,7 @@ impl Report {
                 name,
                 correlation,
                 class,
+                return_value,
             });
             Ok(())
         })

@@ -373,15 +373,25 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                 self.core.counts.api += 1;
                 let flow = (self.core.prepared.launches.ops(a.correlation) > 0)
                     .then(|| flow_id(self.core.process, a.correlation));
-                let correlation = (Arg::Correlation, Value::Uint(a.correlation.into()));
                 let timeline = self.core.plan.activity.timeline;
                 let label = (Name::Text(a.name), Category::CudaApi);
-                match split_api_version(timeline.text(a.name)).1 {
-                    Some(v) => {
-                        let args = [correlation, (Arg::ApiVersion, Value::Uint(v.into()))];
-                        self.cpu_slice(a.thread, item, label, &args, flow)
+                let version = split_api_version(timeline.text(a.name)).1;
+                let failed = (a.return_value != 0).then_some(a.return_value);
+                let mut args = [(Arg::Correlation, Value::Uint(a.correlation.into())); 3];
+                let mut n = 1;
+                for (arg, value) in [
+                    (Arg::ApiVersion, version),
+                    (Arg::ReturnValue, failed.map(u32::from)),
+                ] {
+                    if let Some(v) = value {
+                        args[n] = (arg, Value::Uint(v.into()));
+                        n += 1;
                     }
-                    None => self.cpu_slice(a.thread, item, label, &[correlation], flow),
+                }
+                self.cpu_slice(a.thread, item, label, &args[..n], flow)?;
+                match failed {
+                    Some(code) => self.failed_call(a.thread, item, code),
+                    None => Ok(()),
                 }
             }
             Event::Os(o) => {
@@ -569,6 +579,23 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
         self.core.flows.clear();
         self.core.flows.extend(flow);
         self.core.slice(track, item, label, args)
+    }
+
+    /// An instant `CUDA call failed` on the calling thread at the start of a call that returned
+    /// `code`, so a failure stands out on the timeline.
+    fn failed_call(&mut self, thread: ThreadId, item: &Item, code: u16) -> io::Result<()> {
+        let start = self.core.plan.rebase(item.start);
+        let texts = self.core.texts();
+        let Some(track) = self.threads.get_mut(&thread) else {
+            return Ok(());
+        };
+        track.lanes.first(&mut self.core.out, start)?;
+        let label = (Name::Fixed("CUDA call failed"), Category::CudaError);
+        let args = [(Arg::ReturnValue, Value::Uint(code.into()))];
+        track
+            .lanes
+            .sequence(0)
+            .instant(&mut self.core.out, start, label, &args, texts)
     }
 
     /// A kernel on its stream's track, with its role, the evidence for it, and its collective.

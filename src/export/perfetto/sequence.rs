@@ -113,10 +113,12 @@ pub enum Category {
     Mpi,
     /// OpenACC events.
     OpenAcc,
+    /// A CUDA call that failed (an instant at its start).
+    CudaError,
 }
 
 impl Category {
-    const NAMES: [&'static str; 10] = [
+    const NAMES: [&'static str; 11] = [
         "kernel",
         "memcpy",
         "memset",
@@ -127,6 +129,7 @@ impl Category {
         "cuda_graph",
         "mpi",
         "openacc",
+        "cuda_error",
     ];
 }
 
@@ -196,10 +199,12 @@ pub enum Arg {
     ApiVersion,
     /// A copy's or set's bytes over its duration, MB/s (Nsight's throughput).
     Throughput,
+    /// A CUDA call's return code, where it failed (non-zero).
+    ReturnValue,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 31] = [
+    const NAMES: [&'static str; 32] = [
         "name",
         "grid",
         "block",
@@ -231,6 +236,7 @@ impl Arg {
         "payload",
         "cupti_version",
         "throughput_mb_s",
+        "return_value",
     ];
 }
 
