@@ -5,7 +5,8 @@ Decodes the file with the complete upstream schema (`perfetto_trace_pb2` from th
 `perfetto`, not our curated subset), checks the invariants trace_processor relies on
 (../shared/reference/perfetto.md §6, §12), and prints a JSON summary: problems found, slice
 counts per category, flows, tracks, process names in order, every counter's samples, the
-CUDA API slices per name, and the count and sum of every unsigned argument.
+CUDA API slices per name, the count and sum of every unsigned argument, and the count of each
+value of every text argument.
 
 usage: perfetto_check.py TRACE[.gz]
 exit 3 when the `perfetto` package is not installed.
@@ -56,6 +57,7 @@ def main():
     counters = defaultdict(list)
     api_names = defaultdict(int)
     arg_sums = defaultdict(int)
+    arg_texts = defaultdict(lambda: defaultdict(int))
     pids, tids = set(), set()
     rebase_offset = None
 
@@ -156,6 +158,9 @@ def main():
             arg_counts[state["args"].get(a.name_iid, "?")] += 1
             if a.HasField("uint_value"):
                 arg_sums[state["args"].get(a.name_iid, "?")] += a.uint_value
+            if a.HasField("string_value_iid"):
+                text = state["strings"].get(a.string_value_iid, b"?").decode("utf-8", "replace")
+                arg_texts[state["args"].get(a.name_iid, "?")][text] += 1
             if state["args"].get(a.name_iid) == "comm_role" and a.HasField("string_value_iid"):
                 role = state["strings"].get(a.string_value_iid, b"?")
                 comm_roles[role.decode("utf-8", "replace")] += 1
@@ -242,6 +247,7 @@ def main():
         "comm_roles": dict(comm_roles),
         "args": dict(arg_counts),
         "arg_sums": dict(arg_sums),
+        "arg_texts": {k: dict(v) for k, v in arg_texts.items()},
         "api_names": dict(api_names),
     }
     json.dump(summary, sys.stdout)

@@ -47,6 +47,9 @@ pub struct Memcpy {
     pub bytes: u64,
     /// `ENUM_CUDA_MEMCPY_OPER` id (1 host-to-device, 2 device-to-host, 8 device-to-device, 10 peer).
     pub copy_kind: u8,
+    /// Source and destination `ENUM_CUDA_MEM_KIND` ids (0 pageable, 1 pinned, 2 device, 3 array,
+    /// 4 managed, 5 device static, 6 managed static, 7 unknown or not recorded).
+    pub memory_kinds: (u8, u8),
 }
 
 /// One memory set.

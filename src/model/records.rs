@@ -49,12 +49,13 @@ impl Record for Kernel {
 }
 
 impl Record for Memcpy {
-    const SIZE: usize = 37;
+    const SIZE: usize = 39;
 
     fn encode(&self, out: &mut [u8]) {
         let mut p = Put::new(out);
         p.i64(self.start.0).i64(self.end.0).u32(self.stream.0);
         p.u32(self.correlation).u64(self.bytes).u8(self.copy_kind);
+        p.u8(self.memory_kinds.0).u8(self.memory_kinds.1);
     }
 
     fn decode(bytes: &[u8]) -> Self {
@@ -66,6 +67,7 @@ impl Record for Memcpy {
             correlation: g.u32(),
             bytes: g.u64(),
             copy_kind: g.u8(),
+            memory_kinds: (g.u8(), g.u8()),
         }
     }
 }
@@ -418,6 +420,7 @@ mod tests {
             stream: StreamId(1),
             correlation: 2,
             bytes: u64::MAX,
+            memory_kinds: (1, 2),
             copy_kind: 8,
         });
         round_trip(Memset {

@@ -589,6 +589,7 @@ impl<S: Sink> Builder<S> {
                 correlation: m.op.correlation,
                 bytes: m.bytes,
                 copy_kind: m.copy_kind,
+                memory_kinds: m.memory_kinds,
             });
         })?;
         let memset = report.read_memsets(chunking, warnings, clock, |m| {

@@ -106,6 +106,9 @@ pub struct KernelRow<N = StringId> {
     pub graph_node: u32,
 }
 
+/// `ENUM_CUDA_MEM_KIND`'s Unknown, also for a memory kind not recorded or out of range.
+pub const MEMORY_KIND_UNKNOWN: u8 = 7;
+
 /// One `CUPTI_ACTIVITY_KIND_MEMCPY` row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemcpyRow {
@@ -115,6 +118,8 @@ pub struct MemcpyRow {
     pub bytes: u64,
     /// `ENUM_CUDA_MEMCPY_OPER` id.
     pub copy_kind: u8,
+    /// Source and destination `ENUM_CUDA_MEM_KIND` ids (7, unknown, when not recorded).
+    pub memory_kinds: (u8, u8),
 }
 
 /// One `CUPTI_ACTIVITY_KIND_MEMSET` row.
@@ -416,12 +421,27 @@ impl Report {
         clock: Clock,
         sink: impl FnMut(MemcpyRow),
     ) -> Result<u64> {
-        const COLUMNS: &[Column] = gpu_op_columns![req("bytes"), opt("copyKind")];
+        const COLUMNS: &[Column] = gpu_op_columns![
+            req("bytes"),
+            opt("copyKind"),
+            opt("srcKind"),
+            opt("dstKind")
+        ];
         let read = |f: &mut Fields, op| {
+            let bytes = f.int()?.max(0) as u64;
+            let copy_kind = f.u32_or(0)?.min(255) as u8;
+            let mut kind = || -> Result<u8> {
+                Ok(match f.opt_int()? {
+                    Some(k @ 0..7) => k as u8,
+                    _ => MEMORY_KIND_UNKNOWN,
+                })
+            };
+            let memory_kinds = (kind()?, kind()?);
             Ok(MemcpyRow {
                 op,
-                bytes: f.int()?.max(0) as u64,
-                copy_kind: f.u32_or(0)?.min(255) as u8,
+                bytes,
+                copy_kind,
+                memory_kinds,
             })
         };
         self.gpu_table(rows, warnings, MEMCPY, COLUMNS, clock, read, sink)

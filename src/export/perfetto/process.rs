@@ -425,6 +425,11 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                     (Arg::Correlation, Value::Uint(m.correlation.into())),
                 ];
                 args.extend(throughput(m.bytes, item));
+                let (source, destination) = m.memory_kinds;
+                args.extend(memory_kind(source).map(|k| (Arg::SourceMemory, Value::Fixed(k))));
+                args.extend(
+                    memory_kind(destination).map(|k| (Arg::DestinationMemory, Value::Fixed(k))),
+                );
                 self.core.counts.memcpy += 1;
                 let label = (Name::Fixed(name), Category::Memcpy);
                 self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
@@ -807,6 +812,20 @@ impl<'a, W: Write> Core<'_, 'a, '_, W> {
         track.lanes.opened(lane, end);
         Ok(())
     }
+}
+
+/// `ENUM_CUDA_MEM_KIND`'s name, as Nsight shows a copy's memory kinds; None for unknown.
+fn memory_kind(id: u8) -> Option<&'static str> {
+    const NAMES: [&str; 7] = [
+        "pageable",
+        "pinned",
+        "device",
+        "array",
+        "managed",
+        "device static",
+        "managed static",
+    ];
+    NAMES.get(usize::from(id)).copied()
 }
 
 /// A copy's or set's throughput argument, MB/s (bytes per ns x 1000, rounded down); none for

@@ -201,10 +201,14 @@ pub enum Arg {
     Throughput,
     /// A CUDA call's return code, where it failed (non-zero).
     ReturnValue,
+    /// A copy's source memory kind (`pageable`, `pinned`, `device`, ...).
+    SourceMemory,
+    /// A copy's destination memory kind.
+    DestinationMemory,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 32] = [
+    const NAMES: [&'static str; 34] = [
         "name",
         "grid",
         "block",
@@ -237,8 +241,13 @@ impl Arg {
         "cupti_version",
         "throughput_mb_s",
         "return_value",
+        "src_memory",
+        "dst_memory",
     ];
 }
+
+// A sequence marks the argument names it interned in one `u64`, the categories in one `u32`.
+const _: () = assert!(Arg::NAMES.len() <= 64 && Category::NAMES.len() <= 32);
 
 /// An event name: timeline text or a fixed string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -285,7 +294,7 @@ pub struct Sequence {
     names: FxHashMap<Name, u64>,
     values: FxHashMap<Value, u64>,
     categories: u32,
-    args: u32,
+    args: u64,
     packet: EventPacket,
 }
 
@@ -441,8 +450,8 @@ impl Sequence {
         }
         for &(arg, value) in args {
             let arg_iid = arg as u64 + 1;
-            if self.args & (1 << arg as u32) == 0 {
-                self.args |= 1 << arg as u32;
+            if self.args & (1u64 << arg as u32) == 0 {
+                self.args |= 1u64 << arg as u32;
                 interned.debug_annotation_names.push(DebugAnnotationName {
                     iid: Some(arg_iid),
                     name: Some(Arg::NAMES[arg as usize].to_string()),
