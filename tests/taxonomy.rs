@@ -2,7 +2,7 @@
 //! family times against sums computed here from the files themselves (SQL, or the trace's own
 //! JSON), not by the library.
 
-use crate::util::{int, json, json_or_empty, real, rows};
+use crate::util::{int, json, json_or_empty, real, real_capture, rows};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
@@ -24,14 +24,9 @@ const APPLICATION: &[(&str, &[&str])] = &[
     ("trixicuda_report1_2023.1.2.sqlite", &["add_arrays_"]),
 ];
 
-/// `../shared/real-data`, when present.
-fn real_data() -> Option<std::path::PathBuf> {
-    real("").map(|nsys| nsys.parent().unwrap().to_path_buf())
-}
-
 /// Every real nsys export, torch.profiler trace and JAX XSpace under `../shared/real-data`.
 fn captures() -> Vec<std::path::PathBuf> {
-    let Some(root) = real_data() else {
+    let Some(root) = real_capture("") else {
         return Vec::new();
     };
     let mut found = Vec::new();
@@ -108,7 +103,7 @@ fn other_is_at_most_five_percent_of_every_ranks_kernel_time_on_every_real_captur
 /// share SQL gives: the application's kernels over all kernels, copies and sets.
 #[test]
 fn every_command_warns_when_unnamed_kernels_dominate() {
-    let Some(root) = real_data().map(|r| r.join("nsys")) else {
+    let Some(root) = real_capture("").map(|r| r.join("nsys")) else {
         return;
     };
     for (file, kernels) in APPLICATION {
@@ -156,7 +151,7 @@ fn every_command_warns_when_unnamed_kernels_dominate() {
 
 #[test]
 fn application_kernels_are_the_only_other_of_application_captures() {
-    let Some(root) = real_data().map(|r| r.join("nsys")) else {
+    let Some(root) = real_capture("").map(|r| r.join("nsys")) else {
         return;
     };
     for (file, kernels) in APPLICATION {
@@ -297,7 +292,7 @@ fn kineto_gemm_families(path: &Path) -> BTreeMap<String, (i64, i64)> {
 /// and count equal the trace's own External-id linkage. Inductor's reductions are reductions.
 #[test]
 fn real_h200_torch_captures_give_their_gemm_and_compiled_kernels_families() {
-    let Some(gpu) = real_data().map(|r| r.join("gpu")) else {
+    let Some(gpu) = real_capture("").map(|r| r.join("gpu")) else {
         return;
     };
     let cache = tempfile::tempdir().unwrap();

@@ -227,11 +227,16 @@ pub fn comm_roles(reports: &[&str]) -> std::collections::BTreeMap<String, u64> {
     roles
 }
 
-/// Runs a command that must succeed with `--format json -q` and parses what it prints.
-pub fn json(args: &[&str]) -> serde_json::Value {
+/// Runs a command with `--format json -q`.
+fn run_json(args: &[&str]) -> Output {
     let mut all = args.to_vec();
     all.extend(["--format", "json", "-q"]);
-    let out = nsys_lens(&all);
+    nsys_lens(&all)
+}
+
+/// Runs a command that must succeed with `--format json -q` and parses what it prints.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let out = run_json(args);
     assert!(out.status.success(), "{args:?}: {}", texts(&out).1);
     serde_json::from_str(&texts(&out).0).expect("valid JSON")
 }
@@ -239,9 +244,7 @@ pub fn json(args: &[&str]) -> serde_json::Value {
 /// Runs a command that succeeds, or prints an empty table and exits 1 (as every command does
 /// when it finds nothing, its notes saying why), with `--format json -q`; what it prints.
 pub fn json_or_empty(args: &[&str]) -> serde_json::Value {
-    let mut all = args.to_vec();
-    all.extend(["--format", "json", "-q"]);
-    let out = nsys_lens(&all);
+    let out = run_json(args);
     let json: serde_json::Value = serde_json::from_str(&texts(&out).0).expect("valid JSON");
     let empty = json["rows"].as_array().is_some_and(Vec::is_empty);
     let expected = if empty { Some(1) } else { Some(0) };

@@ -186,16 +186,6 @@ def test_python_spells_options_as_the_cli_and_warns_on_the_old_names(tmp_path, m
         run.collectives(whole=True, by="host")
 
 
-def test_convert_never_writes_over_an_input(tmp_path):
-    import shutil
-    report = tmp_path / "run.sqlite"
-    shutil.copy(ROOT / "fixtures" / "megatron_pp1" / "node0.sqlite", report)
-    before = report.read_bytes()
-    with pytest.raises(nsys_lens.Error, match="is an input of this run"):
-        nsys_lens.open(report).convert(perfetto=report)
-    assert report.read_bytes() == before
-
-
 def test_convert_never_replaces_an_input(tmp_path):
     import shutil
     report = tmp_path / "run.sqlite"
