@@ -193,7 +193,7 @@ fn every_preset_computes_in_paramedir_and_equals_the_cli_and_sql() {
             .into_iter()
             .filter(|p| {
                 let stem = p.file_stem().unwrap().to_str().unwrap();
-                !stem.starts_with("gpu_") && !stem.starts_with("mpi_")
+                !["gpu_", "mpi_", "cpu_"].iter().any(|p| stem.starts_with(p))
             })
             .filter(|p| !csv.contains_key(p.file_stem().unwrap().to_str().unwrap()))
             .collect();
@@ -502,4 +502,65 @@ fn graph_launches_are_gpu_and_compute_time_in_the_presets() {
         assert!(!with_kernels.is_empty(), "{preset}");
         assert_eq!(per_rank(&b[preset]), with_kernels, "{preset}");
     }
+}
+
+#[test]
+fn running_time_per_thread_in_paramedir_equals_sched_events() {
+    let Some(paramedir) = paramedir() else {
+        return;
+    };
+    let Some(export) = crate::util::real("testcuda_report1_2026.1.1.sqlite") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("run");
+    let convert = crate::util::nsys_lens(&[
+        "convert",
+        "--to",
+        "paraver",
+        "-q",
+        "--start",
+        "0",
+        "--end",
+        "9000000000000000000",
+        "-o",
+        base.to_str().unwrap(),
+        export.to_str().unwrap(),
+    ]);
+    assert!(convert.status.success());
+    let csv = dir.path().join("running.csv");
+    let run = Command::new(&paramedir)
+        .arg(base.with_extension("prv"))
+        .arg(root().join("cfgs/cpu_running.cfg"))
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{:?}", crate::util::texts(&run));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    // Per thread (`THREAD 1.1.N name [TID]`): the time Running.
+    let traced: BTreeMap<String, i64> = text
+        .lines()
+        .filter(|l| l.starts_with("THREAD "))
+        .map(|l| {
+            let (name, value) = l.split_once('\t').unwrap();
+            let tid = name[name.rfind('[').unwrap()..].to_string();
+            let ns: f64 = value.trim().trim_end_matches('\t').parse().unwrap();
+            (tid, ns.round() as i64)
+        })
+        .collect();
+    let conn = rusqlite::Connection::open(&export).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT globalTid & 16777215, sum(CASE WHEN isSchedIn != 0 THEN -start ELSE start END) \
+             FROM SCHED_EVENTS GROUP BY globalTid",
+        )
+        .unwrap();
+    let sql: BTreeMap<String, i64> = stmt
+        .query_map([], |r| {
+            Ok((format!("[{}]", r.get::<_, i64>(0)?), r.get(1)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(traced, sql);
 }

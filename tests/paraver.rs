@@ -128,6 +128,11 @@ pub fn parse(prv: &Path) -> Trace {
                     .comms
                     .push([f[5], f[3], f[4], f[11], f[9], f[10], f[13], f[14], f[12]]);
             }
+            1 => {
+                assert_eq!(f.len(), 8, "{line}");
+                assert!(f[6] > f[5], "a state that ends before it begins: {line}");
+                assert_eq!(f[7], 1, "a state other than Running: {line}");
+            }
             _ => panic!("unexpected record {line}"),
         }
         assert_eq!((f[1], f[2]), (0, 1), "cpu 0, application 1: {line}");
@@ -157,10 +162,19 @@ fn parse_pcf(path: &Path) -> HashMap<u32, (String, HashMap<u64, String>)> {
     let mut types = HashMap::new();
     let mut current: Vec<u32> = Vec::new();
     let mut in_values = false;
+    // Inside a section that is not an event type's (`STATES`, `STATES_COLOR`...).
+    let mut other = false;
     for line in text.lines().map(str::trim) {
         if line == "EVENT_TYPE" {
             current.clear();
             in_values = false;
+            other = false;
+        } else if ["STATES", "STATES_COLOR", "GRADIENT_COLOR", "GRADIENT_NAMES"].contains(&line) {
+            current.clear();
+            in_values = false;
+            other = true;
+        } else if other {
+            continue;
         } else if line == "VALUES" {
             in_values = true;
         } else if line.is_empty() || line.starts_with('#') {
@@ -507,7 +521,7 @@ fn presets_are_well_formed_and_name_types_the_trace_labels() {
             }
         }
     }
-    assert_eq!(presets, 15);
+    assert_eq!(presets, 16);
 }
 
 /// Issue 15: each NCCL kernel's role and evidence are events on its begin record, with the same

@@ -5,8 +5,10 @@ Decodes the file with the complete upstream schema (`perfetto_trace_pb2` from th
 `perfetto`, not our curated subset), checks the invariants trace_processor relies on
 (../shared/reference/perfetto.md §6, §12), and prints a JSON summary: problems found, slice
 counts per category, flows, tracks, process names in order, every counter's samples, the
-CUDA API slices per name, the count and sum of every unsigned argument, and the count of each
-value of every text argument.
+CUDA API slices per name, the count and sum of every unsigned argument, the count of each
+value of every text argument, every CPU sample's call stack per thread (resolved through the
+sequence's interned callstacks, frames, function names and mappings) and each thread's
+`Running` slices (count and total ns).
 
 usage: perfetto_check.py TRACE[.gz]
 exit 3 when the `perfetto` package is not installed.
@@ -60,9 +62,31 @@ def main():
     arg_texts = defaultdict(lambda: defaultdict(int))
     pids, tids = set(), set()
     rebase_offset = None
+    samples = defaultdict(list)  # (pid, tid) -> [[ts, [function|module, innermost first]]]
+
+    def sample_of(packet, index, state, flags):
+        """Resolves a perf sample's call stack through the sequence's interned tables."""
+        if not state["cleared"] or not flags & NEEDS:
+            problem(f"packet {index}: perf sample without cleared state or NEEDS")
+        frames = []
+        stack = state["stacks"].get(packet.perf_sample.callstack_iid)
+        if stack is None:
+            problem(f"packet {index}: callstack iid undefined")
+            return
+        for frame in reversed(stack):  # Perfetto lists the outermost frame first
+            function, mapping = state["frames"].get(frame, (None, None))
+            path = state["mappings"].get(mapping)
+            if function not in state["functions"] or path is None:
+                problem(f"packet {index}: frame {frame} refers to undefined iids")
+                return
+            module = "/".join(state["paths"].get(p, "?") for p in path)
+            frames.append(f"{state['functions'][function]}|{module}")
+        ps = packet.perf_sample
+        samples[(ps.pid, ps.tid)].append([packet.timestamp, frames])
 
     for index, packet in enumerate(trace.packet):
-        for message in (packet, packet.track_event, packet.track_descriptor, packet.interned_data):
+        for message in (packet, packet.track_event, packet.track_descriptor, packet.interned_data,
+                        packet.perf_sample):
             if unknown(message):
                 problem(f"packet {index}: unknown field in {type(message).__name__}")
         seq = packet.trusted_packet_sequence_id
@@ -72,11 +96,13 @@ def main():
         state = seq_state.setdefault(seq, {"cleared": False, "names": {}, "cats": {},
                                            "args": {}, "strings": {}, "clock": None,
                                            "default_clock": BOOTTIME, "track": None,
-                                           "last": None})
+                                           "last": None, "functions": {}, "paths": {},
+                                           "mappings": {}, "frames": {}, "stacks": {}})
         flags = packet.sequence_flags
         if flags & CLEARED:
             state.update(cleared=True, names={}, cats={}, args={}, strings={}, clock=None,
-                         default_clock=BOOTTIME, track=None)
+                         default_clock=BOOTTIME, track=None, functions={}, paths={},
+                         mappings={}, frames={}, stacks={})
         if packet.HasField("trace_packet_defaults"):
             d = packet.trace_packet_defaults
             if d.HasField("timestamp_clock_id"):
@@ -99,6 +125,19 @@ def main():
                 if old is not None and old != value:
                     problem(f"packet {index}: iid {e.iid} of {table} redefined")
                 state[table][e.iid] = value
+        for e in interned.function_names:
+            state["functions"][e.iid] = e.str.decode("utf-8", "replace")
+        for e in interned.mapping_paths:
+            state["paths"][e.iid] = e.str.decode("utf-8", "replace")
+        for e in interned.mappings:
+            state["mappings"][e.iid] = list(e.path_string_ids)
+        for e in interned.frames:
+            state["frames"][e.iid] = (e.function_name_id, e.mapping_id)
+        for e in interned.callstacks:
+            state["stacks"][e.iid] = list(e.frame_ids)
+        if packet.HasField("perf_sample"):
+            sample_of(packet, index, state, flags)
+            continue
         if packet.HasField("track_descriptor"):
             d = packet.track_descriptor
             if not d.HasField("uuid"):
@@ -190,6 +229,7 @@ def main():
             seen.add(cur.parent_uuid)
             cur = tracks[cur.parent_uuid]
     # Nesting per track (trace_processor sorts by (ts, file order)); counters only on counters.
+    running = defaultdict(lambda: [0, 0])  # thread track -> [Running slices, ns]
     for track, evs in events.items():
         d = tracks.get(track)
         if d is None:
@@ -198,7 +238,14 @@ def main():
         evs.sort(key=lambda e: (e[0], e[1]))
         depth = 0
         is_counter = d.HasField("counter")
+        opened = None
         for ts, index, kind, value in evs:
+            if d.name == "thread state" and kind in (BEGIN, END):
+                if kind == BEGIN:
+                    opened = ts
+                else:
+                    running[d.parent_uuid][0] += 1
+                    running[d.parent_uuid][1] += ts - opened
             if is_counter != (kind == COUNTER):
                 problem(f"packet {index}: event type {kind} on track {track} (counter={is_counter})")
             if kind == BEGIN:
@@ -234,7 +281,22 @@ def main():
     for (_, name), n in siblings.items():
         if n > 1:
             problem(f"{n} sibling tracks named {name!r}")
+    def thread_key(d):
+        """`pid P · NAME [TID]`: the thread's process's real pid (its `pid P` label)."""
+        process = next((t for t in tracks.values() if t.HasField("process")
+                        and t.process.pid == d.thread.pid), None)
+        labels = [l for l in process.process.process_labels if l.startswith("pid ")] \
+            if process is not None else []
+        return f"{labels[0] if labels else '?'} · {d.thread.thread_name}"
+
+    threads = {(d.thread.pid, d.thread.tid): thread_key(d)
+               for d in tracks.values() if d.HasField("thread")}
+    for key in samples:
+        if key not in threads:
+            problem(f"perf samples of pid/tid {key} with no thread track")
     summary = {
+        "samples": {threads.get(k, "?"): v for k, v in samples.items()},
+        "thread_states": {thread_key(tracks[t]): v for t, v in running.items()},
         "problems": problems,
         "rebase_offset_ns": rebase_offset,
         "counts": dict(counts),

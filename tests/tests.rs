@@ -34,6 +34,7 @@ mod real_data;
 mod real_nsys;
 mod regression;
 mod roles;
+mod sampling;
 mod scenario;
 mod sizing;
 mod streaming;

@@ -5,7 +5,8 @@
 
 use crate::classify::Activity;
 use crate::classify::streams::clip;
-use crate::model::{ProcessId, StreamId, ThreadId};
+use crate::hash::FxHashMap;
+use crate::model::{ProcessId, StreamId, StringId, ThreadId, Timeline};
 use std::collections::BTreeMap;
 
 /// Why a stream was idle.
@@ -146,6 +147,56 @@ pub fn os_call(
         .filter(|o| o.thread == thread && t < o.end.0)
         .min_by_key(|o| o.end.0 - o.start.0)
         .map(|o| activity.timeline.text(o.name).to_string())
+}
+
+/// The function a thread's CPU samples hit most often in `[start, end)` (each sample's
+/// innermost frame the sampler could name, else its innermost address; on a tie the first by
+/// name), with how many samples hit it and how many the thread had then. None without
+/// samples.
+pub fn hottest_frame(
+    timeline: &Timeline,
+    thread: ThreadId,
+    (start, end): (i64, i64),
+) -> Option<HotFrame> {
+    let first = timeline.samples.partition_point(|s| s.time.0 < start);
+    let mut hits: FxHashMap<StringId, usize> = FxHashMap::default();
+    let mut samples = 0;
+    for sample in timeline.samples[first..]
+        .iter()
+        .take_while(|s| s.time.0 < end)
+    {
+        if sample.thread != thread {
+            continue;
+        }
+        samples += 1;
+        let stack = timeline.stacks.get(sample.stack);
+        let named = stack
+            .iter()
+            .find(|f| !timeline.text(f.symbol).starts_with("0x"));
+        if let Some(frame) = named.or(stack.first()) {
+            *hits.entry(frame.symbol).or_default() += 1;
+        }
+    }
+    let (function, hits) = hits
+        .into_iter()
+        .map(|(f, n)| (timeline.text(f), n))
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))?;
+    Some(HotFrame {
+        function: function.to_string(),
+        hits,
+        samples,
+    })
+}
+
+/// The function a thread's CPU samples hit most often over a time.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HotFrame {
+    /// The function (the samples' innermost frame).
+    pub function: String,
+    /// Samples that hit it.
+    pub hits: usize,
+    /// The thread's samples over that time.
+    pub samples: usize,
 }
 
 /// What a thread was doing at `t`: the API call it was in, else its innermost NVTX range.

@@ -22,7 +22,7 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The first and last bytes of an encoded part file (format 3: sealed, [`crate::input::seal`]).
-pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x03";
+pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x04";
 
 /// Which formats a conversion writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,6 +263,8 @@ fn put_paraver(p: &mut Put, e: &paraver::Encoded, at: u64, len: u64) {
         c.mpi_calls,
         c.acc_events,
         c.metric_samples,
+        c.cpu_samples,
+        c.thread_runs,
         c.comms,
         c.comms_skipped,
         c.mpi_comms,
@@ -298,7 +300,7 @@ fn get_paraver(g: &mut Get) -> Got<(paraver::Encoded, u64, u64)> {
             set.insert(g.u32()?);
         }
     }
-    let mut c = [0u64; 13];
+    let mut c = [0u64; 15];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -317,10 +319,12 @@ fn get_paraver(g: &mut Get) -> Got<(paraver::Encoded, u64, u64)> {
             mpi_calls: c[6],
             acc_events: c[7],
             metric_samples: c[8],
-            comms: c[9],
-            comms_skipped: c[10],
-            mpi_comms: c[11],
-            records: c[12],
+            cpu_samples: c[9],
+            thread_runs: c[10],
+            comms: c[11],
+            comms_skipped: c[12],
+            mpi_comms: c[13],
+            records: c[14],
         },
     };
     Ok((encoded, g.u64()?, g.u64()?))
@@ -338,6 +342,8 @@ fn put_perfetto_counts(p: &mut Put, c: &perfetto::Counts) {
         c.mpi_calls,
         c.acc_events,
         c.metric_samples,
+        c.cpu_samples,
+        c.thread_runs,
         c.flows,
         c.tracks,
     ] {
@@ -346,7 +352,7 @@ fn put_perfetto_counts(p: &mut Put, c: &perfetto::Counts) {
 }
 
 fn get_perfetto_counts(g: &mut Get) -> Got<perfetto::Counts> {
-    let mut c = [0u64; 12];
+    let mut c = [0u64; 14];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -361,7 +367,9 @@ fn get_perfetto_counts(g: &mut Get) -> Got<perfetto::Counts> {
         mpi_calls: c[7],
         acc_events: c[8],
         metric_samples: c[9],
-        flows: c[10],
-        tracks: c[11],
+        cpu_samples: c[10],
+        thread_runs: c[11],
+        flows: c[12],
+        tracks: c[13],
     })
 }

@@ -245,6 +245,8 @@ impl Gathering {
             Event::Os(o) => thread(o.thread, true),
             Event::Mpi(m) => thread(m.thread, true),
             Event::Acc(a) => thread(a.thread, true),
+            Event::Sample(s) => thread(s.thread, true),
+            Event::Run(r) => thread(r.thread, true),
             Event::Nvtx(n) if n.kind == NvtxKind::StartEnd => {
                 thread(n.thread, false);
                 self.domains.insert(n.domain);

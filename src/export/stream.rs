@@ -23,7 +23,7 @@ use crate::input::capture::Joined;
 use crate::model::records::Fits;
 use crate::model::{
     AccEvent, ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
-    MpiCall, MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId,
+    MpiCall, MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId, SampleEvent, ThreadRun,
 };
 use crate::nsys::Moved;
 use crate::spill::Record;
@@ -81,6 +81,10 @@ pub enum Event {
     Metric(MetricSample, GpuId),
     /// A device-memory allocation or release.
     Memory(MemoryEvent),
+    /// A CPU sample.
+    Sample(SampleEvent),
+    /// A time a CPU thread ran on a core.
+    Run(ThreadRun),
 }
 
 /// One event as exported.
@@ -597,6 +601,8 @@ fn process_of(timeline: &crate::model::Timeline, event: &Event) -> ProcessId {
         Event::Graph(g) => timeline.stream(g.stream).process,
         Event::Metric(_, gpu) => timeline.gpu(*gpu).process,
         Event::Memory(m) => timeline.gpu(m.gpu).process,
+        Event::Sample(s) => timeline.thread(s.thread).process,
+        Event::Run(r) => timeline.thread(r.thread).process,
     }
 }
 
@@ -618,6 +624,8 @@ fn event_sources(part: &Joined, kinds: Kinds) -> Vec<Source<'_>> {
             // The GPU a sample is drawn for is set where it is placed.
             source(&e.metrics, part, |m| Event::Metric(m, GpuId(0))),
             source(&e.memory, part, Event::Memory),
+            source(&e.samples, part, Event::Sample),
+            source(&e.thread_runs, part, Event::Run),
         ]
     };
     match kinds {
@@ -669,6 +677,8 @@ impl Event {
             Event::Graph(g) => (g.start, g.end),
             Event::Metric(m, _) => (m.time, m.time),
             Event::Memory(m) => (m.time, m.time),
+            Event::Sample(s) => (s.time, s.time),
+            Event::Run(r) => (r.start, r.end),
         };
         (start.0, end.0)
     }

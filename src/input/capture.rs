@@ -13,7 +13,8 @@ use crate::hash::FxHashSet;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
     AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
-    MpiCall, MpiTable, NvtxEvent, OsCall, ProcessId, ReportId, StringId, SyncEvent, Timeline,
+    MpiCall, MpiTable, NvtxEvent, OsCall, ProcessId, ReportId, SampleEvent, StringId, SyncEvent,
+    ThreadRun, Timeline,
 };
 use crate::nsys::{Chunking, Moved, Report, Result, Translation};
 use crate::spill::{Budget, Record, Sorted, Sorter};
@@ -57,6 +58,10 @@ pub struct Events {
     pub metrics: Sorted<MetricSample>,
     /// Device-memory events.
     pub memory: Sorted<MemoryEvent>,
+    /// CPU samples.
+    pub samples: Sorted<SampleEvent>,
+    /// When threads ran on a core.
+    pub thread_runs: Sorted<ThreadRun>,
     /// The names they use.
     pub names: Names,
 }
@@ -124,6 +129,8 @@ impl Events {
             (self.acc_events.len(), self.acc_events.runs()),
             (self.metrics.len(), self.metrics.runs()),
             (self.memory.len(), self.memory.runs()),
+            (self.samples.len(), self.samples.runs()),
+            (self.thread_runs.len(), self.thread_runs.runs()),
         ];
         all.iter().fold((0, 0), |(n, r), &(a, b)| (n + a, r + b))
     }
@@ -264,7 +271,9 @@ fn add_events(timeline: &mut Timeline, part: &Joined) -> io::Result<()> {
     extend(&mut timeline.mpi_calls, &e.mpi_calls, part)?;
     extend(&mut timeline.acc_events, &e.acc_events, part)?;
     extend(&mut timeline.metrics, &e.metrics, part)?;
-    extend(&mut timeline.memory, &e.memory, part)
+    extend(&mut timeline.memory, &e.memory, part)?;
+    extend(&mut timeline.samples, &e.samples, part)?;
+    extend(&mut timeline.thread_runs, &e.thread_runs, part)
 }
 
 /// Appends a part's sorted events, checked and moved onto the merged timeline.
@@ -318,6 +327,8 @@ struct Spill {
     acc_events: Sorter<AccEvent>,
     metrics: Sorter<MetricSample>,
     memory: Sorter<MemoryEvent>,
+    samples: Sorter<SampleEvent>,
+    thread_runs: Sorter<ThreadRun>,
     comm: Vec<Kernel>,
     /// Which kernels go to `comm` (and the light timeline).
     light: LightKernels,
@@ -345,7 +356,9 @@ impl Spill {
             mpi_calls: Sorter::new(budget.clone()),
             acc_events: Sorter::new(budget.clone()),
             metrics: Sorter::new(budget.clone()),
-            memory: Sorter::new(budget),
+            memory: Sorter::new(budget.clone()),
+            samples: Sorter::new(budget.clone()),
+            thread_runs: Sorter::new(budget),
             comm: Vec::new(),
             light,
             messaging: Vec::new(),
@@ -458,6 +471,16 @@ impl crate::nsys::Sink for Spill {
         self.check(pushed);
     }
 
+    fn sample(&mut self, s: SampleEvent) {
+        let pushed = self.samples.push(s);
+        self.check(pushed);
+    }
+
+    fn thread_run(&mut self, r: ThreadRun) {
+        let pushed = self.thread_runs.push(r);
+        self.check(pushed);
+    }
+
     fn finish(self, timeline: &mut Timeline) -> io::Result<Events> {
         if let Some(e) = self.error {
             return Err(e);
@@ -478,6 +501,8 @@ impl crate::nsys::Sink for Spill {
             acc_events: self.acc_events.finish(),
             metrics: self.metrics.finish(),
             memory: self.memory.finish(),
+            samples: self.samples.finish(),
+            thread_runs: self.thread_runs.finish(),
             names: self.names,
         })
     }

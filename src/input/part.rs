@@ -17,9 +17,9 @@ use super::seal::{self, Sealing};
 use crate::input::Format;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
-    ApiCall, ClockMapping, GpuId, Host, HostId, Kernel, MetricSeries, MpiCall, Ns, NvtxEvent,
-    NvtxKind, Process, ProcessId, ReportId, ReportInfo, RowCounts, Stream, StringId, StringTable,
-    Thread, ThreadId, TimeBase, Timeline,
+    ApiCall, ClockMapping, Frame, GpuId, Host, HostId, Kernel, MetricSeries, MpiCall, Ns,
+    NvtxEvent, NvtxKind, Process, ProcessId, ReportId, ReportInfo, RowCounts, Stream, StringId,
+    StringTable, Thread, ThreadId, TimeBase, Timeline,
 };
 use crate::nsys::{ExportMeta, HostGpu, Warning, Warnings};
 use crate::spill::{Record, Sorted};
@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub const PART_EXTENSION: &str = "lens-part";
 
 /// The first bytes of every part file (format 4: sealed, [`super::seal`]).
-pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x06";
+pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x07";
 
 /// A part file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +100,8 @@ pub fn write(captures: &[Capture], path: &Path) -> anyhow::Result<()> {
         e.acc_events.write_to(&mut out)?;
         e.metrics.write_to(&mut out)?;
         e.memory.write_to(&mut out)?;
+        e.samples.write_to(&mut out)?;
+        e.thread_runs.write_to(&mut out)?;
     }
     let sealing = out.into_inner().map_err(|e| e.into_error())?;
     sealing.seal(seal::fingerprint(&light.0))?.flush()?;
@@ -107,7 +109,7 @@ pub fn write(captures: &[Capture], path: &Path) -> anyhow::Result<()> {
 }
 
 /// How many kinds of event a capture has a run of.
-const RUNS: usize = 11;
+const RUNS: usize = 13;
 
 /// The records of each kind, in file order.
 fn run_lengths(e: &Events) -> [u64; RUNS] {
@@ -123,6 +125,8 @@ fn run_lengths(e: &Events) -> [u64; RUNS] {
         e.acc_events.len(),
         e.metrics.len(),
         e.memory.len(),
+        e.samples.len(),
+        e.thread_runs.len(),
     ]
 }
 
@@ -193,6 +197,8 @@ pub fn read(path: &Path) -> Result<Vec<Capture>, Error> {
             acc_events: sorted(run(lengths[8], crate::model::AccEvent::SIZE)?),
             metrics: sorted(run(lengths[9], crate::model::MetricSample::SIZE)?),
             memory: sorted(run(lengths[10], crate::model::MemoryEvent::SIZE)?),
+            samples: sorted(run(lengths[11], crate::model::SampleEvent::SIZE)?),
+            thread_runs: sorted(run(lengths[12], crate::model::ThreadRun::SIZE)?),
             names,
         };
         captures.push(Capture {
@@ -301,6 +307,14 @@ fn put_timeline(p: &mut Put, t: &Timeline, paths: Paths) {
         p.u32(m.name.0);
         p.span(Some(m.span));
     }
+    p.u64(t.stacks.len() as u64);
+    for stack in t.stacks.iter() {
+        p.u64(stack.len() as u64);
+        for frame in stack {
+            p.u32(frame.symbol.0);
+            p.u32(frame.module.0);
+        }
+    }
     p.u64(t.kernels.len() as u64);
     t.kernels.iter().for_each(|k| p.record(k));
     p.u64(t.api_calls.len() as u64);
@@ -357,6 +371,8 @@ fn put_report(p: &mut Put, r: &ReportInfo, paths: Paths) {
         c.memory,
         c.mpi,
         c.openacc,
+        c.samples,
+        c.sched,
     ] {
         p.u64(n);
     }
@@ -379,6 +395,8 @@ fn put_report(p: &mut Put, r: &ReportInfo, paths: Paths) {
             Warning::LongText => (11, "", 0),
             Warning::DuplicateGpuOps => (12, "", 0),
             Warning::NoClockBase => (13, "", 0),
+            Warning::SampleWithoutStack => (14, "", 0),
+            Warning::UnpairedSchedEvent => (15, "", 0),
         };
         p.u8(tag);
         p.str(text);
@@ -537,6 +555,16 @@ fn get_timeline(g: &mut Get) -> Got<Timeline> {
             span,
         });
     }
+    let mut frames = Vec::new();
+    for _ in 0..g.count(8)? {
+        frames.clear();
+        for _ in 0..g.count(8)? {
+            let symbol = text(g.u32()?)?;
+            let module = text(g.u32()?)?;
+            frames.push(Frame { symbol, module });
+        }
+        t.stacks.intern(&frames);
+    }
     let limits = Limits::of(&t);
     for _ in 0..g.count(Kernel::SIZE)? {
         let k: Kernel = g.record()?;
@@ -617,7 +645,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
         offset: g.i64()?,
         correction: g.i64()?,
     };
-    let mut c = [0u64; 12];
+    let mut c = [0u64; 14];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -634,6 +662,8 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
         memory: c[9],
         mpi: c[10],
         openacc: c[11],
+        samples: c[12],
+        sched: c[13],
     };
     let span = g.span()?;
     let mut warnings = Warnings::default();
@@ -660,6 +690,8 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
             11 => Warning::LongText,
             12 => Warning::DuplicateGpuOps,
             13 => Warning::NoClockBase,
+            14 => Warning::SampleWithoutStack,
+            15 => Warning::UnpairedSchedEvent,
             _ => continue,
         };
         warnings.add_n(warning, n);

@@ -66,6 +66,10 @@ pub struct RowCounts {
     pub mpi: u64,
     /// OpenACC events: rows of `CUPTI_ACTIVITY_KIND_OPENACC_DATA`, `_LAUNCH` and `_OTHER`.
     pub openacc: u64,
+    /// CPU samples with a call stack (`COMPOSITE_EVENTS`).
+    pub samples: u64,
+    /// Times a thread ran on a core: pairs of `SCHED_EVENTS` rows.
+    pub sched: u64,
 }
 
 impl RowCounts {

@@ -1,6 +1,6 @@
 //! The events of a timeline: compact `Copy` records, times on the merged clock, text interned.
 
-use super::{GpuId, MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
+use super::{GpuId, MetricSeriesId, Ns, ProcessId, StackId, StreamId, StringId, ThreadId};
 
 /// One kernel execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -317,6 +317,62 @@ pub struct SyncEvent {
     pub sync_type: u8,
 }
 
+/// One CPU sample (`COMPOSITE_EVENTS`): where a thread was when the sampler interrupted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SampleEvent {
+    /// When.
+    pub time: Ns,
+    /// The thread sampled.
+    pub thread: ThreadId,
+    /// Its call stack.
+    pub stack: StackId,
+    /// The core it ran on ([`NO_CPU`] when not recorded).
+    pub cpu: u16,
+}
+
+/// A core not recorded.
+pub const NO_CPU: u16 = u16::MAX;
+
+/// One time a CPU thread ran on a core (`SCHED_EVENTS`): from scheduled in to scheduled out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ThreadRun {
+    /// Scheduled in.
+    pub start: Ns,
+    /// Scheduled out.
+    pub end: Ns,
+    /// The thread.
+    pub thread: ThreadId,
+    /// The core ([`NO_CPU`] when beyond 16 bits).
+    pub cpu: u16,
+    /// The state it was left in (`ENUM_SAMPLING_THREAD_STATE`: 0 not recorded, 5 terminated...).
+    pub left_as: u8,
+}
+
+impl ThreadRun {
+    /// `ENUM_SAMPLING_THREAD_STATE`'s names, by id.
+    pub const STATES: [&'static str; 11] = [
+        "Unknown",
+        "Running",
+        "Interruptible",
+        "Uninterruptible",
+        "Stopped",
+        "Terminated",
+        "Unscheduled",
+        "Waiting",
+        "OS runtime",
+        "Initialized",
+        "Transition",
+    ];
+
+    /// The name of the state the thread was left in; None when not recorded (or unknown).
+    pub fn left_as_name(&self) -> Option<&'static str> {
+        match self.left_as {
+            0 => None,
+            id => Self::STATES.get(usize::from(id)).copied(),
+        }
+    }
+}
+
 /// What an NVTX event is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NvtxKind {
@@ -403,5 +459,7 @@ mod tests {
         assert!(std::mem::size_of::<Memcpy>() <= 40);
         assert!(std::mem::size_of::<Memset>() <= 40);
         assert!(std::mem::size_of::<SyncEvent>() <= 40);
+        assert!(std::mem::size_of::<SampleEvent>() <= 24);
+        assert!(std::mem::size_of::<ThreadRun>() <= 24);
     }
 }

@@ -13,6 +13,7 @@ mod events;
 mod meta;
 pub mod records;
 mod shift;
+mod stacks;
 mod strings;
 mod warnings;
 
@@ -20,10 +21,11 @@ pub use clock::{ClockMapping, TimeBase, own_clock, plan as plan_clocks};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{
     ACC_EVENT_KINDS, AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset,
-    MetricSample, MpiCall, MpiTable, NO_RANK, NvtxEvent, NvtxKind, OsCall, SyncEvent,
-    split_api_version,
+    MetricSample, MpiCall, MpiTable, NO_CPU, NO_RANK, NvtxEvent, NvtxKind, OsCall, SampleEvent,
+    SyncEvent, ThreadRun, split_api_version,
 };
 pub use meta::{ExportMeta, Format, HostGpu};
+pub use stacks::{Frame, StackId, Stacks};
 pub use strings::{MAX_TEXT, StringId, StringTable};
 pub use warnings::{Warning, Warnings};
 
@@ -120,6 +122,12 @@ pub struct Timeline {
     pub metrics: Vec<MetricSample>,
     /// Device-memory allocations and releases, sorted by time.
     pub memory: Vec<MemoryEvent>,
+    /// CPU samples, sorted by time.
+    pub samples: Vec<SampleEvent>,
+    /// The call stacks of the CPU samples.
+    pub stacks: Stacks,
+    /// When CPU threads ran on a core (scheduled in to out), sorted by start.
+    pub thread_runs: Vec<ThreadRun>,
 }
 
 impl Timeline {

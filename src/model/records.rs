@@ -4,9 +4,9 @@
 
 use super::events::{
     AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
-    MpiCall, MpiTable, OsCall, SyncEvent,
+    MpiCall, MpiTable, OsCall, SampleEvent, SyncEvent, ThreadRun,
 };
-use super::{GpuId, MetricSeriesId, Ns, ProcessId, StreamId, StringId, ThreadId};
+use super::{GpuId, MetricSeriesId, Ns, ProcessId, StackId, StreamId, StringId, ThreadId};
 use crate::spill::Record;
 use crate::spill::bytes::{Get, Put};
 
@@ -276,6 +276,47 @@ impl Record for MemoryEvent {
     }
 }
 
+impl Record for SampleEvent {
+    const SIZE: usize = 18;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.time.0).u32(self.thread.0).u32(self.stack.0);
+        p.u16(self.cpu);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        SampleEvent {
+            time: Ns(g.i64()),
+            thread: ThreadId(g.u32()),
+            stack: StackId(g.u32()),
+            cpu: g.u16(),
+        }
+    }
+}
+
+impl Record for ThreadRun {
+    const SIZE: usize = 23;
+
+    fn encode(&self, out: &mut [u8]) {
+        let mut p = Put::new(out);
+        p.i64(self.start.0).i64(self.end.0).u32(self.thread.0);
+        p.u16(self.cpu).u8(self.left_as);
+    }
+
+    fn decode(bytes: &[u8]) -> Self {
+        let mut g = Get::new(bytes);
+        ThreadRun {
+            start: Ns(g.i64()),
+            end: Ns(g.i64()),
+            thread: ThreadId(g.u32()),
+            cpu: g.u16(),
+            left_as: g.u8(),
+        }
+    }
+}
+
 /// How many of each entity one report has: the bounds of its events' ids. A record read back
 /// from a file is checked against them before it is used ([`Fits`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -292,6 +333,8 @@ pub struct Limits {
     pub series: u32,
     /// Strings.
     pub strings: u32,
+    /// Call stacks.
+    pub stacks: u32,
 }
 
 impl Limits {
@@ -305,6 +348,7 @@ impl Limits {
             streams: n(t.streams.len()),
             series: n(t.metric_series.len()),
             strings: n(t.strings.len()),
+            stacks: n(t.stacks.len()),
         }
     }
 }
@@ -372,6 +416,18 @@ impl Fits for SyncEvent {
         self.end >= self.start
             && self.process.0 < l.processes
             && self.stream.is_none_or(|s| s.0 < l.streams)
+    }
+}
+
+impl Fits for SampleEvent {
+    fn fits(&self, l: &Limits) -> bool {
+        self.thread.0 < l.threads && self.stack.0 < l.stacks
+    }
+}
+
+impl Fits for ThreadRun {
+    fn fits(&self, l: &Limits) -> bool {
+        self.end >= self.start && self.thread.0 < l.threads
     }
 }
 
@@ -493,6 +549,19 @@ mod tests {
                 sync_type: 3,
             });
         }
+        round_trip(SampleEvent {
+            time: start,
+            thread: ThreadId(3),
+            stack: StackId(u32::MAX - 1),
+            cpu: u16::MAX,
+        });
+        round_trip(ThreadRun {
+            start,
+            end,
+            thread: ThreadId(4),
+            cpu: 17,
+            left_as: 5,
+        });
         round_trip(MetricSample {
             time: start,
             value: -1,

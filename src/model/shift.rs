@@ -71,6 +71,12 @@ impl Timeline {
         for a in &mut self.acc_events {
             by([&mut a.start, &mut a.end], thread_shift[a.thread.index()]);
         }
+        for r in &mut self.thread_runs {
+            by([&mut r.start, &mut r.end], thread_shift[r.thread.index()]);
+        }
+        for s in &mut self.samples {
+            s.time = s.time.moved(thread_shift[s.thread.index()]);
+        }
         for t in &mut self.threads {
             if let Some((start, end)) = &mut t.span {
                 by([start, end], process_shift[t.process.index()]);

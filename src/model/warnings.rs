@@ -36,6 +36,11 @@ pub enum Warning {
     UnendedMpiCall,
     /// Events of a translated trace (torch.profiler, JAX) of a kind nsys-lens does not model.
     Untranslated(String),
+    /// CPU samples (`COMPOSITE_EVENTS`) without a call stack: skipped.
+    SampleWithoutStack,
+    /// Scheduling events without their pair (a thread scheduled in and never out, or out and
+    /// never in, within the capture): skipped.
+    UnpairedSchedEvent,
 }
 
 impl Warning {
@@ -92,6 +97,15 @@ impl Warning {
             Warning::Untranslated(kind) => write!(
                 f,
                 "{count} trace event(s) of kind {kind} skipped (not modelled by nsys-lens)"
+            ),
+            Warning::SampleWithoutStack => write!(
+                f,
+                "{count} CPU sample(s) have no call stack in SAMPLING_CALLCHAINS: skipped"
+            ),
+            Warning::UnpairedSchedEvent => write!(
+                f,
+                "{count} thread scheduling event(s) have no pair (scheduled in and never out, or \
+                 out and never in, within the capture): skipped"
             ),
             Warning::MissingGlobalPid(table) => write!(
                 f,

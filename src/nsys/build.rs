@@ -8,8 +8,8 @@ use crate::model::{
     AccEvent, ApiCall, ClockMapping, ExportMeta, Gpu, GpuId, GraphLaunch, Host, HostId, Kernel,
     Memcpy, MemoryEvent, Memset, MetricSample, MetricSeries, MetricSeriesId, MpiCall, MpiTable,
     NO_RANK, Ns, NvtxEvent, NvtxKind, OsCall, Process, ProcessId, ReportId, ReportInfo, RowCounts,
-    Stream, StreamId, StringId, StringTable, SyncEvent, Thread, ThreadId, Timeline, Warning,
-    Warnings,
+    SampleEvent, StackId, Stream, StreamId, StringId, StringTable, SyncEvent, Thread, ThreadId,
+    ThreadRun, Timeline, Warning, Warnings,
 };
 use std::cmp::Reverse;
 use std::path::Path;
@@ -95,12 +95,14 @@ impl Timeline {
             self.streams.len() as u32,
         );
         let m0 = self.metric_series.len() as u32;
+        let k0 = self.stacks.append(&part.stacks, s);
         let translation = Translation {
             process: p0,
             thread: t0,
             gpu: g0,
             stream: s0,
             series: m0,
+            stack: k0,
             strings: text.clone(),
         };
         let process = |id: ProcessId| ProcessId(id.0 + p0);
@@ -227,6 +229,17 @@ impl Timeline {
                 object: s(a.object),
                 ..a
             }));
+        self.samples
+            .extend(part.samples.into_iter().map(|e| SampleEvent {
+                thread: thread(e.thread),
+                stack: StackId(e.stack.0 + k0),
+                ..e
+            }));
+        self.thread_runs
+            .extend(part.thread_runs.into_iter().map(|r| ThreadRun {
+                thread: thread(r.thread),
+                ..r
+            }));
         check_unique_processes(self, report)?;
         Ok(translation)
     }
@@ -246,6 +259,8 @@ pub struct Translation {
     pub stream: u32,
     /// Added to metric series ids.
     pub series: u32,
+    /// Added to call stack ids.
+    pub stack: u32,
     /// The merged id of each of the report's string ids.
     pub strings: Vec<StringId>,
 }
@@ -367,6 +382,10 @@ pub(crate) trait Sink: Default {
     fn metric(&mut self, m: MetricSample);
     /// A device-memory event.
     fn memory(&mut self, m: MemoryEvent);
+    /// A CPU sample.
+    fn sample(&mut self, s: SampleEvent);
+    /// A time a thread ran on a core.
+    fn thread_run(&mut self, r: ThreadRun);
     /// Ends the report: moves into `timeline` what it keeps; fails on an earlier write error.
     fn finish(self, timeline: &mut Timeline) -> std::io::Result<Self::Output>;
 }
@@ -426,6 +445,14 @@ impl Sink for Vecs {
         self.0.memory.push(m);
     }
 
+    fn sample(&mut self, s: SampleEvent) {
+        self.0.samples.push(s);
+    }
+
+    fn thread_run(&mut self, r: ThreadRun) {
+        self.0.thread_runs.push(r);
+    }
+
     fn finish(self, timeline: &mut Timeline) -> std::io::Result<()> {
         let events = self.0;
         timeline.kernels = events.kernels;
@@ -438,6 +465,8 @@ impl Sink for Vecs {
         timeline.nvtx = events.nvtx;
         timeline.mpi_calls = events.mpi_calls;
         timeline.acc_events = events.acc_events;
+        timeline.samples = events.samples;
+        timeline.thread_runs = events.thread_runs;
         timeline.metrics = events.metrics;
         timeline.memory = events.memory;
         Ok(())
@@ -750,6 +779,30 @@ impl<S: Sink> Builder<S> {
                 bytes: r.bytes,
             });
         })?;
+        let samples = report.read_samples(strings, warnings, clock, |sample| {
+            span.add(sample.time, sample.time);
+            let thread = self.thread(id, sample.thread);
+            self.drew(thread, sample.time, sample.time);
+            let stack = self.timeline.stacks.intern(sample.frames);
+            self.sink.sample(SampleEvent {
+                time: sample.time,
+                thread,
+                stack,
+                cpu: sample.cpu,
+            });
+        })?;
+        let sched = report.read_thread_runs(warnings, clock, |run| {
+            span.add(run.start, run.end);
+            let thread = self.thread(id, run.thread);
+            self.drew(thread, run.start, run.end);
+            self.sink.thread_run(ThreadRun {
+                start: run.start,
+                end: run.end,
+                thread,
+                cpu: run.cpu,
+                left_as: run.left_as,
+            });
+        })?;
         Ok(RowCounts {
             kernels,
             memcpy,
@@ -763,6 +816,8 @@ impl<S: Sink> Builder<S> {
             memory,
             mpi,
             openacc,
+            samples,
+            sched,
         })
     }
 
@@ -1078,6 +1133,8 @@ impl Timeline {
         t.metrics
             .sort_unstable_by_key(|m| (m.series, m.time, m.value));
         t.memory.sort_by_key(|m| m.time);
+        t.samples.sort_unstable();
+        t.thread_runs.sort_unstable();
         // Enclosing ranges first on equal starts; an open range encloses everything after it.
         t.nvtx
             .sort_by_key(|n| (n.start, Reverse(n.end.map_or(i64::MAX, |e| e.0)), n.thread));
@@ -1209,6 +1266,28 @@ impl Moved for OsCall {
             end: self.end.moved(d),
             thread: t.thread(self.thread),
             name: t.text(self.name),
+        }
+    }
+}
+
+impl Moved for SampleEvent {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        SampleEvent {
+            time: self.time.moved(d),
+            thread: t.thread(self.thread),
+            stack: StackId(self.stack.0 + t.stack),
+            ..self
+        }
+    }
+}
+
+impl Moved for ThreadRun {
+    fn moved(self, t: &Translation, d: i64) -> Self {
+        ThreadRun {
+            start: self.start.moved(d),
+            end: self.end.moved(d),
+            thread: t.thread(self.thread),
+            ..self
         }
     }
 }

@@ -9,7 +9,7 @@ pub mod page;
 
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
 use crate::analysis::collectives::{Instance, add_transfers, by_rank, match_instances};
-use crate::analysis::idle::{cpu_activity, os_call, rank_idle};
+use crate::analysis::idle::{cpu_activity, hottest_frame, os_call, rank_idle};
 use crate::analysis::kernels::{rank_kernels, unclassified_share};
 use crate::analysis::metrics::rank_metrics;
 use crate::analysis::mfu::rank_work;
@@ -408,6 +408,7 @@ pub fn idle(timeline: &Timeline, selection: &Selection, launch_gap: i64) -> anyh
                     let context = g.launcher.map_or_else(GapContext::default, |t| GapContext {
                         cpu: cpu_activity(&activity, process, t, middle),
                         os_call: os_call(&activity, process, t, middle),
+                        hot_frame: hottest_frame(timeline, t, (g.start, g.end)),
                     });
                     (g, context)
                 })

@@ -189,6 +189,9 @@ pub struct GapContext {
     pub cpu: Option<String>,
     /// The innermost OS runtime call it was in (captures with `--trace=osrt`).
     pub os_call: Option<String>,
+    /// The function its CPU samples hit most often during the gap (captures with CPU
+    /// sampling).
+    pub hot_frame: Option<crate::analysis::idle::HotFrame>,
 }
 
 /// One rank's idle streams and gaps.
@@ -248,6 +251,12 @@ pub fn idle_output(timeline: &Timeline, ranks: &[RankIdle], rules: &RoleRules) -
             if let Some(call) = &context.os_call {
                 cpu_text.push_str(&format!(" (OS call {call})"));
             }
+            if let Some(hot) = &context.hot_frame {
+                cpu_text.push_str(&format!(
+                    "; its CPU samples hit {} most ({} of {})",
+                    hot.function, hot.hits, hot.samples
+                ));
+            }
             notes.push(format!(
                 "rank {} GPU {} stream {}: idle {} from {} ({}); the launching thread was in: \
                  {cpu_text}",
@@ -268,6 +277,8 @@ pub fn idle_output(timeline: &Timeline, ranks: &[RankIdle], rules: &RoleRules) -
                 "cause": gap.cause,
                 "cpu": context.cpu,
                 "os_call": context.os_call,
+                "hot_frame": context.hot_frame,
+                "thread": gap.launcher.map(|t| timeline.thread(t).tid),
             }));
         }
     }

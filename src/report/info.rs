@@ -394,6 +394,8 @@ impl ReportSummary {
             (r.memory, "device memory events"),
             (r.mpi, "mpi calls"),
             (r.openacc, "openacc events"),
+            (r.samples, "cpu samples"),
+            (r.sched, "thread runs"),
         ] {
             if n > 0 {
                 rows.push_str(&format!(", {what} {n}"));

@@ -13,8 +13,8 @@ use crate::export::stream::copy_names;
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::input::capture::{Joined, Names};
 use crate::model::{
-    AccTable, GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId, Timeline,
-    split_api_version,
+    AccTable, Frame, GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId,
+    Timeline, split_api_version,
 };
 use std::collections::BTreeMap;
 
@@ -112,6 +112,14 @@ pub struct Values {
     pub stages: Vec<Stage>,
     /// GPU metric event types (9400 + metric id) and their names.
     pub metrics: BTreeMap<u32, String>,
+    /// Sampled frame -> value.
+    pub frames: FxHashMap<Frame, u32>,
+    /// Labels of the sampled frames, by value (index = value - 1).
+    pub frame_labels: Vec<String>,
+    /// Levels of the deepest sampled stack (at most [`types::MAX_SAMPLE_DEPTH`]).
+    pub sample_depth: usize,
+    /// Whether a thread's runs on cores are drawn (as `Running` states).
+    pub states: bool,
 }
 
 impl Values {
@@ -375,6 +383,8 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
             values.metrics.entry(ty).or_insert(name);
         }
     }
+    frame_values(&mut values, timeline);
+    values.states = parts.iter().any(|p| !p.events.thread_runs.is_empty());
     values.payloads = plan.payloads.fields.clone();
     let mut roles: Vec<String> = [
         "compute",
@@ -391,6 +401,29 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
     values.roles = roles;
     values.stages = stages.into_keys().collect();
     values
+}
+
+/// The sampled frames' values, by label (`function (module file)`), and the deepest stack.
+fn frame_values(values: &mut Values, timeline: &Timeline) {
+    let mut frames: FxHashSet<Frame> = FxHashSet::default();
+    for stack in timeline.stacks.iter() {
+        values.sample_depth = values.sample_depth.max(stack.len());
+        frames.extend(stack.iter().copied());
+    }
+    values.sample_depth = values.sample_depth.min(types::MAX_SAMPLE_DEPTH);
+    let labels = by_label(frames, |f| {
+        let symbol = timeline.text(f.symbol);
+        let module = timeline.text(f.module);
+        match module.rsplit('/').next() {
+            Some(file) if !file.is_empty() && file != symbol => format!("{symbol} ({file})"),
+            _ => symbol.to_string(),
+        }
+    });
+    for (label, keys) in labels {
+        values.frame_labels.push(label);
+        let id = values.frame_labels.len() as u32;
+        values.frames.extend(keys.into_iter().map(|k| (k, id)));
+    }
 }
 
 /// The OS runtime call values, as nsys2prv 0.6 numbers them: names containing `pthread` (any

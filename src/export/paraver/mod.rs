@@ -437,6 +437,7 @@ fn pcf(layout: &Layout, used: &Used) -> String {
         );
     }
     acc_blocks(&mut out, v);
+    sampling_blocks(&mut out, v);
     for (i, field) in v.payloads.iter().enumerate() {
         let ty = types::NCCL_PAYLOAD_BASE + i as u32;
         let label = format!("NCCL {}", one_line(&field.name));
@@ -492,6 +493,31 @@ fn pcf(layout: &Layout, used: &Used) -> String {
         let _ = writeln!(out, "0    {ty}    {label}");
     }
     out
+}
+
+/// The CPU samples' types (a sampled function and its callers, one value table) and the
+/// thread states, when there are samples and runs.
+fn sampling_blocks(out: &mut String, v: &layout::Values) {
+    if !v.frame_labels.is_empty() {
+        let levels: Vec<(u32, String)> = (0..v.sample_depth)
+            .map(|k| (types::SAMPLED_FUNCTION + k as u32, types::sampled_label(k)))
+            .collect();
+        let frames: Vec<(u32, &str)> = (1..)
+            .zip(v.frame_labels.iter().map(String::as_str))
+            .collect();
+        shared_block(out, &levels, &frames);
+    }
+    if v.states {
+        out.push_str("STATES\n");
+        for (id, label, _) in types::STATES {
+            let _ = writeln!(out, "{id}    {label}");
+        }
+        out.push_str("\nSTATES_COLOR\n");
+        for (id, _, (r, g, b)) in types::STATES {
+            let _ = writeln!(out, "{id}    {{{r},{g},{b}}}");
+        }
+        out.push('\n');
+    }
 }
 
 /// The OpenACC types of the tables with events, as nsys2prv labels them: event kinds valued

@@ -20,7 +20,9 @@ use crate::export::prepare::{FirstFit, Prepared};
 use crate::export::stream::{Event, Events, Item, Shared, Writer, copy_names};
 use crate::hash::FxHashMap;
 use crate::input::capture::Joined;
-use crate::model::{AccTable, GpuId, MpiCall, MpiTable, NvtxKind, StreamId, StringId, ThreadId};
+use crate::model::{
+    AccTable, GpuId, MpiCall, MpiTable, NvtxKind, SampleEvent, StreamId, StringId, ThreadId,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
@@ -50,6 +52,10 @@ pub struct Counts {
     pub acc_events: u64,
     /// GPU metric samples (9400 + metric id).
     pub metric_samples: u64,
+    /// CPU samples (30000000 + level).
+    pub cpu_samples: u64,
+    /// Times a thread ran on a core (`Running` state records).
+    pub thread_runs: u64,
     /// Communication records (launch -> GPU operation).
     pub comms: u64,
     /// Launches not drawn as communication because the GPU operation starts before the call.
@@ -72,6 +78,8 @@ impl Counts {
         self.mpi_calls += o.mpi_calls;
         self.acc_events += o.acc_events;
         self.metric_samples += o.metric_samples;
+        self.cpu_samples += o.cpu_samples;
+        self.thread_runs += o.thread_runs;
         self.comms += o.comms;
         self.comms_skipped += o.comms_skipped;
         self.mpi_comms += o.mpi_comms;
@@ -216,6 +224,26 @@ impl Body<'_, '_, '_, '_> {
         (time, from)
     }
 
+    /// Makes a state record (`1:0:1:task:thread:begin:end:state`) of `thread` of `task`.
+    fn state(&mut self, task: u32, thread: u32, (start, end): (i64, i64), state: u32) {
+        let (time, from) = (self.plan.rebase(start), self.gate.bytes().len());
+        let mut num = itoa::Buffer::new();
+        let line = self.gate.bytes();
+        line.extend_from_slice(b"1:0:1:");
+        for v in [
+            u64::from(task),
+            u64::from(thread),
+            time,
+            self.plan.rebase(end),
+        ] {
+            line.extend_from_slice(num.format(v).as_bytes());
+            line.push(b':');
+        }
+        line.extend_from_slice(num.format(state).as_bytes());
+        line.push(b'\n');
+        self.made(task, thread, time, from);
+    }
+
     /// Makes a kernel's begin record: the pairs its shape gives (formatted once per shape, for
     /// the first [`MAX_KERNEL_SHAPES`] shapes; shapes that vary call by call, such as dynamic
     /// grids, beyond them are formatted in place, so the cache stays bounded and keeps the
@@ -319,9 +347,11 @@ enum Also {
     Acc(AccTable),
 }
 
-/// A CPU thread's state: its number and pending closes (end, order, type, what else).
+/// A CPU thread's state: its number, pending closes (end, order, type, what else), and the
+/// levels its last CPU sample set.
 struct CpuThread {
     number: u32,
+    sampled: usize,
     ends: BinaryHeap<Reverse<(i64, u64, u32, Also)>>,
     sequence: u64,
 }
@@ -407,6 +437,7 @@ impl<'p> TaskWriter<'p> {
             .map(|(&thread, &number)| {
                 let state = CpuThread {
                     number,
+                    sampled: 0,
                     ends: BinaryHeap::new(),
                     sequence: 0,
                 };
@@ -496,6 +527,17 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
                 self.cpu_begin(body, o.thread, item, &[(ty, value.into())], Also::Nothing);
             }
             Event::Mpi(m) => self.mpi(body, &m, item),
+            Event::Sample(s) => self.sample(body, &s, item),
+            // A run the window (or the trace's start) cuts to nothing is not drawn.
+            Event::Run(r)
+                if body.plan.rebase(item.end) == body.plan.rebase(item.start)
+                    && r.end > r.start => {}
+            Event::Run(r) => {
+                if let Some(c) = self.cpu.get(&r.thread) {
+                    body.counts.thread_runs += 1;
+                    body.state(self.task, c.number, (item.start, item.end), 1);
+                }
+            }
             Event::Acc(a) => {
                 body.counts.acc_events += 1;
                 let [kind, source, function] = types::acc_types(a.table);
@@ -664,6 +706,31 @@ impl TaskWriter<'_> {
             .push(Reverse((item.end, c.sequence, pairs[0].0, also)));
         self.closes.push(Reverse((item.end, Closer::Cpu(thread))));
         Some(body.event(self.task, c.number, item.start, pairs))
+    }
+
+    /// A CPU sample: its function and callers, one type per level, innermost first; the
+    /// levels the thread's previous sample set deeper than this one go back to 0.
+    fn sample(&mut self, body: &mut Body<'_, '_, '_, '_>, s: &SampleEvent, item: &Item) {
+        let Some(c) = self.cpu.get_mut(&s.thread) else {
+            return;
+        };
+        let frames = body.plan.activity.timeline.stacks.get(s.stack);
+        let depth = frames.len().min(types::MAX_SAMPLE_DEPTH);
+        let level = |k: usize| types::SAMPLED_FUNCTION + k as u32;
+        let mut pairs: Vec<(u32, u64)> = frames[..depth]
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let value = body.values.frames.get(f).copied().unwrap_or(0);
+                (level(k), u64::from(value))
+            })
+            .collect();
+        pairs.extend((depth..c.sampled).map(|k| (level(k), 0)));
+        c.sampled = depth;
+        if !pairs.is_empty() {
+            body.counts.cpu_samples += 1;
+            body.event(self.task, c.number, item.start, &pairs);
+        }
     }
 
     /// An MPI call under its class's type, valued by function (a collective with its sizes);

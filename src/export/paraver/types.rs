@@ -164,6 +164,25 @@ pub fn mpi_type(class: MpiClass) -> u32 {
         .map_or(MPI_TYPES[2].1, |(_, ty, _)| *ty)
 }
 
+/// Extrae's sampled function (`SAMPLING_EV`): a CPU sample's innermost frame; its callers at
+/// level `k` are `SAMPLED_FUNCTION + k`, all valued by function (one value table).
+pub const SAMPLED_FUNCTION: u32 = 30_000_000;
+
+/// Callers a sample records at most (Extrae's `MAX_CALLERS`); deeper frames are left out.
+pub const MAX_SAMPLE_DEPTH: usize = 100;
+
+/// The label of a sampled function's level, as Extrae writes it.
+pub fn sampled_label(level: usize) -> String {
+    match level {
+        0 => "Sampled functions".to_string(),
+        k => format!("Sampled caller at level {k}"),
+    }
+}
+
+/// The thread states a `1:` record takes (`STATES`), as Extrae labels them.
+pub const STATES: [(u32, &str, (u8, u8, u8)); 2] =
+    [(0, "Idle", (117, 195, 255)), (1, "Running", (0, 0, 255))];
+
 /// Labels of the types without a value table (nsys2prv's exact wording for its own).
 pub const PLAIN: &[(u32, &str)] = &[
     (MEMOP_BYTES, "Memcopy size"),

@@ -19,6 +19,7 @@
 mod lanes;
 mod process;
 mod protos;
+mod samples;
 mod sequence;
 mod wire;
 
@@ -65,6 +66,10 @@ pub struct Counts {
     pub acc_events: u64,
     /// GPU metric samples (counter values).
     pub metric_samples: u64,
+    /// CPU samples (with call stacks).
+    pub cpu_samples: u64,
+    /// Times a CPU thread ran on a core (`Running` slices).
+    pub thread_runs: u64,
     /// Flow arrows (API call to GPU operation, between collectives' kernels, MPI send to
     /// receive).
     pub flows: u64,
@@ -84,6 +89,7 @@ impl Counts {
             + self.os_calls
             + self.mpi_calls
             + self.acc_events
+            + self.thread_runs
     }
 
     fn add(&mut self, o: &Counts) {
@@ -97,6 +103,8 @@ impl Counts {
         self.mpi_calls += o.mpi_calls;
         self.acc_events += o.acc_events;
         self.metric_samples += o.metric_samples;
+        self.cpu_samples += o.cpu_samples;
+        self.thread_runs += o.thread_runs;
         self.flows += o.flows;
         self.tracks += o.tracks;
     }

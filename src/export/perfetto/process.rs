@@ -12,6 +12,7 @@ use super::protos::{
     CounterDescriptor, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
     counter_descriptor::Unit, track_descriptor::ChildTracksOrdering,
 };
+use super::samples::Samples;
 use super::sequence::{Arg, Category, Name, PacketStream, Sequence, Texts, Value};
 use super::{Counts, Plan};
 use crate::classify::Role;
@@ -23,7 +24,8 @@ use crate::export::stream::{Event, Item, copy_names};
 use crate::hash::FxHashMap;
 use crate::model::{
     ACC_EVENT_KINDS, AccEvent, AccTable, GpuId, Kernel, MetricSeriesId, MpiCall, MpiTable, NO_RANK,
-    NvtxEvent, NvtxKind, ProcessId, StreamId, StringId, ThreadId, split_api_version,
+    NvtxEvent, NvtxKind, ProcessId, SampleEvent, StreamId, StringId, ThreadId, ThreadRun,
+    split_api_version,
 };
 use std::io::{self, Write};
 
@@ -88,6 +90,12 @@ struct Core<'p, 'a, 't, W: Write> {
 pub struct ProcessWriter<'p, 'a, 't, W: Write> {
     core: Core<'p, 'a, 't, W>,
     threads: FxHashMap<ThreadId, LaneTrack>,
+    /// Each thread's tid in the trace.
+    tids: FxHashMap<ThreadId, u32>,
+    /// Each thread's `thread state` track (created with its first run).
+    runs: FxHashMap<ThreadId, LaneTrack>,
+    /// The CPU samples' sequence (created with the first sample).
+    samples: Option<Samples>,
     domains: FxHashMap<StringId, LaneTrack>,
     streams: FxHashMap<StreamId, StreamTrack>,
     counters: Option<(Counters, Vec<Sequence>)>,
@@ -120,6 +128,9 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
         let mut w = ProcessWriter {
             core,
             threads: FxHashMap::default(),
+            tids: FxHashMap::default(),
+            runs: FxHashMap::default(),
+            samples: None,
             domains: FxHashMap::default(),
             streams: FxHashMap::default(),
             counters: None,
@@ -181,6 +192,7 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
                 order: None,
             };
             self.threads.insert(thread, track);
+            self.tids.insert(thread, tid_here as u32);
         }
         Ok(())
     }
@@ -336,6 +348,7 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
         for track in self
             .threads
             .values_mut()
+            .chain(self.runs.values_mut())
             .chain(self.domains.values_mut())
             .chain(self.streams.values_mut().map(|s| &mut s.track))
         {
@@ -400,6 +413,8 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                 self.cpu_slice(o.thread, item, label, &[], None)
             }
             Event::Mpi(m) => self.mpi(&m, item),
+            Event::Sample(s) => self.sample(&s, item),
+            Event::Run(r) => self.run(&r, item),
             Event::Acc(a) => {
                 self.core.counts.acc_events += 1;
                 let (label, args) = acc_slice(&a);
@@ -586,6 +601,52 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
         self.core.slice(track, item, label, args)
     }
 
+    /// A CPU sample of a thread drawn here, on the process's sample sequence.
+    fn sample(&mut self, s: &SampleEvent, item: &Item) -> io::Result<()> {
+        let Some(&tid) = self.tids.get(&s.thread) else {
+            return Ok(());
+        };
+        let samples = match &mut self.samples {
+            Some(samples) => samples,
+            None => {
+                let sequence = self.core.sequence_id()?;
+                self.samples.insert(Samples::new(sequence))
+            }
+        };
+        let ts = self.core.plan.rebase(item.start);
+        let pid = self.core.pid() as u32;
+        let timeline = self.core.plan.activity.timeline;
+        samples.write(&mut self.core.out, (ts, pid, tid), s, timeline)?;
+        self.core.counts.cpu_samples += 1;
+        Ok(())
+    }
+
+    /// A time a thread ran: a `Running` slice on the thread's `thread state` track, with its
+    /// core and the state it was left in.
+    fn run(&mut self, r: &ThreadRun, item: &Item) -> io::Result<()> {
+        let Some(thread) = self.threads.get(&r.thread) else {
+            return Ok(());
+        };
+        let plan = self.core.plan;
+        if plan.rebase(item.end) == plan.rebase(item.start) && r.end > r.start {
+            // The window (or the trace's start) cuts it to nothing.
+            return Ok(());
+        }
+        let parent = thread.parent;
+        let track = self.runs.entry(r.thread).or_insert_with(|| LaneTrack {
+            lanes: Lanes::new(false),
+            parent,
+            name: "thread state".to_string(),
+            order: Some(-1),
+        });
+        let mut args = vec![(Arg::Cpu, Value::Uint(r.cpu.into()))];
+        args.extend(r.left_as_name().map(|s| (Arg::LeftAs, Value::Fixed(s))));
+        self.core.counts.thread_runs += 1;
+        self.core.flows.clear();
+        let label = (Name::Fixed("Running"), Category::Sched);
+        self.core.slice(track, item, label, &args)
+    }
+
     /// An instant `CUDA call failed` on the calling thread at the start of a call that returned
     /// `code`, so a failure stands out on the timeline.
     fn failed_call(&mut self, thread: ThreadId, item: &Item, code: u16) -> io::Result<()> {
@@ -736,6 +797,11 @@ impl<'a, W: Write> Core<'_, 'a, '_, W> {
 
     /// A fresh sequence writing to `track`.
     fn sequence(&mut self, track: u64) -> io::Result<Sequence> {
+        Ok(Sequence::new(self.sequence_id()?, track))
+    }
+
+    /// A fresh sequence id.
+    fn sequence_id(&mut self) -> io::Result<u32> {
         if self.next_sequence >= SEQUENCES_PER_PROCESS {
             return Err(io::Error::other(format!(
                 "{} needs more than {SEQUENCES_PER_PROCESS} Perfetto tracks",
@@ -744,7 +810,7 @@ impl<'a, W: Write> Core<'_, 'a, '_, W> {
         }
         let base = FIRST_SEQUENCE + self.position as u32 * SEQUENCES_PER_PROCESS;
         self.next_sequence += 1;
-        Ok(Sequence::new(base + self.next_sequence - 1, track))
+        Ok(base + self.next_sequence - 1)
     }
 
     /// A plain track named `name` under `parent`, with its own sequence.

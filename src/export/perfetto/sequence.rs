@@ -115,10 +115,12 @@ pub enum Category {
     OpenAcc,
     /// A CUDA call that failed (an instant at its start).
     CudaError,
+    /// A CPU thread running on a core (thread scheduling).
+    Sched,
 }
 
 impl Category {
-    const NAMES: [&'static str; 11] = [
+    const NAMES: [&'static str; 12] = [
         "kernel",
         "memcpy",
         "memset",
@@ -130,6 +132,7 @@ impl Category {
         "mpi",
         "openacc",
         "cuda_error",
+        "sched",
     ];
 }
 
@@ -205,10 +208,14 @@ pub enum Arg {
     SourceMemory,
     /// A copy's destination memory kind.
     DestinationMemory,
+    /// The CPU core a thread ran on.
+    Cpu,
+    /// The state a thread was left in when scheduled out (when recorded).
+    LeftAs,
 }
 
 impl Arg {
-    const NAMES: [&'static str; 34] = [
+    const NAMES: [&'static str; 36] = [
         "name",
         "grid",
         "block",
@@ -243,6 +250,8 @@ impl Arg {
         "return_value",
         "src_memory",
         "dst_memory",
+        "cpu",
+        "left_as",
     ];
 }
 
