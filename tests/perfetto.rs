@@ -446,18 +446,25 @@ fn copies_and_sets_carry_their_throughput() {
     assert!(count > 0);
     assert_eq!(summary["args"]["throughput_mb_s"].as_u64(), Some(count));
     assert_eq!(summary["arg_sums"]["throughput_mb_s"].as_u64(), Some(sum));
-    // Memory kinds, as Nsight names ENUM_CUDA_MEM_KIND (ids spelled out here, from SQL).
+    // Memory kinds, as Nsight names ENUM_CUDA_MEM_KIND (ids spelled out here, from SQL): a
+    // copy's source and destination, a set's memory as its destination.
     let names = ["pageable", "pinned", "device", "array", "managed"];
-    for (column, arg) in [("srcKind", "src_memory"), ("dstKind", "dst_memory")] {
+    let memset = "SELECT memKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET GROUP BY 1";
+    for (column, arg, also) in [
+        ("srcKind", "src_memory", None),
+        ("dstKind", "dst_memory", Some(memset)),
+    ] {
         let mut by_kind: std::collections::BTreeMap<String, u64> = Default::default();
         let sql = format!("SELECT {column}, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1");
-        let mut query = db.prepare(&sql).unwrap();
-        let rows = query
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
-            .unwrap();
-        for row in rows {
-            let (kind, n) = row.unwrap();
-            by_kind.insert(names[kind as usize].to_string(), n as u64);
+        for sql in std::iter::once(sql.as_str()).chain(also) {
+            let mut query = db.prepare(sql).unwrap();
+            let rows = query
+                .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                .unwrap();
+            for row in rows {
+                let (kind, n) = row.unwrap();
+                *by_kind.entry(names[kind as usize].to_string()).or_default() += n as u64;
+            }
         }
         let got: std::collections::BTreeMap<String, u64> =
             serde_json::from_value(summary["arg_texts"][arg].clone()).unwrap();

@@ -52,6 +52,9 @@ pub struct Memcpy {
     pub memory_kinds: (u8, u8),
 }
 
+/// `ENUM_CUDA_MEM_KIND`'s Unknown, also for a memory kind not recorded or out of range.
+pub const MEMORY_KIND_UNKNOWN: u8 = 7;
+
 /// One memory set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Memset {
@@ -67,6 +70,8 @@ pub struct Memset {
     pub bytes: u64,
     /// Value written.
     pub value: u32,
+    /// The memory set (`ENUM_CUDA_MEM_KIND`, as [`Memcpy::memory_kinds`]).
+    pub memory_kind: u8,
 }
 
 /// One CUDA runtime or driver API call.
@@ -101,6 +106,33 @@ pub fn split_api_version(name: &str) -> (&str, Option<u32>) {
             }
         }
         _ => (name, None),
+    }
+}
+
+/// An NVTX range of PyTorch's `emit_nvtx` (`aten::mm, seq = 12, op_id = 345`) split into the
+/// operator's name and the numbers that make each call's text unique: its autograd sequence
+/// number (when it has one) and its op id. Any other text is whole, without numbers.
+pub fn split_torch_ids(text: &str) -> (&str, Option<u64>, Option<u64>) {
+    let number = |tail: &str, key: &str| -> Option<u64> {
+        let digits = tail.strip_prefix(key)?;
+        digits
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| digits.parse().ok())
+            .flatten()
+    };
+    let Some((rest, op_id)) = text
+        .rsplit_once(", ")
+        .and_then(|(rest, tail)| Some((rest, number(tail, "op_id = ")?)))
+    else {
+        return (text, None, None);
+    };
+    match rest
+        .rsplit_once(", ")
+        .and_then(|(name, tail)| Some((name, number(tail, "seq = ")?)))
+    {
+        Some((name, seq)) => (name, Some(seq), Some(op_id)),
+        None => (rest, None, Some(op_id)),
     }
 }
 
@@ -442,6 +474,29 @@ mod tests {
         ];
         for (name, expected) in cases {
             assert_eq!(split_api_version(name), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn torch_nvtx_ranges_split_into_name_and_ids() {
+        // Texts as PyTorch's emit_nvtx writes them (nsysai_mfu_2gpu_before_2026.2.1).
+        let cases = [
+            (
+                "aten::to, seq = 1828, op_id = 991315",
+                ("aten::to", Some(1828), Some(991315)),
+            ),
+            ("aten::copy_, op_id = 4", ("aten::copy_", None, Some(4))),
+            (
+                "AllToAll4D, seq = 45440, op_id = 990760",
+                ("AllToAll4D", Some(45440), Some(990760)),
+            ),
+            ("forward", ("forward", None, None)),
+            ("a, op_id = 12x", ("a, op_id = 12x", None, None)),
+            ("a, seq = x, op_id = 3", ("a, seq = x", None, Some(3))),
+            ("", ("", None, None)),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(split_torch_ids(text), expected, "{text}");
         }
     }
 

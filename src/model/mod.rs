@@ -20,9 +20,9 @@ mod warnings;
 pub use clock::{ClockMapping, TimeBase, own_clock, plan as plan_clocks};
 pub use entities::{Gpu, Host, MetricSeries, Process, ReportInfo, RowCounts, Stream, Thread};
 pub use events::{
-    ACC_EVENT_KINDS, AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset,
-    MetricSample, MpiCall, MpiTable, NO_CPU, NO_RANK, NvtxEvent, NvtxKind, OsCall, SampleEvent,
-    SyncEvent, ThreadRun, split_api_version,
+    ACC_EVENT_KINDS, AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, MEMORY_KIND_UNKNOWN, Memcpy,
+    MemoryEvent, Memset, MetricSample, MpiCall, MpiTable, NO_CPU, NO_RANK, NvtxEvent, NvtxKind,
+    OsCall, SampleEvent, SyncEvent, ThreadRun, split_api_version, split_torch_ids,
 };
 pub use meta::{ExportMeta, Format, HostGpu};
 pub use stacks::{Frame, StackId, Stacks};

@@ -73,12 +73,13 @@ impl Record for Memcpy {
 }
 
 impl Record for Memset {
-    const SIZE: usize = 40;
+    const SIZE: usize = 41;
 
     fn encode(&self, out: &mut [u8]) {
         let mut p = Put::new(out);
         p.i64(self.start.0).i64(self.end.0).u32(self.stream.0);
         p.u32(self.correlation).u64(self.bytes).u32(self.value);
+        p.u8(self.memory_kind);
     }
 
     fn decode(bytes: &[u8]) -> Self {
@@ -90,6 +91,7 @@ impl Record for Memset {
             correlation: g.u32(),
             bytes: g.u64(),
             value: g.u32(),
+            memory_kind: g.u8(),
         }
     }
 }
@@ -485,6 +487,7 @@ mod tests {
             stream: StreamId(1),
             correlation: 2,
             bytes: 3,
+            memory_kind: 4,
             value: 4,
         });
         round_trip(GraphLaunch {

@@ -631,6 +631,7 @@ impl<S: Sink> Builder<S> {
                 correlation: m.op.correlation,
                 bytes: m.bytes,
                 value: m.value,
+                memory_kind: m.memory_kind,
             });
         })?;
         let graphs = report.read_graphs(chunking, warnings, clock, |g| {

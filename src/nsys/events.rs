@@ -10,7 +10,7 @@ use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, Fields, opt, req};
 use super::strings::{Deferred, Names, StringRef, StringResolver};
-use crate::model::{Ns, StringId};
+use crate::model::{MEMORY_KIND_UNKNOWN, Ns, StringId};
 use crate::model::{Warning, Warnings};
 
 /// How a report's times map onto the merged clock: `t -> t + offset`.
@@ -106,8 +106,14 @@ pub struct KernelRow<N = StringId> {
     pub graph_node: u32,
 }
 
-/// `ENUM_CUDA_MEM_KIND`'s Unknown, also for a memory kind not recorded or out of range.
-pub const MEMORY_KIND_UNKNOWN: u8 = 7;
+/// The next column read as an `ENUM_CUDA_MEM_KIND` id ([`MEMORY_KIND_UNKNOWN`] when NULL or
+/// beyond the kinds nsys names).
+fn memory_kind(f: &mut Fields) -> Result<u8> {
+    Ok(match f.opt_int()? {
+        Some(k @ 0..7) => k as u8,
+        _ => MEMORY_KIND_UNKNOWN,
+    })
+}
 
 /// One `CUPTI_ACTIVITY_KIND_MEMCPY` row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +137,8 @@ pub struct MemsetRow {
     pub bytes: u64,
     /// The value written.
     pub value: u32,
+    /// The memory set (`ENUM_CUDA_MEM_KIND`; [`MEMORY_KIND_UNKNOWN`] when not recorded).
+    pub memory_kind: u8,
 }
 
 /// One `CUPTI_ACTIVITY_KIND_GRAPH_TRACE` row: a CUDA graph launch.
@@ -430,13 +438,7 @@ impl Report {
         let read = |f: &mut Fields, op| {
             let bytes = f.int()?.max(0) as u64;
             let copy_kind = f.u32_or(0)?.min(255) as u8;
-            let mut kind = || -> Result<u8> {
-                Ok(match f.opt_int()? {
-                    Some(k @ 0..7) => k as u8,
-                    _ => MEMORY_KIND_UNKNOWN,
-                })
-            };
-            let memory_kinds = (kind()?, kind()?);
+            let memory_kinds = (memory_kind(f)?, memory_kind(f)?);
             Ok(MemcpyRow {
                 op,
                 bytes,
@@ -455,12 +457,13 @@ impl Report {
         clock: Clock,
         sink: impl FnMut(MemsetRow),
     ) -> Result<u64> {
-        const COLUMNS: &[Column] = gpu_op_columns![req("bytes"), opt("value")];
+        const COLUMNS: &[Column] = gpu_op_columns![req("bytes"), opt("value"), opt("memKind")];
         let read = |f: &mut Fields, op| {
             Ok(MemsetRow {
                 op,
                 bytes: f.int()?.max(0) as u64,
                 value: f.opt_int()?.unwrap_or(0) as u32,
+                memory_kind: memory_kind(f)?,
             })
         };
         self.gpu_table(rows, warnings, MEMSET, COLUMNS, clock, read, sink)

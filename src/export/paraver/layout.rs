@@ -14,7 +14,7 @@ use crate::hash::{FxHashMap, FxHashSet};
 use crate::input::capture::{Joined, Names};
 use crate::model::{
     AccTable, Frame, GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId,
-    Timeline, split_api_version,
+    Timeline, split_api_version, split_torch_ids,
 };
 use std::collections::BTreeMap;
 
@@ -82,8 +82,11 @@ pub struct Values {
     pub api_count: u32,
     /// NVTX (domain, text) -> id.
     pub nvtx: FxHashMap<(StringId, StringId), u32>,
-    /// NVTX labels by id.
+    /// NVTX labels by id: a PyTorch range's operator name without the ids that make each
+    /// call's text unique ([`split_torch_ids`]), which go in [`Values::torch_ids`].
     pub nvtx_labels: Vec<String>,
+    /// The PyTorch sequence number and op id of each NVTX text that has them.
+    pub torch_ids: FxHashMap<StringId, (Option<u64>, u64)>,
     /// NVTX domain -> event type.
     pub domains: BTreeMap<String, u32>,
     /// NVTX domain id -> event type.
@@ -321,12 +324,20 @@ pub fn values(plan: &Plan, parts: &[Joined]) -> Values {
     });
     let gpu = by_label(gpu_keys, |&k| gpu_label(timeline, k));
     let mut domains: BTreeMap<String, Vec<StringId>> = BTreeMap::new();
+    let mut torch_ids = FxHashMap::default();
     let nvtx = by_label(nvtx_keys, |&(domain, text)| {
         let name = timeline.text(domain);
         domains.entry(name.to_string()).or_default().push(domain);
-        nvtx_label(name, timeline.text(text))
+        let (operator, seq, op_id) = split_torch_ids(timeline.text(text));
+        if let Some(op_id) = op_id {
+            torch_ids.insert(text, (seq, op_id));
+        }
+        nvtx_label(name, operator)
     });
-    let mut values = Values::default();
+    let mut values = Values {
+        torch_ids,
+        ..Values::default()
+    };
     for (label, keys) in api {
         values.names.push(label);
         let id = values.names.len() as u32;

@@ -438,6 +438,17 @@ fn pcf(layout: &Layout, used: &Used) -> String {
     }
     acc_blocks(&mut out, v);
     sampling_blocks(&mut out, v);
+    let memory = [
+        (
+            types::SOURCE_MEMORY,
+            "nsys-lens copy source memory".to_string(),
+        ),
+        (
+            types::DESTINATION_MEMORY,
+            "nsys-lens copy or set memory".to_string(),
+        ),
+    ];
+    shared_block(&mut out, &memory, &types::MEMORY_KINDS);
     for (i, field) in v.payloads.iter().enumerate() {
         let ty = types::NCCL_PAYLOAD_BASE + i as u32;
         let label = format!("NCCL {}", one_line(&field.name));

@@ -21,7 +21,8 @@ use crate::export::stream::{Event, Events, Item, Shared, Writer, copy_names};
 use crate::hash::FxHashMap;
 use crate::input::capture::Joined;
 use crate::model::{
-    AccTable, GpuId, MpiCall, MpiTable, NvtxKind, SampleEvent, StreamId, StringId, ThreadId,
+    AccTable, GpuId, MEMORY_KIND_UNKNOWN, MpiCall, MpiTable, NvtxKind, SampleEvent, StreamId,
+    StringId, ThreadId,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -295,6 +296,19 @@ impl Body<'_, '_, '_, '_> {
                     Also::Correlation => {
                         format_pairs(&[(ty, 0), (types::CORRELATION, 0)], &mut line)
                     }
+                    Also::Failed => format_pairs(
+                        &[(ty, 0), (types::CORRELATION, 0), (types::RETURN_CODE, 0)],
+                        &mut line,
+                    ),
+                    Also::TorchIds { seq } => {
+                        let mut pairs = Pairs::new();
+                        pairs.push((ty, 0));
+                        if seq {
+                            pairs.push((types::TORCH_SEQ, 0));
+                        }
+                        pairs.push((types::TORCH_OP_ID, 0));
+                        format_pairs(pairs.as_slice(), &mut line)
+                    }
                     Also::MpiSizes => format_pairs(
                         &[
                             (ty, 0),
@@ -341,6 +355,10 @@ enum Also {
     Nothing,
     /// An API call's correlation id.
     Correlation,
+    /// A failed API call's correlation id and return code.
+    Failed,
+    /// A PyTorch NVTX range's op id, and its sequence number when `seq`.
+    TorchIds { seq: bool },
     /// An MPI collective's send and receive sizes.
     MpiSizes,
     /// An OpenACC event's source and function types (of its table), and for data its bytes.
@@ -512,11 +530,17 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
             Event::Api(a) => {
                 body.counts.api += 1;
                 let id = u64::from(values.api.get(&a.name).copied().unwrap_or(0));
+                let code = (types::RETURN_CODE, u64::from(a.return_value));
                 let pairs = [
                     (types::CUDA_API, id),
                     (types::CORRELATION, a.correlation.into()),
+                    code,
                 ];
-                let key = self.cpu_begin(body, a.thread, item, &pairs, Also::Correlation);
+                let (pairs, also) = match a.return_value {
+                    0 => (&pairs[..2], Also::Correlation),
+                    _ => (&pairs[..], Also::Failed),
+                };
+                let key = self.cpu_begin(body, a.thread, item, pairs, also);
                 if let Some(key) = key {
                     self.launch(body, key, a.correlation);
                 }
@@ -566,17 +590,25 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
                             body.event(self.task, c.number, item.start, &[(types::NVTX_MARK, id)]);
                         }
                     }
-                    NvtxKind::StartEnd => {
-                        let pairs = [(types::NVTX_STARTEND, id)];
-                        self.cpu_begin(body, n.thread, item, &pairs, Also::Nothing);
-                    }
-                    NvtxKind::PushPop | NvtxKind::Metadata => {
-                        let ty = values
-                            .domain_types
-                            .get(&n.domain)
-                            .copied()
-                            .unwrap_or(types::NVTX_PUSHPOP_BASE);
-                        self.cpu_begin(body, n.thread, item, &[(ty, id)], Also::Nothing);
+                    NvtxKind::StartEnd | NvtxKind::PushPop | NvtxKind::Metadata => {
+                        let ty = match n.kind {
+                            NvtxKind::StartEnd => types::NVTX_STARTEND,
+                            _ => (values.domain_types.get(&n.domain).copied())
+                                .unwrap_or(types::NVTX_PUSHPOP_BASE),
+                        };
+                        let mut pairs = Pairs::new();
+                        pairs.push((ty, id));
+                        let also = match values.torch_ids.get(&n.text) {
+                            Some(&(seq, op_id)) => {
+                                if let Some(seq) = seq {
+                                    pairs.push((types::TORCH_SEQ, seq));
+                                }
+                                pairs.push((types::TORCH_OP_ID, op_id));
+                                Also::TorchIds { seq: seq.is_some() }
+                            }
+                            None => Also::Nothing,
+                        };
+                        self.cpu_begin(body, n.thread, item, pairs.as_slice(), also);
                     }
                 }
             }
@@ -993,9 +1025,15 @@ fn begin_pairs(
         }
         Event::Memcpy(_) | Event::Memset(_) => {
             body.counts.memops += 1;
-            let (name, bytes, correlation) = match item.event {
-                Event::Memcpy(m) => (copy_names(m.copy_kind).0, m.bytes, m.correlation),
-                Event::Memset(m) => ("[CUDA memset]", m.bytes, m.correlation),
+            let (name, bytes, correlation, (source, destination)) = match item.event {
+                Event::Memcpy(m) => {
+                    let name = copy_names(m.copy_kind).0;
+                    (name, m.bytes, m.correlation, m.memory_kinds)
+                }
+                Event::Memset(m) => {
+                    let kinds = (MEMORY_KIND_UNKNOWN, m.memory_kind);
+                    ("[CUDA memset]", m.bytes, m.correlation, kinds)
+                }
                 _ => unreachable!("a copy or set"),
             };
             for pair in [
@@ -1003,8 +1041,12 @@ fn begin_pairs(
                 (types::MEMOP_BYTES, bytes),
                 (types::CORRELATION, u64::from(correlation)),
                 role,
+                (types::DESTINATION_MEMORY, u64::from(destination) + 1),
             ] {
                 pairs.push(pair);
+            }
+            if let Event::Memcpy(_) = item.event {
+                pairs.push((types::SOURCE_MEMORY, u64::from(source) + 1));
             }
             (EndKind::Memop, types::TAG_MEMOP, bytes, None)
         }
@@ -1028,6 +1070,8 @@ fn end_pairs(kind: EndKind) -> Pairs {
             types::MEMOP_BYTES,
             types::CORRELATION,
             types::STREAM_ROLE,
+            types::DESTINATION_MEMORY,
+            types::SOURCE_MEMORY,
         ],
         EndKind::Graph => &[
             types::GRAPH_EXEC,

@@ -79,6 +79,27 @@ pub const GRAPH_EXEC_ID: u32 = 63_000_101;
 pub const GRAPH_NODE: u32 = 63_000_102;
 /// nsys-lens: device memory allocated on a GPU since the capture started, bytes.
 pub const GPU_MEMORY: u32 = 63_100_020;
+/// nsys-lens: a PyTorch NVTX range's autograd sequence number (`seq = N` of its text).
+pub const TORCH_SEQ: u32 = 63_100_040;
+/// nsys-lens: a PyTorch NVTX range's op id (`op_id = N` of its text).
+pub const TORCH_OP_ID: u32 = 63_100_041;
+/// nsys-lens: a CUDA call's return code, on the calls that failed (non-zero).
+pub const RETURN_CODE: u32 = 63_100_030;
+/// nsys-lens: a copy's source memory kind ([`MEMORY_KINDS`]).
+pub const SOURCE_MEMORY: u32 = 63_100_031;
+/// nsys-lens: a copy's destination memory kind, or the memory a set wrote.
+pub const DESTINATION_MEMORY: u32 = 63_100_032;
+/// The memory kinds' values: `ENUM_CUDA_MEM_KIND` id + 1, as Nsight names them.
+pub const MEMORY_KINDS: [(u32, &str); 8] = [
+    (1, "pageable"),
+    (2, "pinned"),
+    (3, "device"),
+    (4, "array"),
+    (5, "managed"),
+    (6, "device static"),
+    (7, "managed static"),
+    (8, "unknown"),
+];
 /// nsys-lens: the collective instance an NCCL kernel took part in (the same value on every
 /// member, from 1).
 pub const COLLECTIVE: u32 = 63_100_006;
@@ -204,6 +225,9 @@ pub const PLAIN: &[(u32, &str)] = &[
     (EXPOSED_COMM, "nsys-lens exposed communication"),
     (COLLECTIVE_WAIT, "nsys-lens waiting in collectives"),
     (CRITICAL_PATH, "nsys-lens on the critical path"),
+    (RETURN_CODE, "nsys-lens CUDA return code"),
+    (TORCH_SEQ, "nsys-lens PyTorch sequence number"),
+    (TORCH_OP_ID, "nsys-lens PyTorch op id"),
     (COLLECTIVE, "nsys-lens collective instance"),
     (GPU_MEMORY, "nsys-lens GPU memory allocated (bytes)"),
     (ACC_DATA_BYTES, "OpenACC data bytes"),

@@ -455,6 +455,8 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                     (Arg::Correlation, Value::Uint(m.correlation.into())),
                 ];
                 args.extend(throughput(m.bytes, item));
+                let kind = memory_kind(m.memory_kind);
+                args.extend(kind.map(|k| (Arg::DestinationMemory, Value::Fixed(k))));
                 self.core.counts.memset += 1;
                 let label = (Name::Fixed("[CUDA memset]"), Category::Memset);
                 self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
