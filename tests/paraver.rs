@@ -297,9 +297,18 @@ pub fn check(trace: &Trace) -> (BTreeMap<(usize, String), u64>, Vec<i64>) {
         let [send, task, thread, recv, rtask, rthread, _size, tag, _] = *c;
         assert!(send <= recv && recv <= trace.end, "{c:?}");
         assert_eq!(task, rtask, "communication leaves its task: {c:?}");
-        assert!(name(task as usize, thread as usize).starts_with("THREAD"));
-        assert!(name(rtask as usize, rthread as usize).starts_with("CUDA-D"));
-        assert!(tag == 55001 || tag == 55002);
+        let (from, to) = (
+            name(task as usize, thread as usize),
+            name(rtask as usize, rthread as usize),
+        );
+        match tag {
+            // A launch: from the calling thread to the operation.
+            55001 | 55002 => assert!(from.starts_with("THREAD") && to.starts_with("CUDA-D")),
+            // A synchronization link: from the operation waited for to the thread that waited
+            // or the operation held back.
+            55003 => assert!(from.starts_with("CUDA-D"), "{c:?}"),
+            _ => panic!("unknown tag: {c:?}"),
+        }
     }
     let active = gpu_spans.into_iter().map(union_length).collect();
     (kernels, active)

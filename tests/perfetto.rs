@@ -135,9 +135,16 @@ fn two_nodes_with_the_same_pids_give_four_rank_tracks_in_rank_order() {
     ] {
         assert!(tracks.contains(name), "{name} missing from {tracks}");
     }
-    // Every launch of the fixture has its GPU operation: one flow per kernel, copy and set.
+    // Every launch of the fixture has its GPU operation: one flow per kernel, copy and set;
+    // the others link synchronizations.
     let [kernels, memcpy, memset, ..] = input_counts(&reports);
-    assert_eq!(summary["flows"].as_u64(), Some(kernels + memcpy + memset));
+    let syncs = summary["sync_flows"].as_array().unwrap().len() as u64;
+    let held = summary["gpu_flows"].as_array().unwrap().len() as u64;
+    assert!(syncs > 0);
+    assert_eq!(
+        summary["flows"].as_u64(),
+        Some(kernels + memcpy + memset + syncs + held)
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ Decodes the file with the complete upstream schema (`perfetto_trace_pb2` from th
 (../shared/reference/perfetto.md §6, §12), and prints a JSON summary: problems found, slice
 counts per category, flows, tracks, process names in order, every counter's samples, the
 CUDA API slices per name, the count and sum of every unsigned argument, the count of each
-value of every text argument, every CPU sample's call stack per thread (resolved through the
+value of every text argument, the ends of every synchronization link, every CPU sample's call stack per thread (resolved through the
 sequence's interned callstacks, frames, function names and mappings) and each thread's
 `Running` slices (count and total ns).
 
@@ -54,6 +54,7 @@ def main():
     seq_state = {}  # sequence id -> state
     counts = defaultdict(int)
     flows = defaultdict(int)
+    flow_events = defaultdict(list)  # flow id -> [(ts, categories)]
     comm_roles = defaultdict(int)
     arg_counts = defaultdict(int)
     counters = defaultdict(list)
@@ -205,6 +206,7 @@ def main():
                 comm_roles[role.decode("utf-8", "replace")] += 1
         for f in ev.flow_ids:
             flows[f] += 1
+            flow_events[f].append((ts, cats))
         if "nsys_lens" in cats:
             for a in ev.debug_annotations:
                 if state["args"].get(a.name_iid) == "rebase_offset_ns":
@@ -294,7 +296,19 @@ def main():
     for key in samples:
         if key not in threads:
             problem(f"perf samples of pid/tid {key} with no thread track")
+    # Synchronization links: to a `cuda_sync` instant (a host wait's return), or between two
+    # GPU operations (a stream wait; collective flows only with --collective-flows).
+    gpu = {"kernel", "memcpy", "memset", "cuda_graph"}
+    sync_flows, gpu_flows = [], []
+    for f, evs in flow_events.items():
+        evs = sorted(evs)
+        if len(evs) == 2 and "cuda_sync" in evs[1][1]:
+            sync_flows.append([evs[0][0], evs[1][0]])
+        elif len(evs) == 2 and all(gpu & set(c) for _, c in evs):
+            gpu_flows.append([evs[0][0], evs[1][0]])
     summary = {
+        "sync_flows": sorted(sync_flows),
+        "gpu_flows": sorted(gpu_flows),
         "samples": {threads.get(k, "?"): v for k, v in samples.items()},
         "thread_states": {thread_key(tracks[t]): v for t, v in running.items()},
         "problems": problems,

@@ -38,6 +38,7 @@ mod sampling;
 mod scenario;
 mod sizing;
 mod streaming;
+mod syncs;
 mod synth;
 mod taxonomy;
 mod threads;

@@ -517,7 +517,7 @@ fn perfetto_lines(summary: &perfetto::Summary) -> Vec<String> {
     let c = summary.counts;
     let mut lines = vec![format!(
         "wrote {} ({} bytes): {} kernels, {} memcpy, {} memset, {} CUDA API calls, {} NVTX \
-         events{}, {} flows, {} tracks",
+         events{}, {} flows{}, {} tracks",
         summary.path.display(),
         summary.bytes,
         c.kernels,
@@ -533,6 +533,10 @@ fn perfetto_lines(summary: &perfetto::Summary) -> Vec<String> {
             c.metric_samples
         ]),
         c.flows,
+        match c.sync_links {
+            0 => String::new(),
+            n => format!(" ({n} from synchronizations)"),
+        },
         c.tracks
     )];
     if summary.bytes > fit::BROWSER_LIMIT {
@@ -576,10 +580,14 @@ fn paraver_lines(summary: &paraver::Summary) -> Vec<String> {
             c.metric_samples
         ]),
         c.comms,
-        match c.mpi_comms {
-            0 => String::new(),
-            n => format!(" and {n} MPI messages"),
-        }
+        [
+            (c.mpi_comms, "MPI messages"),
+            (c.sync_comms, "synchronization links")
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!(" and {n} {what}"))
+        .collect::<String>()
     )];
     for warning in &summary.warnings {
         lines.push(format!("nsys-lens: warning: {warning}"));

@@ -22,7 +22,7 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The first and last bytes of an encoded part file (format 3: sealed, [`crate::input::seal`]).
-pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x04";
+pub const MAGIC: &[u8; 16] = b"nsys-lens coded\x05";
 
 /// Which formats a conversion writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,6 +268,7 @@ fn put_paraver(p: &mut Put, e: &paraver::Encoded, at: u64, len: u64) {
         c.comms,
         c.comms_skipped,
         c.mpi_comms,
+        c.sync_comms,
         c.records,
     ] {
         p.u64(n);
@@ -300,7 +301,7 @@ fn get_paraver(g: &mut Get) -> Got<(paraver::Encoded, u64, u64)> {
             set.insert(g.u32()?);
         }
     }
-    let mut c = [0u64; 15];
+    let mut c = [0u64; 16];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -324,7 +325,8 @@ fn get_paraver(g: &mut Get) -> Got<(paraver::Encoded, u64, u64)> {
             comms: c[11],
             comms_skipped: c[12],
             mpi_comms: c[13],
-            records: c[14],
+            sync_comms: c[14],
+            records: c[15],
         },
     };
     Ok((encoded, g.u64()?, g.u64()?))
@@ -345,6 +347,7 @@ fn put_perfetto_counts(p: &mut Put, c: &perfetto::Counts) {
         c.cpu_samples,
         c.thread_runs,
         c.flows,
+        c.sync_links,
         c.tracks,
     ] {
         p.u64(n);
@@ -352,7 +355,7 @@ fn put_perfetto_counts(p: &mut Put, c: &perfetto::Counts) {
 }
 
 fn get_perfetto_counts(g: &mut Get) -> Got<perfetto::Counts> {
-    let mut c = [0u64; 14];
+    let mut c = [0u64; 15];
     for n in &mut c {
         *n = g.u64()?;
     }
@@ -370,6 +373,7 @@ fn get_perfetto_counts(g: &mut Get) -> Got<perfetto::Counts> {
         cpu_samples: c[10],
         thread_runs: c[11],
         flows: c[12],
-        tracks: c[13],
+        sync_links: c[13],
+        tracks: c[14],
     })
 }

@@ -25,6 +25,7 @@ pub mod perfetto;
 pub mod prepare;
 pub mod split;
 pub mod stream;
+pub mod syncs;
 
 use crate::classify::payloads::NcclPayloads;
 use crate::classify::streams::clip;

@@ -9,11 +9,12 @@
 
 use super::Plan;
 use super::stream::{Event, Item, Kinds, Stream};
+use super::syncs::{OpKey, Resolver, SyncLinks};
 use crate::classify::RankStreams;
 use crate::classify::streams::Usage;
 use crate::hash::FxHashMap;
 use crate::input::capture::Joined;
-use crate::model::{GpuId, NvtxKind, StreamId, StringId, ThreadId};
+use crate::model::{GpuId, NvtxKind, ProcessId, StreamId, StringId, ThreadId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
@@ -39,6 +40,8 @@ pub struct Prepared {
     pub end: Option<i64>,
     /// Its events in the window: (GPU operations, other events).
     pub events: (u64, u64),
+    /// What its synchronizations waited for.
+    pub syncs: SyncLinks,
 }
 
 /// A stream's lanes.
@@ -95,6 +98,14 @@ impl Launches {
     }
 }
 
+/// Whether a CUDA call is one that CUPTI records a host wait for (stream, event, context or
+/// device synchronize, and an event's query): `cudaStreamSynchronize`, `cuEventQuery`...
+fn waits_on_the_gpu(name: &str) -> bool {
+    ["Synchronize", "EventQuery"]
+        .iter()
+        .any(|w| name.contains(w))
+}
+
 /// A set of small integers (correlation ids are dense, from 1): one bit each.
 #[derive(Debug, Default)]
 struct Bits(Vec<u64>);
@@ -129,6 +140,13 @@ struct Gathering {
     launches: Launches,
     end: Option<i64>,
     events: (u64, u64),
+    /// What the synchronizations waited for (the GPU operations' pass).
+    syncs: Option<Resolver>,
+    /// The thread of each host-wait call (`...Synchronize`), by correlation id (the other
+    /// events' pass).
+    waiting_calls: FxHashMap<u32, ThreadId>,
+    /// Whether an API name is a host wait's.
+    waits_by_name: FxHashMap<StringId, bool>,
 }
 
 /// First-fit lanes: the end of each lane's last operation.
@@ -191,7 +209,7 @@ pub fn prepare(plan: &Plan, parts: &[&Joined]) -> io::Result<Vec<Option<Prepared
         .into_iter()
         .zip(others?)
         .zip(&plan.exported)
-        .map(|((g, o), e)| Some(g?.join(o?).finish(plan, e.process)))
+        .map(|((g, o), e)| Some(g?.join(o?).finish(plan, e)))
         .collect())
 }
 
@@ -241,6 +259,11 @@ impl Gathering {
             Event::Api(a) => {
                 thread(a.thread, true);
                 self.launches.call(a.correlation);
+                let waits = *(self.waits_by_name.entry(a.name))
+                    .or_insert_with(|| waits_on_the_gpu(timeline.text(a.name)));
+                if waits {
+                    self.waiting_calls.insert(a.correlation, a.thread);
+                }
             }
             Event::Os(o) => thread(o.thread, true),
             Event::Mpi(m) => thread(m.thread, true),
@@ -255,22 +278,23 @@ impl Gathering {
             Event::Kernel(k) => {
                 let comm = plan.activity.is_comm_kernel(&k);
                 self.usage.kernel(&k, comm, span);
-                self.gpu_op(plan, k.stream, span, k.correlation);
+                self.gpu_op(plan, item, (k.stream, k.start.0, k.correlation), k.end.0);
                 self.counters = true;
             }
             Event::Memcpy(m) => {
                 self.usage.copy(m.stream, span);
-                self.gpu_op(plan, m.stream, span, m.correlation);
+                self.gpu_op(plan, item, (m.stream, m.start.0, m.correlation), m.end.0);
             }
             Event::Memset(m) => {
                 self.usage.copy(m.stream, span);
-                self.gpu_op(plan, m.stream, span, m.correlation);
+                self.gpu_op(plan, item, (m.stream, m.start.0, m.correlation), m.end.0);
             }
             Event::Graph(g) => {
                 self.usage.graph(g.stream, span);
-                self.gpu_op(plan, g.stream, span, g.correlation);
+                self.gpu_op(plan, item, (g.stream, g.start.0, g.correlation), g.end.0);
                 self.counters = true;
             }
+            Event::Sync(s) => self.resolver(s.process).sync(&s),
             Event::Metric(..) => {}
             Event::Memory(m) => {
                 self.memory.insert(m.gpu);
@@ -278,13 +302,24 @@ impl Gathering {
         }
     }
 
-    /// A GPU operation: its lane and its launch.
-    fn gpu_op(&mut self, plan: &Plan, stream: StreamId, (s, e): (i64, i64), correlation: u32) {
+    /// A GPU operation (`key`, ending at `end`): its lane, its launch, and what it means for
+    /// the synchronizations.
+    fn gpu_op(&mut self, plan: &Plan, item: &Item, key: OpKey, end: i64) {
         let timeline = plan.activity.timeline;
+        let (stream, _, correlation) = key;
         let st = timeline.stream(stream);
-        let key = (timeline.gpu(st.gpu).device, st.stream, stream);
-        self.lanes.entry(key).or_default().place(s, e);
+        let lane = (timeline.gpu(st.gpu).device, st.stream, stream);
+        self.lanes
+            .entry(lane)
+            .or_default()
+            .place(item.start, item.end);
         self.launches.op(correlation);
+        self.resolver(st.process).op(key, end);
+    }
+
+    /// The synchronization resolver of this process.
+    fn resolver(&mut self, process: ProcessId) -> &mut Resolver {
+        self.syncs.get_or_insert_with(|| Resolver::new(process))
     }
 
     /// What the GPU operations showed (`self`) and what the other events showed, together.
@@ -302,11 +337,20 @@ impl Gathering {
             },
             end: self.end.max(others.end),
             events: (self.events.0, others.events.1),
+            syncs: self.syncs,
+            waiting_calls: others.waiting_calls,
+            waits_by_name: FxHashMap::default(),
         }
     }
 
-    fn finish(self, plan: &Plan, process: crate::model::ProcessId) -> Prepared {
+    fn finish(self, plan: &Plan, exported: &super::Exported) -> Prepared {
+        let process = exported.process;
+        let calls = &self.waiting_calls;
+        let syncs = self.syncs.map_or_else(SyncLinks::default, |r| {
+            r.finish(exported.window.1, |c| calls.get(&c).copied())
+        });
         Prepared {
+            syncs,
             streams: self.usage.classify(plan.activity, process, plan.rules),
             threads: self
                 .threads

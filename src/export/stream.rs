@@ -23,7 +23,7 @@ use crate::input::capture::Joined;
 use crate::model::records::Fits;
 use crate::model::{
     AccEvent, ApiCall, GpuId, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
-    MpiCall, MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId, SampleEvent, ThreadRun,
+    MpiCall, MpiTable, NvtxEvent, NvtxKind, OsCall, ProcessId, SampleEvent, SyncEvent, ThreadRun,
 };
 use crate::nsys::Moved;
 use crate::spill::Record;
@@ -85,6 +85,8 @@ pub enum Event {
     Sample(SampleEvent),
     /// A time a CPU thread ran on a core.
     Run(ThreadRun),
+    /// A synchronization record (not drawn itself: what it waited for is linked).
+    Sync(SyncEvent),
 }
 
 /// One event as exported.
@@ -137,7 +139,8 @@ pub struct Stream<'p, 'a, 't> {
 pub enum Kinds {
     /// Every kind.
     All,
-    /// Kernels, copies, sets and graph launches.
+    /// Kernels, copies, sets and graph launches, and the synchronization records that
+    /// waited for them.
     GpuOperations,
     /// Every kind but those.
     Others,
@@ -603,6 +606,7 @@ fn process_of(timeline: &crate::model::Timeline, event: &Event) -> ProcessId {
         Event::Memory(m) => timeline.gpu(m.gpu).process,
         Event::Sample(s) => timeline.thread(s.thread).process,
         Event::Run(r) => timeline.thread(r.thread).process,
+        Event::Sync(s) => s.process,
     }
 }
 
@@ -614,6 +618,8 @@ fn event_sources(part: &Joined, kinds: Kinds) -> Vec<Source<'_>> {
         source(&e.memcpys, part, Event::Memcpy),
         source(&e.memsets, part, Event::Memset),
         source(&e.graph_launches, part, Event::Graph),
+        // What a synchronization waited for is found among the GPU operations.
+        source(&e.syncs, part, Event::Sync),
     ];
     let others = || {
         vec![
@@ -679,6 +685,7 @@ impl Event {
             Event::Memory(m) => (m.time, m.time),
             Event::Sample(s) => (s.time, s.time),
             Event::Run(r) => (r.start, r.end),
+            Event::Sync(s) => (s.start, s.end),
         };
         (start.0, end.0)
     }

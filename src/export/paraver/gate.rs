@@ -10,7 +10,7 @@ use std::io::{self, Write};
 
 /// Where a record goes in the body: by time, task, thread, the order its thread made it, and
 /// for a communication record its place after its launch's record (`sub` from 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key {
     /// Rebased time.
     pub time: u64,

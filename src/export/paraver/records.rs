@@ -18,6 +18,7 @@ use crate::export::Plan;
 use crate::export::counters::Counters;
 use crate::export::prepare::{FirstFit, Prepared};
 use crate::export::stream::{Event, Events, Item, Shared, Writer, copy_names};
+use crate::export::syncs::OpKey;
 use crate::hash::FxHashMap;
 use crate::input::capture::Joined;
 use crate::model::{
@@ -63,6 +64,8 @@ pub struct Counts {
     pub comms_skipped: u64,
     /// Communication records of MPI messages (send to receive).
     pub mpi_comms: u64,
+    /// Communication records of synchronization links (from the operation waited for).
+    pub sync_comms: u64,
     /// Lines in the body.
     pub records: u64,
 }
@@ -84,6 +87,7 @@ impl Counts {
         self.comms += o.comms;
         self.comms_skipped += o.comms_skipped;
         self.mpi_comms += o.mpi_comms;
+        self.sync_comms += o.sync_comms;
         self.records += o.records;
     }
 }
@@ -134,6 +138,7 @@ pub fn write_body<W: Write + Send>(
             comm: Vec::with_capacity(128),
             closes: FxHashMap::default(),
             kernel_shapes: FxHashMap::default(),
+            syncs: SyncEnds::default(),
         };
         events.drive(&mut tasks, &mut body, Body::flush_group)?;
         Ok((body.counts, body.used))
@@ -158,6 +163,19 @@ struct Body<'p, 'a, 't, 'g> {
     closes: FxHashMap<Close, Vec<u8>>,
     /// The first pairs of kernel begins (`:type:value...`), by what they show.
     kernel_shapes: FxHashMap<KernelShape, Vec<u8>>,
+    /// Synchronization links with one end made.
+    syncs: SyncEnds,
+}
+
+/// Synchronization links (flow ids) whose communication record waits for its other end.
+#[derive(Default)]
+struct SyncEnds {
+    /// Sent (the operation waited for ended): where the record goes.
+    sent: FxHashMap<u64, Key>,
+    /// Received first: where it arrives (task, thread, merged-clock time), None when nowhere.
+    early: FxHashMap<u64, Option<(u32, u32, i64)>>,
+    /// The close records with links not yet received, and how many.
+    left: FxHashMap<Key, u32>,
 }
 
 /// Kernel shapes whose pairs are kept formatted, at most (about 200 bytes each).
@@ -286,7 +304,7 @@ impl Body<'_, '_, '_, '_> {
     }
 
     /// Makes the closing record of an interval: its types at 0, formatted once per kind.
-    fn close(&mut self, task: u32, thread: u32, t: i64, close: Close) {
+    fn close(&mut self, task: u32, thread: u32, t: i64, close: Close) -> Key {
         let (time, from) = self.head(task, thread, t);
         let pairs = self.closes.entry(close).or_insert_with(|| {
             let mut line = Vec::new();
@@ -334,7 +352,67 @@ impl Body<'_, '_, '_, '_> {
             line
         });
         self.gate.bytes().extend_from_slice(pairs);
-        self.made(task, thread, time, from);
+        self.made(task, thread, time, from)
+    }
+
+    /// The end of an operation that synchronizations waited for (its close record at `key`):
+    /// one communication record per link in `flows`, made now for the links whose other end
+    /// came first, later for the others.
+    fn sync_sent(&mut self, key: Key, flows: &[u64]) {
+        let mut left = 0;
+        for (i, &flow) in flows.iter().enumerate() {
+            let sent = Key {
+                sub: i as u32 + 1,
+                ..key
+            };
+            match self.syncs.early.remove(&flow) {
+                Some(Some(to)) => self.sync_comm(sent, to),
+                Some(None) => {}
+                None => {
+                    self.syncs.sent.insert(flow, sent);
+                    left += 1;
+                }
+            }
+        }
+        if left > 0 {
+            self.gate.wait_for(key);
+            self.syncs.left.insert(key, left);
+        }
+    }
+
+    /// Where a synchronization link arrives: (task, thread, merged-clock time); None when
+    /// its thread is not drawn (no record then).
+    fn sync_received(&mut self, flow: u64, to: Option<(u32, u32, i64)>) {
+        let Some(sent) = self.syncs.sent.remove(&flow) else {
+            self.syncs.early.insert(flow, to);
+            return;
+        };
+        if let Some(to) = to {
+            self.sync_comm(sent, to);
+        }
+        let key = Key { sub: 0, ..sent };
+        if let Some(left) = self.syncs.left.get_mut(&key) {
+            *left -= 1;
+            if *left == 0 {
+                self.syncs.left.remove(&key);
+                self.gate.resolved(key);
+            }
+        }
+    }
+
+    /// The communication record of a link sent at `sent`, received at `to`.
+    fn sync_comm(&mut self, sent: Key, (task, thread, t): (u32, u32, i64)) {
+        let time = self.plan.rebase(t);
+        format_comm(
+            sent,
+            (task, thread),
+            (time, time),
+            0,
+            types::TAG_SYNC,
+            &mut self.comm,
+        );
+        self.gate.comm(sent, &self.comm);
+        self.counts.sync_comms += 1;
     }
 
     /// Writes this time's records (at `_t`), task by task, thread by thread.
@@ -380,8 +458,12 @@ struct GpuStream {
     first_thread: u32,
     role: u64,
     lanes: FirstFit,
-    ends: BinaryHeap<Reverse<(i64, u32, EndKind)>>,
+    ends: BinaryHeap<Reverse<GpuEnd>>,
 }
+
+/// A GPU operation's pending close: its end, lane, types, and the operation when
+/// synchronizations waited for it.
+type GpuEnd = (i64, u32, EndKind, Option<OpKey>);
 
 /// Which types a GPU operation's end closes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -437,6 +519,8 @@ struct TaskWriter<'p> {
     closes: BinaryHeap<Reverse<(i64, Closer)>>,
     /// Which thread draws what.
     task_info: Task,
+    /// Host waits' returns drawn so far (`Prepared::syncs`).
+    returned: usize,
 }
 
 /// A thread with intervals to close.
@@ -507,6 +591,7 @@ impl<'p> TaskWriter<'p> {
             dirty: false,
             closes: BinaryHeap::new(),
             task_info: task,
+            returned: 0,
         }
     }
 }
@@ -521,7 +606,13 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
             .values()
             .any(|m| m.due_at_start)
             .then_some(self.window.0);
-        closes.into_iter().chain(counters).chain(memory).min()
+        let sync = (self.prepared.syncs.returns.get(self.returned)).map(|(r, _)| r.time);
+        closes
+            .into_iter()
+            .chain(counters)
+            .chain(memory)
+            .chain(sync)
+            .min()
     }
 
     fn item(&mut self, body: &mut Body<'_, '_, '_, '_>, item: &Item) -> io::Result<()> {
@@ -552,6 +643,8 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
             }
             Event::Mpi(m) => self.mpi(body, &m, item),
             Event::Sample(s) => self.sample(body, &s, item),
+            // What it waited for is linked (`Prepared::syncs`).
+            Event::Sync(_) => {}
             // A run the window (or the trace's start) cuts to nothing is not drawn.
             Event::Run(r)
                 if body.plan.rebase(item.end) == body.plan.rebase(item.start)
@@ -668,10 +761,18 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
                 }
                 Closer::Gpu(stream) => {
                     if let Some(s) = self.streams.get_mut(&stream) {
-                        close_gpu(body, self.task, s, t);
+                        close_gpu(body, (self.task, self.prepared), s, t);
                     }
                 }
             }
+        }
+        let returns = &self.prepared.syncs.returns;
+        while let Some(&(r, thread)) = returns.get(self.returned)
+            && r.time <= t
+        {
+            self.returned += 1;
+            let to = self.cpu.get(&thread).map(|c| (self.task, c.number, r.time));
+            body.sync_received(r.flow, to);
         }
         if let Some((thread, counters)) = &mut self.counters
             && let Some(c) = counters.at(t)
@@ -854,12 +955,18 @@ impl TaskWriter<'_> {
             s.role = values.role(role.name(body.plan.rules));
             body.used.roles.insert(s.role as u32);
         }
-        close_gpu(body, self.task, s, item.start);
+        close_gpu(body, (self.task, self.prepared), s, item.start);
         let lane = s.lanes.place(item.start, item.end);
         let thread = s.first_thread + lane;
         let mut pairs = Pairs::new();
         let (kind, tag, size, shape) = begin_pairs(body, self.prepared, item, s.role, &mut pairs);
-        s.ends.push(Reverse((item.end, lane, kind)));
+        let op = (stream, item.event.span().0, correlation);
+        let syncs = &self.prepared.syncs;
+        let waited_for = syncs.sources.contains_key(&op).then_some(op);
+        s.ends.push(Reverse((item.end, lane, kind, waited_for)));
+        for &flow in syncs.held.get(&op).into_iter().flatten() {
+            body.sync_received(flow, Some((self.task, thread, item.start)));
+        }
         self.closes.push(Reverse((item.end, Closer::Gpu(stream))));
         match shape {
             Some(shape) => {
@@ -905,12 +1012,20 @@ fn close_cpu(body: &mut Body<'_, '_, '_, '_>, task: u32, c: &mut CpuThread, t: i
 }
 
 /// Writes a stream's closes due by `t`.
-fn close_gpu(body: &mut Body<'_, '_, '_, '_>, task: u32, s: &mut GpuStream, t: i64) {
-    while let Some(&Reverse((end, lane, kind))) = s.ends.peek()
+fn close_gpu(
+    body: &mut Body<'_, '_, '_, '_>,
+    (task, prepared): (u32, &Prepared),
+    s: &mut GpuStream,
+    t: i64,
+) {
+    while let Some(&Reverse((end, lane, kind, waited_for))) = s.ends.peek()
         && end <= t
     {
         s.ends.pop();
-        body.close(task, s.first_thread + lane, end, Close::Gpu(kind));
+        let key = body.close(task, s.first_thread + lane, end, Close::Gpu(kind));
+        if let Some(flows) = waited_for.and_then(|op| prepared.syncs.sources.get(&op)) {
+            body.sync_sent(key, flows);
+        }
     }
 }
 

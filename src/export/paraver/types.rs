@@ -35,6 +35,8 @@ pub const NVTX_STARTEND: u32 = 9004;
 pub const TAG_KERNEL: u32 = 55_001;
 /// Communication tag of API call -> copy or set (size = bytes).
 pub const TAG_MEMOP: u32 = 55_002;
+/// Communication tag of a synchronization link (from the operation waited for).
+pub const TAG_SYNC: u32 = 55_003;
 
 /// nsys-lens: the role of the stream a GPU operation runs on.
 pub const STREAM_ROLE: u32 = 63_100_001;

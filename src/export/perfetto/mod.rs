@@ -73,6 +73,9 @@ pub struct Counts {
     /// Flow arrows (API call to GPU operation, between collectives' kernels, MPI send to
     /// receive).
     pub flows: u64,
+    /// Synchronization links (flows from the GPU operation a synchronization waited for to
+    /// where the wait ended), also in `flows`.
+    pub sync_links: u64,
     /// Track descriptors.
     pub tracks: u64,
 }
@@ -106,6 +109,7 @@ impl Counts {
         self.cpu_samples += o.cpu_samples;
         self.thread_runs += o.thread_runs;
         self.flows += o.flows;
+        self.sync_links += o.sync_links;
         self.tracks += o.tracks;
     }
 }

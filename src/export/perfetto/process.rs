@@ -96,6 +96,8 @@ pub struct ProcessWriter<'p, 'a, 't, W: Write> {
     runs: FxHashMap<ThreadId, LaneTrack>,
     /// The CPU samples' sequence (created with the first sample).
     samples: Option<Samples>,
+    /// Host waits' returns drawn so far.
+    returned: usize,
     domains: FxHashMap<StringId, LaneTrack>,
     streams: FxHashMap<StreamId, StreamTrack>,
     counters: Option<(Counters, Vec<Sequence>)>,
@@ -131,6 +133,7 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
             tids: FxHashMap::default(),
             runs: FxHashMap::default(),
             samples: None,
+            returned: 0,
             domains: FxHashMap::default(),
             streams: FxHashMap::default(),
             counters: None,
@@ -367,7 +370,8 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
             .values()
             .any(|m| m.due_at_start)
             .then_some(self.core.window.0);
-        counters.into_iter().chain(memory).min()
+        let sync = (self.core.prepared.syncs.returns.get(self.returned)).map(|(r, _)| r.time);
+        counters.into_iter().chain(memory).chain(sync).min()
     }
 
     /// Draws one event (of a process drawn by its counters only: what the counters count).
@@ -414,6 +418,8 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
             }
             Event::Mpi(m) => self.mpi(&m, item),
             Event::Sample(s) => self.sample(&s, item),
+            // What it waited for is linked (`Prepared::syncs`).
+            Event::Sync(_) => Ok(()),
             Event::Run(r) => self.run(&r, item),
             Event::Acc(a) => {
                 self.core.counts.acc_events += 1;
@@ -485,6 +491,7 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
 
     /// After every event at `t`: the counters that changed, and device memory.
     fn end_group(&mut self, _: &mut (), t: i64) -> io::Result<()> {
+        self.returns(t)?;
         let ts = self.core.plan.rebase(t);
         if let Some((counters, sequences)) = &mut self.counters
             && let Some(changes) = counters.at(t)
@@ -601,6 +608,35 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
         self.core.flows.clear();
         self.core.flows.extend(flow);
         self.core.slice(track, item, label, args)
+    }
+
+    /// The host waits that returned by `t`: an instant on the calling thread, where the flow
+    /// from the GPU operation it waited for arrives.
+    fn returns(&mut self, t: i64) -> io::Result<()> {
+        let returns = &self.core.prepared.syncs.returns;
+        while let Some(&(r, thread)) = returns.get(self.returned)
+            && r.time <= t
+        {
+            self.returned += 1;
+            let texts = self.core.texts();
+            let Some(track) = self.threads.get_mut(&thread) else {
+                continue;
+            };
+            let ts = self.core.plan.rebase(r.time);
+            track.lanes.first(&mut self.core.out, ts)?;
+            let name = match r.sync_type {
+                1 => "event synchronized",
+                3 => "stream synchronized",
+                _ => "context synchronized",
+            };
+            let label = (Name::Fixed(name), Category::CudaSync);
+            let args = [(Arg::Correlation, Value::Uint(r.correlation.into()))];
+            self.core.counts.sync_links += 1;
+            self.core.counts.flows += 1;
+            let lane = track.lanes.sequence(0);
+            lane.linked_instant(&mut self.core.out, ts, label, &args, &[r.flow], texts)?;
+        }
+        Ok(())
     }
 
     /// A CPU sample of a thread drawn here, on the process's sample sequence.
@@ -771,6 +807,12 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
         core.flows.clear();
         core.flows.extend(flow);
         core.flows.extend_from_slice(linked);
+        let syncs = &core.prepared.syncs;
+        let key = (stream, item.event.span().0, correlation);
+        let held = syncs.held.get(&key).map_or(0, Vec::len);
+        core.counts.sync_links += held as u64;
+        core.counts.flows += held as u64;
+        core.flows.extend(syncs.flows(&key));
         core.slice(&mut s.track, item, label, args)
     }
 }

@@ -117,10 +117,12 @@ pub enum Category {
     CudaError,
     /// A CPU thread running on a core (thread scheduling).
     Sched,
+    /// Where a synchronization's wait ended: a host wait's return, a stream wait's release.
+    CudaSync,
 }
 
 impl Category {
-    const NAMES: [&'static str; 12] = [
+    const NAMES: [&'static str; 13] = [
         "kernel",
         "memcpy",
         "memset",
@@ -133,6 +135,7 @@ impl Category {
         "openacc",
         "cuda_error",
         "sched",
+        "cuda_sync",
     ];
 }
 
@@ -351,8 +354,21 @@ impl Sequence {
         args: &[(Arg, Value)],
         texts: Texts,
     ) -> io::Result<()> {
+        self.linked_instant(out, ts, label, args, &[], texts)
+    }
+
+    /// An instant event where `flows` arrive.
+    pub fn linked_instant<W: Write>(
+        &mut self,
+        out: &mut PacketStream<W>,
+        ts: u64,
+        label: (Name, Category),
+        args: &[(Arg, Value)],
+        flows: &[u64],
+        texts: Texts,
+    ) -> io::Result<()> {
         let kind = track_event::Type::Instant;
-        self.labelled(out, (ts, kind), label, args, &[], texts)
+        self.labelled(out, (ts, kind), label, args, flows, texts)
     }
 
     /// An event with a name, a category, annotations and its flows.
