@@ -266,6 +266,9 @@ def main():
     for f, n in flows.items():
         if n < 2:
             problem(f"flow {f} has one end")
+    for uuid, d in tracks.items():
+        if d.HasField("counter") and uuid not in counters:
+            problem(f"counter track {d.name!r} has no sample")
 
     def process_of(uuid):
         cur = tracks.get(uuid)

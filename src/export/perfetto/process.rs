@@ -305,9 +305,16 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
     fn metric_tracks(&mut self, process_uuid: u64) -> io::Result<()> {
         let activity = self.core.plan.activity;
         let timeline = activity.timeline;
+        let (start, end) = self.core.window;
+        // A series sampled only outside the window has no track (it would have no sample).
+        let sampled = |&(_, s): &(GpuId, MetricSeriesId)| {
+            let (first, last) = timeline.metric_series(s).span;
+            first.0 <= end && last.0 >= start
+        };
         for (order, (gpu, series)) in activity
             .metric_series(self.core.process)
             .into_iter()
+            .filter(sampled)
             .enumerate()
         {
             let name = format!(
@@ -356,6 +363,16 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
             .chain(self.streams.values_mut().map(|s| &mut s.track))
         {
             track.lanes.finish(&mut self.core.out)?;
+        }
+        // An overlap counter that never changed (no compute kernel, no exposed communication)
+        // is 0 throughout: said once, so that no counter track lacks samples.
+        let start = self.core.plan.rebase(self.core.window.0);
+        let counters = self
+            .counters
+            .iter_mut()
+            .flat_map(|(_, seqs)| seqs.iter_mut());
+        for seq in counters.filter(|s| s.is_empty()) {
+            seq.counter(&mut self.core.out, start, 0)?;
         }
         Ok((self.core.out, self.core.counts))
     }

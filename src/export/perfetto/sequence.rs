@@ -325,6 +325,11 @@ impl Sequence {
         }
     }
 
+    /// Whether nothing was written on it.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_none()
+    }
+
     /// Opens a slice.
     pub fn begin<W: Write>(
         &mut self,
