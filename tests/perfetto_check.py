@@ -64,26 +64,34 @@ def main():
     pids, tids = set(), set()
     rebase_offset = None
     samples = defaultdict(list)  # (pid, tid) -> [[ts, [function|module, innermost first]]]
+    slice_stacks = []  # [[slice name, [function|module, innermost first]]]
 
-    def sample_of(packet, index, state, flags):
-        """Resolves a perf sample's call stack through the sequence's interned tables."""
-        if not state["cleared"] or not flags & NEEDS:
-            problem(f"packet {index}: perf sample without cleared state or NEEDS")
-        frames = []
-        stack = state["stacks"].get(packet.perf_sample.callstack_iid)
+    def callstack(iid, index, state):
+        """A call stack through the sequence's interned tables, innermost frame first, each
+        `function|module`; None (a problem) when an iid is undefined."""
+        stack = state["stacks"].get(iid)
         if stack is None:
             problem(f"packet {index}: callstack iid undefined")
-            return
+            return None
+        frames = []
         for frame in reversed(stack):  # Perfetto lists the outermost frame first
             function, mapping = state["frames"].get(frame, (None, None))
             path = state["mappings"].get(mapping)
             if function not in state["functions"] or path is None:
                 problem(f"packet {index}: frame {frame} refers to undefined iids")
-                return
+                return None
             module = "/".join(state["paths"].get(p, "?") for p in path)
             frames.append(f"{state['functions'][function]}|{module}")
-        ps = packet.perf_sample
-        samples[(ps.pid, ps.tid)].append([packet.timestamp, frames])
+        return frames
+
+    def sample_of(packet, index, state, flags):
+        """Resolves a perf sample's call stack."""
+        if not state["cleared"] or not flags & NEEDS:
+            problem(f"packet {index}: perf sample without cleared state or NEEDS")
+        frames = callstack(packet.perf_sample.callstack_iid, index, state)
+        if frames is not None:
+            ps = packet.perf_sample
+            samples[(ps.pid, ps.tid)].append([packet.timestamp, frames])
 
     for index, packet in enumerate(trace.packet):
         for message in (packet, packet.track_event, packet.track_descriptor, packet.interned_data,
@@ -212,6 +220,10 @@ def main():
                 if state["args"].get(a.name_iid) == "rebase_offset_ns":
                     rebase_offset = a.int_value
         events[track].append((ts, index, ev.type, ev.counter_value))
+        if ev.HasField("callstack_iid"):
+            frames = callstack(ev.callstack_iid, index, state)
+            if frames is not None:
+                slice_stacks.append([state["names"].get(ev.name_iid, "?"), frames])
         if ev.type in (BEGIN, INSTANT):
             for c in cats:
                 counts[c] += 1
@@ -310,6 +322,7 @@ def main():
         elif len(evs) == 2 and all(gpu & set(c) for _, c in evs):
             gpu_flows.append([evs[0][0], evs[1][0]])
     summary = {
+        "slice_stacks": sorted(slice_stacks),
         "sync_flows": sorted(sync_flows),
         "gpu_flows": sorted(gpu_flows),
         "samples": {threads.get(k, "?"): v for k, v in samples.items()},

@@ -310,3 +310,104 @@ fn idle_names_the_hottest_sampled_function_of_the_launching_thread() {
     }
     assert!(named >= 2, "{gaps:?}");
 }
+
+/// Every OS runtime call with a call stack in `OSRT_CALLCHAINS` carries it on its Perfetto
+/// slice (`TrackEvent.callstack_iid`), frame by frame as SQL gives it.
+#[test]
+fn os_calls_carry_their_call_stacks() {
+    for name in [
+        "testcuda_report1_2026.1.1.sqlite",
+        "rodinia_gaussian_report5_2022.4.2.sqlite",
+    ] {
+        let Some(export) = real(name) else { return };
+        let conn = rusqlite::Connection::open(&export).unwrap();
+        let mut stmt = conn
+            .prepare(
+                "SELECT o.rowid, n.value, f.value, m.value FROM OSRT_API o \
+                 JOIN StringIds n ON n.id = o.nameId JOIN OSRT_CALLCHAINS c ON c.id = o.callchainId \
+                 JOIN StringIds f ON f.id = c.symbol JOIN StringIds m ON m.id = c.module \
+                 WHERE o.eventClass = 27 ORDER BY o.rowid, c.stackDepth",
+            )
+            .unwrap();
+        let mut rows = stmt.query([]).unwrap();
+        let mut calls: Vec<(i64, String, Vec<String>)> = Vec::new();
+        while let Some(r) = rows.next().unwrap() {
+            let row: i64 = r.get(0).unwrap();
+            let frame = format!(
+                "{}|{}",
+                r.get::<_, String>(2).unwrap(),
+                module_path(&r.get::<_, String>(3).unwrap())
+            );
+            if calls.last().is_none_or(|c| c.0 != row) {
+                calls.push((row, r.get(1).unwrap(), Vec::new()));
+            }
+            calls.last_mut().unwrap().2.push(frame);
+        }
+        let mut expected: Vec<(String, Vec<String>)> =
+            calls.into_iter().map(|(_, n, f)| (n, f)).collect();
+        expected.sort();
+        assert!(expected.len() > 100, "{name}: {}", expected.len());
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.perfetto-trace");
+        let out = nsys_lens(&[
+            "convert",
+            "--to",
+            "perfetto",
+            "-q",
+            "--start",
+            "0",
+            "--end",
+            "9000000000000000000",
+            "-o",
+            trace.to_str().unwrap(),
+            export.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{:?}", texts(&out));
+        let Some(summary) = crate::perfetto::check(&trace) else {
+            return;
+        };
+        let traced: Vec<(String, Vec<String>)> =
+            serde_json::from_value(summary["slice_stacks"].clone()).unwrap();
+        assert_eq!(traced, expected, "{name}");
+        // Paraver: Extrae's callers on the call's begin (70000000 + level), valued by function.
+        let base = dir.path().join("p");
+        let out = nsys_lens(&[
+            "convert",
+            "--to",
+            "paraver",
+            "-q",
+            "--start",
+            "0",
+            "--end",
+            "9000000000000000000",
+            "-o",
+            base.to_str().unwrap(),
+            export.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{:?}", texts(&out));
+        let trace = crate::paraver::parse(&base.with_extension("prv"));
+        let labels = &trace.pcf[&70_000_001].1;
+        let mut callers: Vec<Vec<String>> = (trace.events.iter())
+            .filter(|(.., pairs)| pairs.iter().any(|&(t, _)| t == 70_000_001))
+            .map(|(.., pairs)| {
+                let levels = pairs
+                    .iter()
+                    .filter(|(t, _)| (70_000_001..70_000_200).contains(t));
+                levels
+                    .map(|(_, v)| labels[v].split(" (").next().unwrap().to_string())
+                    .collect()
+            })
+            .collect();
+        callers.sort();
+        let mut functions: Vec<Vec<String>> = (expected.iter())
+            .map(|(_, frames)| {
+                let names = frames
+                    .iter()
+                    .map(|f| f.split('|').next().unwrap().to_string());
+                names.collect()
+            })
+            .collect();
+        functions.sort();
+        assert_eq!(callers, functions, "{name}");
+    }
+}

@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub const PART_EXTENSION: &str = "lens-part";
 
 /// The first bytes of every part file (format 4: sealed, [`super::seal`]).
-pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x08";
+pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x09";
 
 /// A part file that cannot be read.
 #[derive(Debug, thiserror::Error)]

@@ -147,6 +147,8 @@ pub struct OsCall {
     pub thread: ThreadId,
     /// Function name.
     pub name: StringId,
+    /// Its call stack (`OSRT_CALLCHAINS`), when recorded.
+    pub stack: Option<StackId>,
 }
 
 /// Which nsys table an MPI call came from (nsys-sqlite.md §8.19), or nsys 2022.x's NVTX ranges.
@@ -504,7 +506,7 @@ mod tests {
     fn events_stay_small() {
         assert!(std::mem::size_of::<Kernel>() <= 72);
         assert!(std::mem::size_of::<ApiCall>() <= 32);
-        assert!(std::mem::size_of::<OsCall>() <= 24);
+        assert!(std::mem::size_of::<OsCall>() <= 32);
         assert!(std::mem::size_of::<MpiCall>() <= 72);
         assert!(std::mem::size_of::<AccEvent>() <= 48);
         assert!(std::mem::size_of::<MetricSample>() <= 24);

@@ -143,12 +143,13 @@ impl Record for ApiCall {
 }
 
 impl Record for OsCall {
-    const SIZE: usize = 24;
+    const SIZE: usize = 28;
 
     fn encode(&self, out: &mut [u8]) {
         let mut p = Put::new(out);
         p.i64(self.start.0).i64(self.end.0);
         p.u32(self.thread.0).u32(self.name.0);
+        p.u32(self.stack.map_or(NONE, |s| s.0));
     }
 
     fn decode(bytes: &[u8]) -> Self {
@@ -158,6 +159,7 @@ impl Record for OsCall {
             end: Ns(g.i64()),
             thread: ThreadId(g.u32()),
             name: StringId(g.u32()),
+            stack: Some(g.u32()).filter(|&s| s != NONE).map(StackId),
         }
     }
 }
@@ -396,7 +398,10 @@ impl Fits for ApiCall {
 
 impl Fits for OsCall {
     fn fits(&self, l: &Limits) -> bool {
-        self.end >= self.start && self.thread.0 < l.threads && self.name.0 < l.strings
+        self.end >= self.start
+            && self.thread.0 < l.threads
+            && self.name.0 < l.strings
+            && self.stack.is_none_or(|s| s.0 < l.stacks)
     }
 }
 
@@ -511,6 +516,7 @@ mod tests {
             start,
             end,
             thread: ThreadId(1),
+            stack: Some(StackId(9)),
             name: StringId(2),
         });
         for table in MpiTable::ALL {

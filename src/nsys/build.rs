@@ -187,6 +187,7 @@ impl Timeline {
             .extend(part.os_calls.into_iter().map(|o| OsCall {
                 thread: thread(o.thread),
                 name: s(o.name),
+                stack: o.stack.map(|s| StackId(s.0 + k0)),
                 ..o
             }));
         let gpu = |id: GpuId| GpuId(id.0 + g0);
@@ -731,6 +732,11 @@ impl<S: Sink> Builder<S> {
                 gpu,
             });
         })?;
+        let mut chains: FxHashMap<i64, StackId> = FxHashMap::default();
+        let stacks = &mut self.timeline.stacks;
+        report.read_os_callchains(strings, |chain, frames| {
+            chains.insert(chain, stacks.intern(frames));
+        })?;
         let osrt = report.read_os_calls(chunking, strings, clock, |o| {
             span.add(o.start, o.end);
             let thread = self.thread(id, o.thread);
@@ -740,6 +746,7 @@ impl<S: Sink> Builder<S> {
                 end: o.end,
                 thread,
                 name: o.name,
+                stack: o.callchain.and_then(|c| chains.get(&c).copied()),
             });
         })?;
         mpi += report.read_mpi_calls(chunking, strings, warnings, clock, |m| {
@@ -1267,6 +1274,7 @@ impl Moved for OsCall {
             end: self.end.moved(d),
             thread: t.thread(self.thread),
             name: t.text(self.name),
+            stack: self.stack.map(|s| StackId(s.0 + t.stack)),
         }
     }
 }

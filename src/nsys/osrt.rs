@@ -1,6 +1,6 @@
 //! Streaming reader for `OSRT_API` (nsys-sqlite.md §8.18): the OS runtime library calls that
 //! `--trace=osrt` records (`poll`, `ioctl`, `pthread_cond_wait`, `read`...), with their names
-//! resolved. Its profiler start and finish markers (event classes 31 and 32) are not calls and
+//! resolved, and their call stacks (`OSRT_CALLCHAINS`). Its profiler start and finish markers (event classes 31 and 32) are not calls and
 //! are skipped.
 
 use super::chunks::{Chunking, Rows, read_table};
@@ -8,12 +8,13 @@ use super::error::Result;
 use super::events::Clock;
 use super::ids::GlobalId;
 use super::report::Report;
-use super::schema::{Column, req};
+use super::schema::{Column, opt, req};
 use super::strings::{Deferred, Names, StringRef, StringResolver};
 use crate::model::Warnings;
-use crate::model::{Ns, StringId};
+use crate::model::{Frame, Ns, StringId};
 
 const OSRT: &str = "OSRT_API";
+const CALLCHAINS: &str = "OSRT_CALLCHAINS";
 
 /// `ENUM_NSYS_EVENT_CLASS` of a call (`TRACE_PROCESS_EVENT_OS_RUNTIME`).
 const OS_RUNTIME_CALL: i64 = 27;
@@ -29,6 +30,8 @@ pub struct OsRow<N = StringId> {
     pub thread: GlobalId,
     /// Function name (`pthread_cond_wait`).
     pub name: N,
+    /// Its call stack's id in `OSRT_CALLCHAINS`, when recorded.
+    pub callchain: Option<i64>,
 }
 
 impl Report {
@@ -52,9 +55,47 @@ impl Report {
                 end: o.end,
                 thread: o.thread,
                 name: o.name.resolve(strings)?,
+                callchain: o.callchain,
             });
             Ok(())
         })
+    }
+
+    /// Reads `OSRT_CALLCHAINS`: each call stack's id and frames, innermost first (nothing when
+    /// the export has no such table).
+    pub fn read_os_callchains(
+        &self,
+        strings: &mut StringResolver,
+        mut sink: impl FnMut(i64, &[Frame]),
+    ) -> Result<()> {
+        const COLUMNS: &[Column] = &[req("id"), req("symbol"), req("module")];
+        let mut frames = Vec::new();
+        let mut current = None;
+        self.for_each_row(CALLCHAINS, COLUMNS, "ORDER BY id, stackDepth", |f| {
+            let id = f.int()?;
+            if let Some(done) = current.filter(|&c| c != id) {
+                sink(done, &frames);
+                frames.clear();
+            }
+            current = Some(id);
+            let mut name = |column| -> Result<StringId> {
+                let at = StringRef {
+                    table: CALLCHAINS,
+                    row: f.rowid,
+                    column,
+                };
+                let text = f.int()?;
+                strings.resolve(text, at)
+            };
+            let symbol = name("symbol")?;
+            let module = name("module")?;
+            frames.push(Frame { symbol, module });
+            Ok(())
+        })?;
+        if let Some(id) = current {
+            sink(id, &frames);
+        }
+        Ok(())
     }
 
     /// Streams the calls among the `rows` of `OSRT_API`, their names taken by `names`; returns
@@ -72,6 +113,7 @@ impl Report {
             req("eventClass"),
             req("globalTid"),
             req("nameId"),
+            opt("callchainId"),
         ];
         let mut calls = 0;
         self.for_each_row(OSRT, COLUMNS, &rows.tail(), |f| {
@@ -87,11 +129,13 @@ impl Report {
                 row: f.rowid,
                 column: "nameId",
             };
+            let name = names.name(id, at)?;
             sink(OsRow {
                 start,
                 end,
                 thread,
-                name: names.name(id, at)?,
+                name,
+                callchain: f.opt_int()?,
             });
             calls += 1;
             Ok(())

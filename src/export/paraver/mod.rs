@@ -506,13 +506,19 @@ fn pcf(layout: &Layout, used: &Used) -> String {
     out
 }
 
-/// The CPU samples' types (a sampled function and its callers, one value table) and the
-/// thread states, when there are samples and runs.
+/// The types of call stacks (a sample's function and callers, an OS call's callers: one value
+/// table) and the thread states, when there are stacks and runs.
 fn sampling_blocks(out: &mut String, v: &layout::Values) {
     if !v.frame_labels.is_empty() {
-        let levels: Vec<(u32, String)> = (0..v.sample_depth)
-            .map(|k| (types::SAMPLED_FUNCTION + k as u32, types::sampled_label(k)))
-            .collect();
+        let sampled = (0..v.sample_depth)
+            .map(|k| (types::SAMPLED_FUNCTION + k as u32, types::sampled_label(k)));
+        let callers = (0..v.sample_depth).map(|k| {
+            (
+                types::CALLER + k as u32 + 1,
+                format!("Caller at level {}", k + 1),
+            )
+        });
+        let levels: Vec<(u32, String)> = sampled.chain(callers).collect();
         let frames: Vec<(u32, &str)> = (1..)
             .zip(v.frame_labels.iter().map(String::as_str))
             .collect();

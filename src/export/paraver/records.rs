@@ -639,7 +639,16 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
             Event::Os(o) => {
                 body.counts.os_calls += 1;
                 let (ty, value) = values.os.get(&o.name).copied().unwrap_or((types::OSRT, 0));
-                self.cpu_begin(body, o.thread, item, &[(ty, value.into())], Also::Nothing);
+                let mut pairs = vec![(ty, u64::from(value))];
+                if let Some(stack) = o.stack {
+                    let frames = body.plan.activity.timeline.stacks.get(stack);
+                    let frames = frames.iter().take(types::MAX_SAMPLE_DEPTH).enumerate();
+                    pairs.extend(frames.map(|(k, f)| {
+                        let value = values.frames.get(f).copied().unwrap_or(0);
+                        (types::CALLER + k as u32 + 1, u64::from(value))
+                    }));
+                }
+                self.cpu_begin(body, o.thread, item, &pairs, Also::Nothing);
             }
             Event::Mpi(m) => self.mpi(body, &m, item),
             Event::Sample(s) => self.sample(body, &s, item),

@@ -191,6 +191,10 @@ pub fn mpi_type(class: MpiClass) -> u32 {
 /// level `k` are `SAMPLED_FUNCTION + k`, all valued by function (one value table).
 pub const SAMPLED_FUNCTION: u32 = 30_000_000;
 
+/// Extrae's callers of a traced call (`CALLER_EV`): the frame at depth `k` of an OS runtime
+/// call's stack is `CALLER + k + 1`, `Caller at level k+1`, valued as the sampled functions.
+pub const CALLER: u32 = 70_000_000;
+
 /// Callers a sample records at most (Extrae's `MAX_CALLERS`); deeper frames are left out.
 pub const MAX_SAMPLE_DEPTH: usize = 100;
 

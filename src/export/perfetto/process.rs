@@ -24,7 +24,7 @@ use crate::export::stream::{Event, Item, copy_names};
 use crate::hash::FxHashMap;
 use crate::model::{
     ACC_EVENT_KINDS, AccEvent, AccTable, GpuId, Kernel, MetricSeriesId, MpiCall, MpiTable, NO_RANK,
-    NvtxEvent, NvtxKind, ProcessId, SampleEvent, StreamId, StringId, ThreadId, ThreadRun,
+    NvtxEvent, NvtxKind, ProcessId, SampleEvent, StackId, StreamId, StringId, ThreadId, ThreadRun,
     split_api_version,
 };
 use std::io::{self, Write};
@@ -84,6 +84,8 @@ struct Core<'p, 'a, 't, W: Write> {
     next_tid: i64,
     /// The flow ids of the slice being written.
     flows: Vec<u64>,
+    /// The call stack of the slice being written.
+    callstack: Option<StackId>,
 }
 
 /// The writer of one process's chunk.
@@ -126,6 +128,7 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
             next_sequence: 0,
             next_tid: 0,
             flows: Vec::new(),
+            callstack: None,
         };
         let mut w = ProcessWriter {
             core,
@@ -431,6 +434,7 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
             Event::Os(o) => {
                 self.core.counts.os_calls += 1;
                 let label = (Name::Text(o.name), Category::OsRuntime);
+                self.core.callstack = o.stack;
                 self.cpu_slice(o.thread, item, label, &[], None)
             }
             Event::Mpi(m) => self.mpi(&m, item),
@@ -620,6 +624,7 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
         flow: Option<u64>,
     ) -> io::Result<()> {
         let Some(track) = self.threads.get_mut(&thread) else {
+            self.core.callstack = None;
             return Ok(());
         };
         self.core.flows.clear();
@@ -932,10 +937,15 @@ impl<'a, W: Write> Core<'_, 'a, '_, W> {
             }
         };
         let texts = self.texts();
-        track
-            .lanes
-            .sequence(lane)
-            .begin(&mut self.out, start, label, args, &self.flows, texts)?;
+        track.lanes.sequence(lane).begin(
+            &mut self.out,
+            start,
+            label,
+            args,
+            &self.flows,
+            self.callstack.take(),
+            texts,
+        )?;
         track.lanes.opened(lane, end);
         Ok(())
     }

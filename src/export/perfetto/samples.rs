@@ -1,8 +1,9 @@
 //! CPU samples as Perfetto perf samples (`PerfSample`): what the UI draws as a thread's sample
 //! track and sums into a flame graph. One sequence per process carries its samples, each
 //! naming its thread by the pid and tid of the thread's track, and interns what they refer to
-//! the first time it is used: function names, modules (as mappings, their paths cut at `/`),
-//! frames and call stacks (outermost frame first, as Perfetto orders them).
+//! the first time it is used ([`Callstacks`], which slices with a call stack use too):
+//! function names, modules (as mappings, their paths cut at `/`), frames and call stacks
+//! (outermost frame first, as Perfetto orders them).
 
 use super::protos::{
     Callstack, Frame as FrameProto, InternedData, InternedString, Mapping, PerfSample, TracePacket,
@@ -16,10 +17,17 @@ use std::io::{self, Write};
 /// `BUILTIN_CLOCK_BOOTTIME`: the clock of every sample's time.
 const BOOTTIME: u32 = 6;
 
-/// One process's sample sequence and its interning tables (iids count from 1 per table).
+/// One process's sample sequence and the call stacks it interned.
 pub struct Samples {
     id: u32,
     started: bool,
+    stacks: Callstacks,
+}
+
+/// The call stacks one sequence interned, and what they are made of (iids count from 1 per
+/// table): function names, module paths' components, mappings, frames.
+#[derive(Default)]
+pub struct Callstacks {
     functions: FxHashMap<StringId, u64>,
     paths: FxHashMap<String, u64>,
     mappings: FxHashMap<StringId, u64>,
@@ -33,11 +41,7 @@ impl Samples {
         Samples {
             id,
             started: false,
-            functions: FxHashMap::default(),
-            paths: FxHashMap::default(),
-            mappings: FxHashMap::default(),
-            frames: FxHashMap::default(),
-            stacks: FxHashMap::default(),
+            stacks: Callstacks::default(),
         }
     }
 
@@ -50,7 +54,7 @@ impl Samples {
         timeline: &Timeline,
     ) -> io::Result<()> {
         let mut interned = InternedData::default();
-        let callstack = self.stack(sample.stack, timeline, &mut interned);
+        let callstack = self.stacks.iid(sample.stack, timeline, &mut interned);
         let flags = match std::mem::replace(&mut self.started, true) {
             false => SequenceFlags::SeqIncrementalStateCleared as u32,
             true => 0,
@@ -70,9 +74,11 @@ impl Samples {
             ..TracePacket::default()
         })
     }
+}
 
-    /// The iid of a call stack, interning it (and its frames) when new.
-    fn stack(&mut self, id: StackId, timeline: &Timeline, new: &mut InternedData) -> u64 {
+impl Callstacks {
+    /// The iid of a call stack, its definition (and its frames') added to `new` when new.
+    pub fn iid(&mut self, id: StackId, timeline: &Timeline, new: &mut InternedData) -> u64 {
         if let Some(&iid) = self.stacks.get(&id) {
             return iid;
         }

@@ -11,10 +11,11 @@ use super::protos::{
     TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults, clock_snapshot,
     trace_packet::SequenceFlags, track_event,
 };
+use super::samples::Callstacks;
 use super::wire::{Annotation, EventPacket};
 use crate::classify::{Purpose, Role, RoleRules};
 use crate::hash::FxHashMap;
-use crate::model::{StringId, Timeline, split_api_version};
+use crate::model::{StackId, StringId, Timeline, split_api_version};
 use prost::Message;
 use std::io::{self, Write};
 
@@ -307,6 +308,8 @@ pub struct Sequence {
     values: FxHashMap<Value, u64>,
     categories: u32,
     args: u64,
+    /// The call stacks interned (slices of OS calls carry theirs).
+    callstacks: Option<Box<Callstacks>>,
     packet: EventPacket,
 }
 
@@ -321,6 +324,7 @@ impl Sequence {
             values: FxHashMap::default(),
             categories: 0,
             args: 0,
+            callstacks: None,
             packet: EventPacket::new(id),
         }
     }
@@ -330,7 +334,8 @@ impl Sequence {
         self.last.is_none()
     }
 
-    /// Opens a slice.
+    /// Opens a slice, with its call stack when it has one.
+    #[allow(clippy::too_many_arguments)]
     pub fn begin<W: Write>(
         &mut self,
         out: &mut PacketStream<W>,
@@ -338,10 +343,22 @@ impl Sequence {
         label: (Name, Category),
         args: &[(Arg, Value)],
         flows: &[u64],
+        stack: Option<StackId>,
         texts: Texts,
     ) -> io::Result<()> {
         let kind = track_event::Type::SliceBegin;
-        self.labelled(out, (ts, kind), label, args, flows, texts)
+        let event = self.event(out, ts, kind)?;
+        event.flow_ids.extend_from_slice(flows);
+        let mut interned = self.label(label.0, label.1, args, texts);
+        if let Some(stack) = stack {
+            let stacks = self.callstacks.get_or_insert_with(Box::default);
+            let iid = stacks.iid(stack, texts.timeline, &mut interned);
+            self.packet.callstack_iid = Some(iid);
+        }
+        if interned != InternedData::default() {
+            self.packet.interned = Some(interned);
+        }
+        self.flush(out)
     }
 
     /// Closes the innermost open slice.
@@ -388,7 +405,10 @@ impl Sequence {
     ) -> io::Result<()> {
         let event = self.event(out, ts, kind)?;
         event.flow_ids.extend_from_slice(flows);
-        self.label(name, category, args, texts);
+        let interned = self.label(name, category, args, texts);
+        if interned != InternedData::default() {
+            self.packet.interned = Some(interned);
+        }
         self.flush(out)
     }
 
@@ -454,8 +474,14 @@ impl Sequence {
         })
     }
 
-    /// Sets the pending event's name, category and annotations, interning what is new.
-    fn label(&mut self, name: Name, category: Category, args: &[(Arg, Value)], texts: Texts) {
+    /// Sets the pending event's name, category and annotations; returns what they intern.
+    fn label(
+        &mut self,
+        name: Name,
+        category: Category,
+        args: &[(Arg, Value)],
+        texts: Texts,
+    ) -> InternedData {
         let mut interned = InternedData::default();
         let name_iid = intern(&mut self.names, name, |iid| {
             let name = match name {
@@ -503,9 +529,7 @@ impl Sequence {
         }
         self.packet.name_iid = Some(name_iid);
         self.packet.category_iid = Some(category_iid);
-        if interned != InternedData::default() {
-            self.packet.interned = Some(interned);
-        }
+        interned
     }
 
     fn flush<W: Write>(&mut self, out: &mut PacketStream<W>) -> io::Result<()> {

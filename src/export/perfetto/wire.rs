@@ -30,6 +30,7 @@ const EVENT_TYPE: u32 = 9;
 const EVENT_NAME_IID: u32 = 10;
 const EVENT_COUNTER_VALUE: u32 = 30;
 const EVENT_FLOW_IDS: u32 = 47;
+const EVENT_CALLSTACK_IID: u32 = 56;
 /// Field numbers of `DebugAnnotation`.
 const ANNOTATION_NAME_IID: u32 = 1;
 const ANNOTATION_UINT: u32 = 3;
@@ -105,6 +106,8 @@ pub struct EventPacket {
     pub counter_value: Option<i64>,
     /// `TrackEvent.flow_ids`.
     pub flow_ids: Vec<u64>,
+    /// `TrackEvent.callstack_iid`.
+    pub callstack_iid: Option<u64>,
     /// `TrackEvent.debug_annotations`, already encoded (field key and length included).
     annotations: Vec<u8>,
     /// What this packet interns, when it interns anything.
@@ -131,6 +134,7 @@ impl EventPacket {
         self.category_iid = None;
         self.counter_value = None;
         self.flow_ids.clear();
+        self.callstack_iid = None;
         self.annotations.clear();
         self.interned = None;
     }
@@ -163,7 +167,8 @@ impl EventPacket {
             + uint_len(EVENT_TYPE, self.kind as u64)
             + self.name_iid.map_or(0, |iid| uint_len(EVENT_NAME_IID, iid))
             + (self.counter_value).map_or(0, |v| uint_len(EVENT_COUNTER_VALUE, v as u64))
-            + self.flow_ids.len() * flow_len;
+            + self.flow_ids.len() * flow_len
+            + (self.callstack_iid).map_or(0, |iid| uint_len(EVENT_CALLSTACK_IID, iid));
         let packet_len = uint_len(PACKET_TIMESTAMP, self.timestamp)
             + uint_len(PACKET_SEQUENCE_ID, u64::from(self.sequence))
             + delimited_len(PACKET_TRACK_EVENT, event_len)
@@ -193,6 +198,9 @@ impl EventPacket {
         for &flow in &self.flow_ids {
             key(out, EVENT_FLOW_IDS, FIXED64);
             out.extend_from_slice(&flow.to_le_bytes());
+        }
+        if let Some(iid) = self.callstack_iid {
+            uint(out, EVENT_CALLSTACK_IID, iid);
         }
         if self.interned.is_some() {
             length_delimited(out, PACKET_INTERNED_DATA, interned);
@@ -263,6 +271,7 @@ mod tests {
                 debug_annotations,
                 flow_ids: p.flow_ids.clone(),
                 counter_value: p.counter_value,
+                callstack_iid: p.callstack_iid,
                 ..TrackEvent::default()
             }),
             ..TracePacket::default()
@@ -282,6 +291,7 @@ mod tests {
             for _ in 0..rng.next() % 3 {
                 packet.flow_ids.push(rng.value());
             }
+            packet.callstack_iid = rng.maybe().then(|| rng.value());
             let mut annotations = Vec::new();
             for _ in 0..rng.next() % 8 {
                 let value = match rng.next() % 3 {
