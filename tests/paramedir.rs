@@ -512,22 +512,11 @@ fn running_time_per_thread_in_paramedir_equals_sched_events() {
     let Some(export) = crate::util::real("testcuda_report1_2026.1.1.sqlite") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("run");
-    let convert = crate::util::nsys_lens(&[
-        "convert",
-        "--to",
+    let (dir, base) = crate::util::convert_to(
         "paraver",
-        "-q",
-        "--start",
-        "0",
-        "--end",
-        "9000000000000000000",
-        "-o",
-        base.to_str().unwrap(),
-        export.to_str().unwrap(),
-    ]);
-    assert!(convert.status.success());
+        std::slice::from_ref(&export),
+        &crate::util::EVERY_TIME,
+    );
     let csv = dir.path().join("running.csv");
     let run = Command::new(&paramedir)
         .arg(base.with_extension("prv"))

@@ -2,9 +2,9 @@
 //! running time in both traces, against `COMPOSITE_EVENTS`/`SAMPLING_CALLCHAINS` and
 //! `SCHED_EVENTS` read with SQL on real exports (nsys 2022.4 to 2026.1).
 
-use crate::util::{nsys_lens, real, sqlite_files, texts};
+use crate::util::{EVERY_TIME, convert_to, real, sqlite_files};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Per thread (`pid P · [TID]`): its samples in time order, each (time, frames innermost first
 /// as `function|module`, the module's path without empty components).
@@ -99,18 +99,9 @@ fn by_thread<T>(
 /// Converts `inputs` (the whole capture) to Perfetto and returns its samples (times relative
 /// to each thread's first) and running times, as the independent checker decodes them.
 fn perfetto(inputs: &[&Path]) -> Option<(Stacks, Running)> {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.perfetto-trace");
-    let mut args = vec!["convert", "--to", "perfetto", "-q", "--start", "0"];
-    args.extend([
-        "--end",
-        "9000000000000000000",
-        "-o",
-        trace.to_str().unwrap(),
-    ]);
-    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
-    let out = nsys_lens(&args);
-    assert!(out.status.success(), "{:?}", texts(&out));
+    let inputs: Vec<PathBuf> = inputs.iter().map(|p| p.to_path_buf()).collect();
+    let (_dir, base) = convert_to("perfetto", &inputs, &EVERY_TIME);
+    let trace = base.with_extension("perfetto-trace");
     let summary = crate::perfetto::check(&trace)?;
     assert_eq!(summary["problems"], serde_json::json!([]));
     let samples = by_thread(summary["samples"].as_object().unwrap(), |v| {
@@ -185,22 +176,7 @@ fn samples_and_thread_states_in_perfetto_equal_sql_across_nine_ranks_on_three_no
 /// Per CPU thread of a one-process Paraver trace (`[TID]`): its running states (count, ns)
 /// and its sample records.
 fn paraver(export: &Path) -> (BTreeMap<String, (i64, i64)>, BTreeMap<String, i64>) {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("t");
-    let out = nsys_lens(&[
-        "convert",
-        "--to",
-        "paraver",
-        "-q",
-        "--start",
-        "0",
-        "--end",
-        "9000000000000000000",
-        "-o",
-        base.to_str().unwrap(),
-        export.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{:?}", texts(&out));
+    let (_dir, base) = convert_to("paraver", &[export.to_path_buf()], &EVERY_TIME);
     let row = std::fs::read_to_string(base.with_extension("row")).unwrap();
     let threads: Vec<String> = row
         .lines()
@@ -347,22 +323,9 @@ fn os_calls_carry_their_call_stacks() {
             calls.into_iter().map(|(_, n, f)| (n, f)).collect();
         expected.sort();
         assert!(expected.len() > 100, "{name}: {}", expected.len());
-        let dir = tempfile::tempdir().unwrap();
-        let trace = dir.path().join("t.perfetto-trace");
-        let out = nsys_lens(&[
-            "convert",
-            "--to",
-            "perfetto",
-            "-q",
-            "--start",
-            "0",
-            "--end",
-            "9000000000000000000",
-            "-o",
-            trace.to_str().unwrap(),
-            export.to_str().unwrap(),
-        ]);
-        assert!(out.status.success(), "{:?}", texts(&out));
+        let export = [export];
+        let (_dir, base) = convert_to("perfetto", &export, &EVERY_TIME);
+        let trace = base.with_extension("perfetto-trace");
         let Some(summary) = crate::perfetto::check(&trace) else {
             return;
         };
@@ -370,21 +333,7 @@ fn os_calls_carry_their_call_stacks() {
             serde_json::from_value(summary["slice_stacks"].clone()).unwrap();
         assert_eq!(traced, expected, "{name}");
         // Paraver: Extrae's callers on the call's begin (70000000 + level), valued by function.
-        let base = dir.path().join("p");
-        let out = nsys_lens(&[
-            "convert",
-            "--to",
-            "paraver",
-            "-q",
-            "--start",
-            "0",
-            "--end",
-            "9000000000000000000",
-            "-o",
-            base.to_str().unwrap(),
-            export.to_str().unwrap(),
-        ]);
-        assert!(out.status.success(), "{:?}", texts(&out));
+        let (_paraver, base) = convert_to("paraver", &export, &EVERY_TIME);
         let trace = crate::paraver::parse(&base.with_extension("prv"));
         let labels = &trace.pcf[&70_000_001].1;
         let mut callers: Vec<Vec<String>> = (trace.events.iter())

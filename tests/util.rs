@@ -98,6 +98,10 @@ pub fn pithtrain_nodes() -> [PathBuf; 2] {
     ]
 }
 
+/// `convert` options that keep every event, whatever the clock (session-relative or UTC): the
+/// window from 0 to far beyond any capture.
+pub const EVERY_TIME: [&str; 4] = ["--start", "0", "--end", "9000000000000000000"];
+
 /// Runs `convert --to <target> -o <dir>/out REPORTS EXTRA` in a fresh directory; returns the
 /// directory and the output base path (`<dir>/out`).
 pub fn convert_to(
