@@ -166,11 +166,11 @@ impl Resolver {
                 }
             }
         }
-        self.streams
-            .entry(key.0)
-            .or_default()
-            .running
-            .push((end, key));
+        // What ended by now stays only as its stream's last (every later question is about a
+        // time from now on), so a stream holds its last ended operation and those running.
+        let stream = self.streams.entry(key.0).or_default();
+        stream.ended_by(start);
+        stream.running.push((end, key));
     }
 
     /// Resolves the host waits that returned before `now` (every operation that could have
@@ -248,5 +248,60 @@ impl Resolver {
         }
         links.returns.sort_unstable();
         links
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Ns;
+
+    fn op(stream: u32, start: i64) -> OpKey {
+        (StreamId(stream), start, start as u32)
+    }
+
+    fn sync(sync_type: u8, stream: Option<u32>, (start, end): (i64, i64), corr: u32) -> SyncEvent {
+        SyncEvent {
+            start: Ns(start),
+            end: Ns(end),
+            process: ProcessId(0),
+            stream: stream.map(StreamId),
+            correlation: corr,
+            sync_type,
+        }
+    }
+
+    #[test]
+    fn each_wait_links_the_operation_it_waited_for() {
+        let mut r = Resolver::new(ProcessId(0));
+        r.op(op(1, 0), 100);
+        r.op(op(2, 10), 50);
+        // A stream sync on stream 2 returns at 60: stream 2's op (ended 50), not stream 1's.
+        r.sync(&sync(3, Some(2), (20, 60), 7));
+        // A context sync returning at 120: the op that ended last anywhere (stream 1's, 100).
+        r.sync(&sync(4, None, (30, 120), 8));
+        // A stream wait on stream 2: its next op (at 130) waited for stream 1's (ended 100).
+        r.sync(&sync(STREAM_WAIT, Some(2), (40, 41), 9));
+        r.op(op(2, 130), 140);
+        let links = r.finish(i64::MAX, |c| Some(ThreadId(c)));
+        let returns: Vec<(i64, u32)> = (links.returns.iter()).map(|(r, t)| (r.time, t.0)).collect();
+        assert_eq!(returns, [(60, 7), (120, 8)]);
+        assert_eq!(links.sources[&op(2, 10)].len(), 1);
+        assert_eq!(links.sources[&op(1, 0)].len(), 2);
+        assert_eq!(links.held[&op(2, 130)].len(), 1);
+        assert_eq!(links.len(), 3);
+    }
+
+    #[test]
+    fn a_stream_keeps_only_what_still_runs() {
+        let mut r = Resolver::new(ProcessId(0));
+        for i in 0..10_000 {
+            r.op(op(1, i * 10), i * 10 + 5);
+        }
+        assert!(r.streams[&StreamId(1)].running.len() <= 1);
+        // A return without its thread drawn links nothing, and leaves no flow behind.
+        r.sync(&sync(3, Some(1), (100_000, 100_010), 1));
+        let links = r.finish(i64::MAX, |_| None);
+        assert!(links.is_empty() && links.sources.is_empty());
     }
 }
