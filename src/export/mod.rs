@@ -209,6 +209,12 @@ impl<'a, 't> Plan<'a, 't> {
         (t - self.offset).max(0) as u64
     }
 
+    /// Whether an event that lasts (`duration` > 0) is cut to no time at all by the window or
+    /// by the trace's start (nothing of it is drawn).
+    pub fn cuts_to_nothing(&self, item: &stream::Item, duration: i64) -> bool {
+        duration > 0 && self.rebase(item.end) == self.rebase(item.start)
+    }
+
     /// The position of a process in [`Plan::exported`], when it is exported.
     pub fn position(&self, process: ProcessId) -> Option<usize> {
         self.index[process.index()].map(|i| i as usize)

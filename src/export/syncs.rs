@@ -55,16 +55,6 @@ pub struct SyncLinks {
 }
 
 impl SyncLinks {
-    /// How many links there are.
-    pub fn len(&self) -> usize {
-        self.returns.len() + self.held.values().map(Vec::len).sum::<usize>()
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The flow ids an operation takes part in (leaving it, or arriving at it).
     pub fn flows(&self, key: &OpKey) -> impl Iterator<Item = u64> + '_ {
         let from = self.sources.get(key).into_iter().flatten();
@@ -289,7 +279,10 @@ mod tests {
         assert_eq!(links.sources[&op(2, 10)].len(), 1);
         assert_eq!(links.sources[&op(1, 0)].len(), 2);
         assert_eq!(links.held[&op(2, 130)].len(), 1);
-        assert_eq!(links.len(), 3);
+        assert_eq!(
+            links.returns.len() + links.held.values().map(Vec::len).sum::<usize>(),
+            3
+        );
     }
 
     #[test]
@@ -302,6 +295,6 @@ mod tests {
         // A return without its thread drawn links nothing, and leaves no flow behind.
         r.sync(&sync(3, Some(1), (100_000, 100_010), 1));
         let links = r.finish(i64::MAX, |_| None);
-        assert!(links.is_empty() && links.sources.is_empty());
+        assert!(links.returns.is_empty() && links.held.is_empty() && links.sources.is_empty());
     }
 }

@@ -78,18 +78,7 @@ impl Report {
                 frames.clear();
             }
             current = Some(id);
-            let mut name = |column| -> Result<StringId> {
-                let at = StringRef {
-                    table: CALLCHAINS,
-                    row: f.rowid,
-                    column,
-                };
-                let text = f.int()?;
-                strings.resolve(text, at)
-            };
-            let symbol = name("symbol")?;
-            let module = name("module")?;
-            frames.push(Frame { symbol, module });
+            frames.push(super::sampling::frame(f, strings, CALLCHAINS)?);
             Ok(())
         })?;
         if let Some(id) = current {

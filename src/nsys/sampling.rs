@@ -9,7 +9,7 @@ use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, Fields, opt, req};
 use super::strings::{StringRef, StringResolver};
-use crate::model::{Frame, NO_CPU, Ns, Warning, Warnings};
+use crate::model::{Frame, NO_CPU, Ns, StringId, Warning, Warnings};
 
 const SAMPLES: &str = "COMPOSITE_EVENTS";
 const CALLCHAINS: &str = "SAMPLING_CALLCHAINS";
@@ -48,6 +48,27 @@ fn core(cpu: Option<i64>) -> u16 {
     cpu.and_then(|c| u16::try_from(c).ok())
         .filter(|&c| c != NO_CPU)
         .unwrap_or(NO_CPU)
+}
+
+/// The next two columns of a call-chain row of `table` (`symbol`, `module`) as a frame, their
+/// names resolved.
+pub(super) fn frame(
+    f: &mut Fields,
+    strings: &mut StringResolver,
+    table: &'static str,
+) -> Result<Frame> {
+    let mut name = |column| -> Result<StringId> {
+        let at = StringRef {
+            table,
+            row: f.rowid,
+            column,
+        };
+        let id = f.int()?;
+        strings.resolve(id, at)
+    };
+    let symbol = name("symbol")?;
+    let module = name("module")?;
+    Ok(Frame { symbol, module })
 }
 
 impl Report {
@@ -107,18 +128,7 @@ impl Report {
                 emit(current.take(), &mut frames);
                 current = Some((id, time, thread, cpu));
             }
-            let mut name = |column| -> Result<_> {
-                let at = StringRef {
-                    table: CALLCHAINS,
-                    row: f.rowid,
-                    column,
-                };
-                let id = f.int()?;
-                strings.resolve(id, at)
-            };
-            let symbol = name("symbol")?;
-            let module = name("module")?;
-            frames.push(Frame { symbol, module });
+            frames.push(frame(f, strings, CALLCHAINS)?);
         }
         emit(current, &mut frames);
         let sampled = self.count(SAMPLES)?;

@@ -22,8 +22,8 @@ use crate::export::syncs::OpKey;
 use crate::hash::FxHashMap;
 use crate::input::capture::Joined;
 use crate::model::{
-    AccTable, GpuId, MEMORY_KIND_UNKNOWN, MpiCall, MpiTable, NvtxKind, SampleEvent, StreamId,
-    StringId, ThreadId,
+    AccTable, GpuId, MEMORY_KIND_UNKNOWN, MpiCall, MpiTable, NvtxKind, SampleEvent, StackId,
+    StreamId, StringId, ThreadId,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -639,25 +639,22 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
             Event::Os(o) => {
                 body.counts.os_calls += 1;
                 let (ty, value) = values.os.get(&o.name).copied().unwrap_or((types::OSRT, 0));
-                let mut pairs = vec![(ty, u64::from(value))];
-                if let Some(stack) = o.stack {
-                    let frames = body.plan.activity.timeline.stacks.get(stack);
-                    let frames = frames.iter().take(types::MAX_SAMPLE_DEPTH).enumerate();
-                    pairs.extend(frames.map(|(k, f)| {
-                        let value = values.frames.get(f).copied().unwrap_or(0);
-                        (types::CALLER + k as u32 + 1, u64::from(value))
-                    }));
-                }
-                self.cpu_begin(body, o.thread, item, &pairs, Also::Nothing);
+                let call = (ty, u64::from(value));
+                match o.stack {
+                    None => self.cpu_begin(body, o.thread, item, &[call], Also::Nothing),
+                    Some(stack) => {
+                        let callers = stack_pairs(body, stack, types::CALLER + 1);
+                        let pairs: Vec<_> = std::iter::once(call).chain(callers).collect();
+                        self.cpu_begin(body, o.thread, item, &pairs, Also::Nothing)
+                    }
+                };
             }
             Event::Mpi(m) => self.mpi(body, &m, item),
             Event::Sample(s) => self.sample(body, &s, item),
             // What it waited for is linked (`Prepared::syncs`).
             Event::Sync(_) => {}
             // A run the window (or the trace's start) cuts to nothing is not drawn.
-            Event::Run(r)
-                if body.plan.rebase(item.end) == body.plan.rebase(item.start)
-                    && r.end > r.start => {}
+            Event::Run(r) if body.plan.cuts_to_nothing(item, r.end.0 - r.start.0) => {}
             Event::Run(r) => {
                 if let Some(c) = self.cpu.get(&r.thread) {
                     body.counts.thread_runs += 1;
@@ -856,17 +853,10 @@ impl TaskWriter<'_> {
         let Some(c) = self.cpu.get_mut(&s.thread) else {
             return;
         };
-        let frames = body.plan.activity.timeline.stacks.get(s.stack);
-        let depth = frames.len().min(types::MAX_SAMPLE_DEPTH);
+        let mut pairs: Vec<(u32, u64)> =
+            stack_pairs(body, s.stack, types::SAMPLED_FUNCTION).collect();
+        let depth = pairs.len();
         let level = |k: usize| types::SAMPLED_FUNCTION + k as u32;
-        let mut pairs: Vec<(u32, u64)> = frames[..depth]
-            .iter()
-            .enumerate()
-            .map(|(k, f)| {
-                let value = body.values.frames.get(f).copied().unwrap_or(0);
-                (level(k), u64::from(value))
-            })
-            .collect();
         pairs.extend((depth..c.sampled).map(|k| (level(k), 0)));
         c.sampled = depth;
         if !pairs.is_empty() {
@@ -1008,6 +998,21 @@ impl TaskWriter<'_> {
         }
         Ok(())
     }
+}
+
+/// A call stack's frames, innermost first and at most [`types::MAX_SAMPLE_DEPTH`], as pairs
+/// of types from `first` on, valued by function.
+fn stack_pairs<'b>(
+    body: &'b Body<'_, '_, '_, '_>,
+    stack: StackId,
+    first: u32,
+) -> impl Iterator<Item = (u32, u64)> + 'b {
+    let frames = body.plan.activity.timeline.stacks.get(stack);
+    let frames = frames.iter().take(types::MAX_SAMPLE_DEPTH).enumerate();
+    frames.map(move |(k, f)| {
+        let value = body.values.frames.get(f).copied().unwrap_or(0);
+        (first + k as u32, u64::from(value))
+    })
 }
 
 /// Writes a CPU thread's closes due by `t`.

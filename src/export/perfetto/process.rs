@@ -687,9 +687,7 @@ impl<W: Write> ProcessWriter<'_, '_, '_, W> {
         let Some(thread) = self.threads.get(&r.thread) else {
             return Ok(());
         };
-        let plan = self.core.plan;
-        if plan.rebase(item.end) == plan.rebase(item.start) && r.end > r.start {
-            // The window (or the trace's start) cuts it to nothing.
+        if self.core.plan.cuts_to_nothing(item, r.end.0 - r.start.0) {
             return Ok(());
         }
         let parent = thread.parent;

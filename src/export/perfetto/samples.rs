@@ -9,7 +9,7 @@ use super::protos::{
     Callstack, Frame as FrameProto, InternedData, InternedString, Mapping, PerfSample, TracePacket,
     trace_packet::SequenceFlags,
 };
-use super::sequence::PacketStream;
+use super::sequence::{PacketStream, intern};
 use crate::hash::FxHashMap;
 use crate::model::{Frame, NO_CPU, SampleEvent, StackId, StringId, Timeline};
 use std::io::{self, Write};
@@ -103,18 +103,16 @@ impl Callstacks {
         if let Some(&iid) = self.frames.get(&frame) {
             return iid;
         }
-        let function = intern_text(&mut self.functions, frame.symbol, || {
-            timeline.text(frame.symbol).as_bytes().to_vec()
-        });
-        if let Some((iid, text)) = function.1 {
+        let function = intern(&mut self.functions, frame.symbol, |iid| {
+            let text = timeline.text(frame.symbol).as_bytes().to_vec();
             new.function_names.push(interned(iid, text));
-        }
+        });
         let mapping = self.mapping(frame.module, timeline, new);
         let iid = self.frames.len() as u64 + 1;
         self.frames.insert(frame, iid);
         new.frames.push(FrameProto {
             iid: Some(iid),
-            function_name_id: Some(function.0),
+            function_name_id: Some(function),
             mapping_id: Some(mapping),
             rel_pc: Some(iid),
         });
@@ -128,11 +126,9 @@ impl Callstacks {
         }
         let mut path_string_ids = Vec::new();
         for part in timeline.text(module).split('/').filter(|p| !p.is_empty()) {
-            let next = self.paths.len() as u64 + 1;
-            let iid = *self.paths.entry(part.to_string()).or_insert_with(|| {
+            let iid = intern(&mut self.paths, part.to_string(), |iid| {
                 new.mapping_paths
-                    .push(interned(next, part.as_bytes().to_vec()));
-                next
+                    .push(interned(iid, part.as_bytes().to_vec()));
             });
             path_string_ids.push(iid);
         }
@@ -144,20 +140,6 @@ impl Callstacks {
         });
         iid
     }
-}
-
-/// The iid of `key` in `table`, and its definition (iid, text) when it is new.
-fn intern_text(
-    table: &mut FxHashMap<StringId, u64>,
-    key: StringId,
-    text: impl FnOnce() -> Vec<u8>,
-) -> (u64, Option<(u64, Vec<u8>)>) {
-    if let Some(&iid) = table.get(&key) {
-        return (iid, None);
-    }
-    let iid = table.len() as u64 + 1;
-    table.insert(key, iid);
-    (iid, Some((iid, text())))
 }
 
 fn interned(iid: u64, text: Vec<u8>) -> InternedString {

@@ -347,18 +347,7 @@ impl Sequence {
         texts: Texts,
     ) -> io::Result<()> {
         let kind = track_event::Type::SliceBegin;
-        let event = self.event(out, ts, kind)?;
-        event.flow_ids.extend_from_slice(flows);
-        let mut interned = self.label(label.0, label.1, args, texts);
-        if let Some(stack) = stack {
-            let stacks = self.callstacks.get_or_insert_with(Box::default);
-            let iid = stacks.iid(stack, texts.timeline, &mut interned);
-            self.packet.callstack_iid = Some(iid);
-        }
-        if interned != InternedData::default() {
-            self.packet.interned = Some(interned);
-        }
-        self.flush(out)
+        self.labelled(out, (ts, kind), label, args, (flows, stack), texts)
     }
 
     /// Closes the innermost open slice.
@@ -390,22 +379,27 @@ impl Sequence {
         texts: Texts,
     ) -> io::Result<()> {
         let kind = track_event::Type::Instant;
-        self.labelled(out, (ts, kind), label, args, flows, texts)
+        self.labelled(out, (ts, kind), label, args, (flows, None), texts)
     }
 
-    /// An event with a name, a category, annotations and its flows.
+    /// An event with a name, a category, annotations, its flows and its call stack.
     fn labelled<W: Write>(
         &mut self,
         out: &mut PacketStream<W>,
         (ts, kind): (u64, track_event::Type),
         (name, category): (Name, Category),
         args: &[(Arg, Value)],
-        flows: &[u64],
+        (flows, stack): (&[u64], Option<StackId>),
         texts: Texts,
     ) -> io::Result<()> {
         let event = self.event(out, ts, kind)?;
         event.flow_ids.extend_from_slice(flows);
-        let interned = self.label(name, category, args, texts);
+        let mut interned = self.label(name, category, args, texts);
+        if let Some(stack) = stack {
+            let stacks = self.callstacks.get_or_insert_with(Box::default);
+            let iid = stacks.iid(stack, texts.timeline, &mut interned);
+            self.packet.callstack_iid = Some(iid);
+        }
         if interned != InternedData::default() {
             self.packet.interned = Some(interned);
         }
@@ -538,7 +532,7 @@ impl Sequence {
 }
 
 /// The iid of `key`, defining it (with `define(iid)`) the first time.
-fn intern<K: std::hash::Hash + Eq>(
+pub(super) fn intern<K: std::hash::Hash + Eq>(
     table: &mut FxHashMap<K, u64>,
     key: K,
     define: impl FnOnce(u64),
