@@ -45,6 +45,9 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// The budget a command gets unless told otherwise: 128 MiB.
+    pub const DEFAULT: usize = 128 << 20;
+
     /// A budget of `limit` bytes.
     pub fn new(limit: usize) -> Arc<Budget> {
         Arc::new(Budget {

@@ -160,3 +160,109 @@ fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
     child.wait().unwrap();
     assert_eq!(left(), 0, "an interrupted run left temporary files");
 }
+
+/// `streams`, `overlap` and `collectives` (instances, per rank, with transfers) of `reports`
+/// over `window`, as JSON: from the whole timeline, and from captures whose events are sorted
+/// under a tiny budget (spilled) and read in one pass.
+fn stream_level_outputs(
+    reports: &[PathBuf],
+    window: &nsys_lens::query::WindowOptions,
+) -> [Vec<String>; 2] {
+    use nsys_lens::query::{self, CollectiveOptions, Loaded, Selection};
+    let inputs = nsys_lens::load::Inputs::new(reports.to_vec());
+    let (timeline, _) = inputs.load().unwrap();
+    let (captures, _) = inputs.captures(Budget::new(2048)).unwrap();
+    let selection = Selection {
+        window: window.clone(),
+        ..Selection::default()
+    };
+    let outputs = |loaded: Loaded| {
+        let json = |output: anyhow::Result<nsys_lens::report::Output>| match output {
+            Ok(o) => {
+                let mut bytes = Vec::new();
+                let (format, unit) = (nsys_lens::report::Format::Json, Default::default());
+                o.write_in(format, unit, &mut bytes).unwrap();
+                String::from_utf8(bytes).unwrap()
+            }
+            Err(e) => format!("error: {e:#}"),
+        };
+        let collectives = |by_rank, p2p| CollectiveOptions {
+            p2p,
+            by_rank,
+            top: None,
+        };
+        vec![
+            json(query::streams(loaded, &selection)),
+            json(query::overlap(loaded, &selection)),
+            json(query::collectives(
+                loaded,
+                &selection,
+                collectives(false, false),
+            )),
+            json(query::collectives(
+                loaded,
+                &selection,
+                collectives(true, true),
+            )),
+        ]
+    };
+    [
+        outputs(Loaded::Whole(&timeline)),
+        outputs(Loaded::Captures(&captures)),
+    ]
+}
+
+#[test]
+fn stream_level_analyses_read_in_one_pass_equal_those_of_the_whole_timeline() {
+    // Issue 34: the same tables in bounded memory. Multi-rank synthetic runs (pipeline
+    // transfers, expert all-to-all, a straggler, graphs), and real captures: nccl-tests on 9
+    // GPUs of 3 nodes, 2 x H100 all-to-all, a CUDA sample, two HTA torch.profiler ranks.
+    let rich =
+        synth("--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --slow-dataloader --cuda-graphs");
+    let mut runs: Vec<Vec<PathBuf>> = ["pithtrain_pp2_ep2", "megatron_pp2"]
+        .iter()
+        .map(|f| reports(&root().join("fixtures").join(f)))
+        .collect();
+    runs.push(reports(rich.path()));
+    let real = [
+        crate::util::real("fs24_nccl_allreduce_tree_3nodes_9gpus"),
+        crate::util::real("nsysai_mfu_2gpu_before_2026.2.1.sqlite"),
+        crate::util::real("testcuda_report1_2026.1.1.sqlite"),
+    ];
+    runs.extend(real.into_iter().flatten().map(|p| match p.is_dir() {
+        true => reports(&p),
+        false => vec![p],
+    }));
+    let hta = [
+        "kineto/hta_sampled_rank-0.json.gz",
+        "kineto/hta_sampled_rank-1.json.gz",
+    ];
+    if let [Some(a), Some(b)] = hta.map(crate::util::real_capture) {
+        runs.push(vec![a, b]);
+    }
+    let whole = nsys_lens::query::WindowOptions {
+        whole: true,
+        ..Default::default()
+    };
+    for inputs in runs {
+        let [want, got] = stream_level_outputs(&inputs, &whole);
+        assert_eq!(want, got, "{inputs:?}, whole capture");
+        assert!(
+            want.iter().any(|o| !o.starts_with("error")),
+            "{inputs:?}: {want:?}"
+        );
+        // A window inside the capture: the first rank's middle half.
+        let span =
+            serde_json::from_str::<serde_json::Value>(&want[1]).unwrap()["windows"][0].clone();
+        let (s, e) = (
+            span["start"].as_i64().unwrap(),
+            span["end"].as_i64().unwrap(),
+        );
+        let middle = nsys_lens::query::WindowOptions {
+            start_end: Some((s + (e - s) / 4, e - (e - s) / 4)),
+            ..Default::default()
+        };
+        let [want, got] = stream_level_outputs(&inputs, &middle);
+        assert_eq!(want, got, "{inputs:?}, {middle:?}");
+    }
+}

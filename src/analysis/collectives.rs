@@ -206,7 +206,7 @@ type PerUnit = BTreeMap<Unit, Vec<Part>>;
 type Family = (Purpose, StringId, Option<CommunicatorId>);
 
 /// The whole capture, as a classification window.
-const WHOLE: (i64, i64) = (i64::MIN, i64::MAX);
+pub const WHOLE: (i64, i64) = (i64::MIN, i64::MAX);
 
 /// Matches every collective instance of `processes` (members are indices into it) over the
 /// whole capture, each kernel's collective from its evidence under `rules`.

@@ -10,7 +10,7 @@ use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::clip;
 use crate::classify::{RankStreams, RoleRules};
 use crate::hash::FxHashMap;
-use crate::model::{Ns, ProcessId, StreamId, StringId};
+use crate::model::{Kernel, Ns, ProcessId, StreamId, StringId};
 use std::collections::BTreeMap;
 
 /// Time of one family on one rank.
@@ -205,24 +205,54 @@ pub fn unclassified_share(
     (process, window): (ProcessId, (i64, i64)),
     families: &mut FamilyCache,
 ) -> (i64, i64) {
-    let clipped = |s: i64, e: i64| clip((s, e), window).map_or(0, |(s, e)| e - s);
-    let (mut other, mut all) = (0, 0);
+    let mut share = UnclassifiedShare::new(window);
     for k in activity.kernels(process) {
-        let time = clipped(k.start.0, k.end.0);
-        all += time;
-        if time > 0 && families.kernel(k.short_name, k.name) == OTHER {
-            other += time;
-        }
+        share.kernel(k, families);
     }
     let copies = activity.memcpys(process).map(|m| (m.start.0, m.end.0));
     let sets = activity.memsets(process).map(|m| (m.start.0, m.end.0));
     let graphs = activity
         .graph_launches(process)
         .map(|g| (g.start.0, g.end.0));
-    all += copies
-        .chain(sets)
-        .chain(graphs)
-        .map(|(s, e)| clipped(s, e))
-        .sum::<i64>();
-    (other, all)
+    for span in copies.chain(sets).chain(graphs) {
+        share.operation(span);
+    }
+    (share.other, share.all)
+}
+
+/// [`unclassified_share`] gathered one GPU operation at a time, in any order.
+#[derive(Debug, Clone, Copy)]
+pub struct UnclassifiedShare {
+    /// The window operations are clipped to.
+    window: (i64, i64),
+    /// Kernel time no family names, ns.
+    pub other: i64,
+    /// Time of every GPU operation, ns.
+    pub all: i64,
+}
+
+impl UnclassifiedShare {
+    /// Nothing yet, over `window`.
+    pub fn new(window: (i64, i64)) -> UnclassifiedShare {
+        UnclassifiedShare {
+            window,
+            other: 0,
+            all: 0,
+        }
+    }
+
+    /// A kernel, named by `families`.
+    pub fn kernel(&mut self, k: &Kernel, families: &mut FamilyCache) {
+        let time = self.operation((k.start.0, k.end.0));
+        if time > 0 && families.kernel(k.short_name, k.name) == OTHER {
+            self.other += time;
+        }
+    }
+
+    /// A copy, set or graph launch (or a kernel's time alone); returns its time in the window.
+    pub fn operation(&mut self, span: (i64, i64)) -> i64 {
+        let time = clip(span, self.window).map_or(0, |(s, e)| e - s);
+        self.all += time;
+        time
+    }
 }

@@ -58,15 +58,19 @@ pub fn rank_transfers(
     ranks: &[Rank],
     rules: &RoleRules,
 ) -> Vec<Vec<Transfer>> {
-    let whole = super::WindowSpec::Whole;
     ranks
         .iter()
         .map(|r| {
-            let bounds = super::window::find(activity, r.process, &whole).bounds(false);
+            let bounds = transfer_window(activity, r);
             let streams = super::streams::classify(activity, r.process, bounds, rules);
             transfers(&streams, rules)
         })
         .collect()
+}
+
+/// The window a rank's transfers are found over: its whole capture.
+pub fn transfer_window(activity: &super::Activity, rank: &Rank) -> (i64, i64) {
+    super::window::find(activity, rank.process, &super::WindowSpec::Whole).bounds(false)
 }
 
 /// The pipeline transfers of a rank's classified streams that NCCL's calls show as a lone send

@@ -6,9 +6,11 @@ pub use super::inputs::FormatArg;
 use super::inputs::{Inputs, TimeUnitArg};
 use nsys_lens::analysis::pithtrain::{self, CompatError, Setup};
 use nsys_lens::classify::{Activity, RoleRules};
+use nsys_lens::input::capture::Captures;
 use nsys_lens::model::Timeline;
-use nsys_lens::query::{NothingFound, RankList, Selection, WindowOptions};
+use nsys_lens::query::{Loaded, NothingFound, RankList, Selection, WindowOptions};
 use nsys_lens::report::{self, Format, Output, Table};
+use nsys_lens::spill::Budget;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -128,6 +130,31 @@ impl RankArgs {
         Ok(out)
     }
 
+    /// Prints PithTrain's table of `rows` ([`RankArgs::pithtrain_rows`] over the whole timeline),
+    /// made by `table`.
+    pub fn print_pithtrain<T>(
+        &self,
+        rows: fn(&Activity, &Setup, (i64, i64)) -> Vec<T>,
+        table: fn(&[(u32, T)]) -> Table,
+    ) -> anyhow::Result<Outcome> {
+        let timeline = self.common.load()?;
+        let activity = Activity::new(&timeline);
+        let rows =
+            self.pithtrain_rows(&activity, |record, window| rows(&activity, record, window))?;
+        self.common.print_compat(table(&rows))
+    }
+
+    /// Prints what `query` makes of the reports for these options' selection, read as
+    /// [`Common::read`] reads them (in one pass when the window allows).
+    pub fn print_query(
+        &self,
+        query: impl FnOnce(Loaded, &Selection) -> anyhow::Result<Output>,
+    ) -> anyhow::Result<Outcome> {
+        let selection = self.selection()?;
+        let read = self.common.read(selection.window.streamable())?;
+        self.common.print(&query(read.loaded(), &selection)?)
+    }
+
     /// Which ranks, windows and role rules these options select.
     pub fn selection(&self) -> anyhow::Result<Selection> {
         Ok(Selection {
@@ -155,14 +182,34 @@ impl Common {
     /// Loads the reports and prints their warnings on stderr (unless `-q`).
     pub fn load(&self) -> anyhow::Result<Timeline> {
         let timeline = self.inputs.load()?;
-        if !self.inputs.quiet {
-            for r in &timeline.reports {
-                for message in r.warnings.messages() {
-                    eprintln!("nsys-lens: warning: {}: {message}", r.path.display());
-                }
+        self.warn(&timeline);
+        Ok(timeline)
+    }
+
+    /// The reports as `streams`, `overlap` and `collectives` read them: with `streamed` (a window
+    /// known without the GPU operations: [`WindowOptions::streamable`]) their events sorted
+    /// under the default memory budget and read in one pass, so memory stays bounded however
+    /// long the capture; else the whole timeline. Warnings are printed as [`Common::load`]
+    /// prints them.
+    pub fn read(&self, streamed: bool) -> anyhow::Result<Read> {
+        if !streamed {
+            return Ok(Read::Timeline(self.load()?));
+        }
+        let (captures, _) = self.inputs.captures(Budget::new(Budget::DEFAULT))?;
+        self.warn(&captures.light);
+        Ok(Read::Captures(captures))
+    }
+
+    /// Prints the reports' warnings on stderr (unless `-q`).
+    fn warn(&self, timeline: &Timeline) {
+        if self.inputs.quiet {
+            return;
+        }
+        for r in &timeline.reports {
+            for message in r.warnings.messages() {
+                eprintln!("nsys-lens: warning: {}: {message}", r.path.display());
             }
         }
-        Ok(timeline)
     }
 
     /// Prints a result in the chosen format: an empty table too (its header, and notes that
@@ -193,6 +240,24 @@ impl Common {
         stdout.write_all(report::pithtrain::python_text(&table).as_bytes())?;
         stdout.flush()?;
         Ok(Outcome::Done)
+    }
+}
+
+/// What an analysis read ([`Common::read`]).
+pub enum Read {
+    /// Every event.
+    Timeline(Timeline),
+    /// Captures read for streaming.
+    Captures(Captures),
+}
+
+impl Read {
+    /// What the library's queries take.
+    pub fn loaded(&self) -> Loaded<'_> {
+        match self {
+            Read::Timeline(timeline) => Loaded::Whole(timeline),
+            Read::Captures(captures) => Loaded::Captures(captures),
+        }
     }
 }
 

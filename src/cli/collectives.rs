@@ -39,12 +39,11 @@ enum By {
 
 /// Prints the collectives matched across ranks, or totals per rank.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
     let options = CollectiveOptions {
         p2p: args.p2p,
         by_rank: args.by == Some(By::Rank),
         top: args.top,
     };
-    let output = query::collectives(&timeline, &args.r.selection()?, options)?;
-    args.r.common.print(&output)
+    args.r
+        .print_query(|loaded, selection| query::collectives(loaded, selection, options))
 }

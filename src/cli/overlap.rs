@@ -3,7 +3,6 @@
 use super::Outcome;
 use super::analysis::{Compat, CompatArg, RankArgs};
 use nsys_lens::analysis::pithtrain;
-use nsys_lens::classify::Activity;
 use nsys_lens::query;
 use nsys_lens::report;
 
@@ -24,20 +23,12 @@ pub struct Args {
 
 /// Prints how much communication compute hides, per rank, stage and role.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
     match args.c.compat {
-        Some(Compat::Pithtrain) => {
-            let activity = Activity::new(&timeline);
-            let rows = args.r.pithtrain_rows(&activity, |record, window| {
-                pithtrain::compute_overlap(&activity, record, window)
-            })?;
-            args.r
-                .common
-                .print_compat(report::pithtrain::overlap_table(&rows))
-        }
-        None => {
-            let output = query::overlap(&timeline, &args.r.selection()?)?;
-            args.r.common.print(&output)
-        }
+        Some(Compat::Pithtrain) => args
+            .r
+            .print_pithtrain(pithtrain::compute_overlap, report::pithtrain::overlap_table),
+        None => args
+            .r
+            .print_query(|loaded, selection| query::overlap(loaded, selection)),
     }
 }

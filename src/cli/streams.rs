@@ -3,7 +3,6 @@
 use super::Outcome;
 use super::analysis::{Compat, CompatArg, RankArgs};
 use nsys_lens::analysis::pithtrain;
-use nsys_lens::classify::Activity;
 use nsys_lens::{query, report};
 
 /// Options of `streams`.
@@ -23,20 +22,13 @@ pub struct Args {
 
 /// Prints the role of every stream.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
     match args.c.compat {
-        Some(Compat::Pithtrain) => {
-            let activity = Activity::new(&timeline);
-            let rows = args.r.pithtrain_rows(&activity, |record, window| {
-                pithtrain::classify_streams(&activity, record, window)
-            })?;
-            args.r
-                .common
-                .print_compat(report::pithtrain::streams_table(&rows))
-        }
-        None => {
-            let output = query::streams(&timeline, &args.r.selection()?)?;
-            args.r.common.print(&output)
-        }
+        Some(Compat::Pithtrain) => args.r.print_pithtrain(
+            pithtrain::classify_streams,
+            report::pithtrain::streams_table,
+        ),
+        None => args
+            .r
+            .print_query(|loaded, selection| query::streams(loaded, selection)),
     }
 }

@@ -79,7 +79,7 @@ impl Request {
             targets,
             base: base(output, first_input),
             gzip: compress || output.is_some_and(ends_with_gz),
-            memory_budget: 128 << 20,
+            memory_budget: crate::spill::Budget::DEFAULT,
             threads: 1,
             step: Step::Whole,
             fingerprint: String::new(),

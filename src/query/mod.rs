@@ -2,13 +2,16 @@
 //! command's [`Output`] (the rows every format prints) out. The CLI and the Python package both
 //! call these, so a table and a DataFrame never differ.
 
+pub mod captured;
 pub mod critical;
 pub mod gate;
 pub mod mfu;
 pub mod page;
 
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
-use crate::analysis::collectives::{Instance, add_transfers, by_rank, match_instances};
+use crate::analysis::collectives::{
+    Collectives, Instance, WHOLE, add_transfers, by_rank, match_classified, match_instances,
+};
 use crate::analysis::idle::{cpu_activity, hottest_frame, os_call, rank_idle};
 use crate::analysis::kernels::{rank_kernels, unclassified_share};
 use crate::analysis::metrics::rank_metrics;
@@ -17,6 +20,7 @@ use crate::analysis::overlap::{self, StageKey, rank_exposure};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::layout::{self, PipelineLayout};
 use crate::classify::{self, Activity, Rank, RankStreams, RoleRules, WindowSpec};
+use crate::input::capture::Captures;
 use crate::model::{Ns, Timeline};
 use crate::report::{
     self, GapContext, Output, RankBreakdown, RankBubbles, RankIdle, RankMetrics, RankWindow,
@@ -83,6 +87,13 @@ impl WindowOptions {
             WindowSpec::Steady
         };
         window_spec(self.start_end, self.anchor.as_deref(), otherwise)
+    }
+
+    /// Whether each rank's window is known without its GPU operations: the whole capture or
+    /// `--start/--end`, on the CPU's clock (an anchor's window may be the GPU projection of its
+    /// range, which needs every operation launched inside it).
+    pub fn streamable(&self) -> bool {
+        !self.gpu_window && (self.start_end.is_some() || (self.whole && self.anchor.is_none()))
     }
 
     /// The anchor, compiled, when there is one.
@@ -167,6 +178,9 @@ fn anchor_regex(pattern: &str) -> anyhow::Result<Regex> {
     crate::classify::rules::user_regex(pattern).map_err(|e| anyhow::anyhow!("--anchor: {e}"))
 }
 
+/// Ranks over their windows, with their streams classified.
+type Classified = Vec<(RankWindow, RankStreams)>;
+
 /// Which ranks, over which windows, with which role rules: what every per-rank command takes.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
@@ -199,6 +213,64 @@ impl Selection {
                 (w, streams)
             })
             .collect())
+    }
+
+    /// [`Selection::classified`] of what was loaded (`activity` indexes its timeline), with the
+    /// notes on ranks whose kernels no family names ([`unclassified_warnings`]).
+    fn measured(
+        &self,
+        loaded: Loaded,
+        activity: &Activity,
+    ) -> anyhow::Result<(Classified, Vec<String>)> {
+        let Loaded::Captures(captures) = loaded else {
+            let classified = self.classified(activity)?;
+            let notes = unclassified_warnings(activity, classified.iter().map(|(w, _)| w));
+            return Ok((classified, notes));
+        };
+        anyhow::ensure!(
+            self.window.streamable(),
+            "this window needs every GPU operation in memory: load the whole timeline"
+        );
+        let windows = self.windows(activity)?;
+        let spans: Vec<captured::Span> =
+            windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
+        let gathered = captured::gather((captures, activity), &spans, &spans, &self.rules)?;
+        let notes = unclassified_notes(windows.iter(), gathered.shares.into_iter());
+        Ok((windows.into_iter().zip(gathered.streams).collect(), notes))
+    }
+}
+
+/// What the inputs were read into: every event in memory, or captures whose events stay
+/// sorted under a memory budget ([`crate::load::Inputs::captures`]), which `streams`,
+/// `overlap` and `collectives` read in one pass when their windows are known from the light
+/// timeline alone ([`WindowOptions::streamable`]).
+#[derive(Clone, Copy)]
+pub enum Loaded<'a> {
+    /// Every event.
+    Whole(&'a Timeline),
+    /// Captures read for streaming.
+    Captures(&'a Captures),
+}
+
+impl<'a> Loaded<'a> {
+    /// The timeline: every event, or the captures' light timeline.
+    pub fn timeline(self) -> &'a Timeline {
+        match self {
+            Loaded::Whole(timeline) => timeline,
+            Loaded::Captures(captures) => &captures.light,
+        }
+    }
+}
+
+impl<'a> From<&'a Timeline> for Loaded<'a> {
+    fn from(timeline: &'a Timeline) -> Self {
+        Loaded::Whole(timeline)
+    }
+}
+
+impl<'a> From<&'a Captures> for Loaded<'a> {
+    fn from(captures: &'a Captures) -> Self {
+        Loaded::Captures(captures)
     }
 }
 
@@ -261,12 +333,21 @@ fn unclassified_warnings<'w>(
 ) -> Vec<String> {
     let families = Families::default();
     let mut cache = FamilyCache::new(&families, activity.timeline);
+    let windows: Vec<&RankWindow> = windows.collect();
+    let shares = windows
+        .iter()
+        .map(|w| unclassified_share(activity, (w.rank.process, w.bounds), &mut cache));
+    unclassified_notes(windows.iter().copied(), shares)
+}
+
+/// [`unclassified_warnings`] from each window's (unnamed, all) GPU time, ns.
+fn unclassified_notes<'w>(
+    windows: impl Iterator<Item = &'w RankWindow>,
+    shares: impl Iterator<Item = (i64, i64)>,
+) -> Vec<String> {
     windows
-        .filter_map(|w| {
-            let at = (w.rank.process, w.bounds);
-            let (other, all) = unclassified_share(activity, at, &mut cache);
-            report::unclassified_warning(w.rank.rank, other, all)
-        })
+        .zip(shares)
+        .filter_map(|(w, (other, all))| report::unclassified_warning(w.rank.rank, other, all))
         .collect()
 }
 
@@ -279,33 +360,29 @@ pub fn windows(timeline: &Timeline, window: &WindowOptions) -> anyhow::Result<Ou
 }
 
 /// `streams`: the role of every stream of the selected ranks.
-pub fn streams(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
-    let activity = Activity::new(timeline);
-    let classified = selection.classified(&activity)?;
-    let mut output = report::streams_output(timeline, &classified, &selection.rules);
-    let windows = classified.iter().map(|(w, _)| w);
-    output
-        .notes
-        .extend(unclassified_warnings(&activity, windows));
+pub fn streams<'a>(loaded: impl Into<Loaded<'a>>, selection: &Selection) -> anyhow::Result<Output> {
+    let loaded = loaded.into();
+    let activity = Activity::new(loaded.timeline());
+    let (classified, notes) = selection.measured(loaded, &activity)?;
+    let mut output = report::streams_output(loaded.timeline(), &classified, &selection.rules);
+    output.notes.extend(notes);
     Ok(output)
 }
 
 /// `overlap`: hidden and exposed communication per rank, stage and role.
-pub fn overlap(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
-    let activity = Activity::new(timeline);
-    let measured: Vec<_> = selection
-        .classified(&activity)?
+pub fn overlap<'a>(loaded: impl Into<Loaded<'a>>, selection: &Selection) -> anyhow::Result<Output> {
+    let loaded = loaded.into();
+    let activity = Activity::new(loaded.timeline());
+    let (classified, notes) = selection.measured(loaded, &activity)?;
+    let measured: Vec<_> = classified
         .into_iter()
         .map(|(w, s)| {
             let exposure = overlap::rank_exposure(&s, &selection.rules);
             (w, s, exposure)
         })
         .collect();
-    let mut output = report::overlap_output(timeline, &measured, &selection.rules);
-    let windows = measured.iter().map(|(w, ..)| w);
-    output
-        .notes
-        .extend(unclassified_warnings(&activity, windows));
+    let mut output = report::overlap_output(loaded.timeline(), &measured, &selection.rules);
+    output.notes.extend(notes);
     Ok(output)
 }
 
@@ -564,20 +641,18 @@ pub struct CollectiveOptions {
 
 /// `collectives`: every collective matched across its ranks, inside every member's window and
 /// holding a selected rank.
-pub fn collectives(
-    timeline: &Timeline,
+pub fn collectives<'a>(
+    loaded: impl Into<Loaded<'a>>,
     selection: &Selection,
     options: CollectiveOptions,
 ) -> anyhow::Result<Output> {
+    let loaded = loaded.into();
+    let timeline = loaded.timeline();
     let activity = Activity::new(timeline);
     let ranks = ranks(&activity)?;
     let windows = selection.window.windows(&activity, &ranks)?;
-    let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
-    let mut collectives = match_instances(&activity, &processes, &selection.rules);
-    if options.p2p {
-        let transfers = layout::rank_transfers(&activity, &ranks, &selection.rules);
-        add_transfers(&mut collectives, &transfers);
-    }
+    let (collectives, notes) =
+        match_with_notes(loaded, &activity, &ranks, &windows, selection, options.p2p)?;
     let wanted = selection.ranks.as_ref();
     let inside = |i: &&Instance| {
         let in_window = i.within(|rank| windows[rank].bounds);
@@ -596,10 +671,60 @@ pub fn collectives(
         }
         false => report::instances_output(timeline, &windows, &collectives, &instances),
     };
-    output
-        .notes
-        .extend(unclassified_warnings(&activity, windows.iter()));
+    output.notes.extend(notes);
     Ok(output)
+}
+
+/// The collectives of `ranks` matched (point-to-point transfers too with `p2p`), and the notes
+/// on ranks whose kernels no family names over their `windows`: from the whole timeline, or in
+/// one pass over the captures' events.
+fn match_with_notes(
+    loaded: Loaded,
+    activity: &Activity,
+    ranks: &[Rank],
+    windows: &[RankWindow],
+    selection: &Selection,
+    p2p: bool,
+) -> anyhow::Result<(Collectives, Vec<String>)> {
+    let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+    let rules = &selection.rules;
+    let Loaded::Captures(captures) = loaded else {
+        let mut collectives = match_instances(activity, &processes, rules);
+        if p2p {
+            add_transfers(
+                &mut collectives,
+                &layout::rank_transfers(activity, ranks, rules),
+            );
+        }
+        return Ok((collectives, unclassified_warnings(activity, windows.iter())));
+    };
+    anyhow::ensure!(
+        selection.window.streamable(),
+        "this window needs every GPU operation in memory: load the whole timeline"
+    );
+    // Each rank classified over the whole capture (what matching reads), then over its transfer
+    // window (what point-to-point pairing reads).
+    let mut spans: Vec<captured::Span> = processes.iter().map(|&p| (p, WHOLE)).collect();
+    if p2p {
+        spans.extend(
+            ranks
+                .iter()
+                .map(|r| (r.process, layout::transfer_window(activity, r))),
+        );
+    }
+    let shares: Vec<captured::Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
+    let gathered = captured::gather((captures, activity), &spans, &shares, rules)?;
+    let (whole, transfer) = gathered.streams.split_at(processes.len());
+    let mut collectives = match_classified(activity, &processes, rules, whole);
+    if p2p {
+        let transfers: Vec<_> = transfer
+            .iter()
+            .map(|s| layout::transfers(s, rules))
+            .collect();
+        add_transfers(&mut collectives, &transfers);
+    }
+    let notes = unclassified_notes(windows.iter(), gathered.shares.into_iter());
+    Ok((collectives, notes))
 }
 
 /// `metrics`: GPU metrics per rank over its window.

@@ -1,0 +1,143 @@
+//! The stream-level commands over captures read for streaming ([`crate::load::Inputs::captures`]):
+//! the light timeline finds the ranks and their windows, and one pass over each capture's sorted
+//! GPU operations gathers what the commands measure, with the same accumulators as over a whole
+//! timeline ([`Usage`], [`UnclassifiedShare`]). Memory stays within the sorting budget plus what
+//! the accumulators keep (counts, and intervals joined as they come), whatever the capture's
+//! length.
+
+use crate::analysis::kernels::UnclassifiedShare;
+use crate::classify::families::{Families, FamilyCache};
+use crate::classify::streams::{Usage, clip};
+use crate::classify::{Activity, RankStreams, RoleRules};
+use crate::input::capture::{Captures, Joined};
+use crate::model::records::Fits;
+use crate::model::{Kernel, ProcessId, StreamId};
+use crate::nsys::Moved;
+use crate::spill::{Record, Sorted};
+
+/// A process over a window, ns on the merged clock.
+pub type Span = (ProcessId, (i64, i64));
+
+/// What [`gather`] measured, in the order asked.
+pub struct Gathered {
+    /// Each span's streams, classified.
+    pub streams: Vec<RankStreams>,
+    /// Each span's (unnamed, all) GPU time, ns.
+    pub shares: Vec<(i64, i64)>,
+}
+
+/// Classifies the streams of each process of `streams` over its window, and measures the kernel
+/// time no family names of each process of `shares` over its window, in one pass over every
+/// capture's GPU operations: the same results as [`crate::classify::streams::classify`] and
+/// [`crate::analysis::kernels::unclassified_share`] on the whole timeline.
+pub fn gather(
+    (captures, activity): (&Captures, &Activity),
+    streams: &[Span],
+    shares: &[Span],
+    rules: &RoleRules,
+) -> crate::nsys::Result<Gathered> {
+    let families = Families::default();
+    let mut pass = Pass {
+        activity,
+        usages: streams
+            .iter()
+            .map(|&(_, w)| (w, Usage::new(true)))
+            .collect(),
+        shares: shares
+            .iter()
+            .map(|&(_, w)| UnclassifiedShare::new(w))
+            .collect(),
+        slots: vec![(Vec::new(), Vec::new()); activity.timeline.processes.len()],
+        families: FamilyCache::new(&families, activity.timeline),
+    };
+    for (i, &(p, _)) in streams.iter().enumerate() {
+        pass.slots[p.index()].0.push(i);
+    }
+    for (i, &(p, _)) in shares.iter().enumerate() {
+        pass.slots[p.index()].1.push(i);
+    }
+    for part in &captures.parts {
+        let events = &part.events;
+        each(part, &events.kernels, |k| pass.kernel(&k))?;
+        each(part, &events.graph_launches, |g| {
+            pass.operation(g.stream, (g.start.0, g.end.0), Usage::graph)
+        })?;
+        each(part, &events.memcpys, |m| {
+            pass.operation(m.stream, (m.start.0, m.end.0), Usage::copy)
+        })?;
+        each(part, &events.memsets, |m| {
+            pass.operation(m.stream, (m.start.0, m.end.0), Usage::copy)
+        })?;
+    }
+    Ok(Gathered {
+        shares: pass.shares.iter().map(|s| (s.other, s.all)).collect(),
+        streams: (pass.usages.into_iter().zip(streams))
+            .map(|((_, usage), &(process, _))| usage.classify(activity, process, rules))
+            .collect(),
+    })
+}
+
+/// What the pass gathers so far.
+struct Pass<'a, 't> {
+    activity: &'a Activity<'t>,
+    /// Each wanted stream classification: its window and the use gathered.
+    usages: Vec<((i64, i64), Usage)>,
+    /// Each wanted share of unnamed kernel time.
+    shares: Vec<UnclassifiedShare>,
+    /// Per process: its positions in `usages` and in `shares`.
+    slots: Vec<(Vec<usize>, Vec<usize>)>,
+    families: FamilyCache<'a>,
+}
+
+impl Pass<'_, '_> {
+    /// A kernel, for every classification and share of its process.
+    fn kernel(&mut self, k: &Kernel) {
+        let process = self.activity.timeline.stream(k.stream).process;
+        let (usages, shares) = &self.slots[process.index()];
+        if !usages.is_empty() {
+            let comm = self.activity.is_comm_kernel(k);
+            for &i in usages {
+                let (window, usage) = &mut self.usages[i];
+                if let Some(span) = clip((k.start.0, k.end.0), *window) {
+                    usage.kernel(k, comm, span);
+                }
+            }
+        }
+        for &i in shares {
+            self.shares[i].kernel(k, &mut self.families);
+        }
+    }
+
+    /// A graph launch, copy or set on `stream`, added to each classification by `add`.
+    fn operation(
+        &mut self,
+        stream: StreamId,
+        span: (i64, i64),
+        add: fn(&mut Usage, StreamId, (i64, i64)),
+    ) {
+        let process = self.activity.timeline.stream(stream).process;
+        let (usages, shares) = &self.slots[process.index()];
+        for &i in usages {
+            let (window, usage) = &mut self.usages[i];
+            if let Some(clipped) = clip(span, *window) {
+                add(usage, stream, clipped);
+            }
+        }
+        for &i in shares {
+            self.shares[i].operation(span);
+        }
+    }
+}
+
+/// Hands every event of `sorted` to `f`, moved onto the merged timeline.
+fn each<T: Record + Moved + Fits>(
+    part: &Joined,
+    sorted: &Sorted<T>,
+    mut f: impl FnMut(T),
+) -> crate::nsys::Result<()> {
+    for event in sorted.iter() {
+        let event = event.and_then(|e| part.checked(e));
+        f(event.map_err(|cause| part.error(cause))?);
+    }
+    Ok(())
+}
