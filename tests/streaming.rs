@@ -162,21 +162,22 @@ fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
 }
 
 /// `streams`, `overlap` and `collectives` (instances, per rank, with transfers) of `reports`
-/// over `window`, as JSON: from the whole timeline, and from captures whose events are sorted
-/// under a tiny budget (spilled) and read in one pass.
+/// over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
+/// whole timeline, and from captures whose events are sorted under a tiny budget (spilled) and
+/// read in passes.
 fn stream_level_outputs(
     reports: &[PathBuf],
-    window: &nsys_lens::query::WindowOptions,
-) -> [Vec<String>; 2] {
-    use nsys_lens::query::{self, CollectiveOptions, Loaded, Selection};
+    windows: &[&dyn Fn(&serde_json::Value) -> nsys_lens::query::WindowOptions],
+) -> Vec<[Vec<String>; 2]> {
+    use nsys_lens::query::{self, CollectiveOptions, Loaded, Selection, WindowOptions};
     let inputs = nsys_lens::load::Inputs::new(reports.to_vec());
     let (timeline, _) = inputs.load().unwrap();
     let (captures, _) = inputs.captures(Budget::new(2048)).unwrap();
-    let selection = Selection {
-        window: window.clone(),
-        ..Selection::default()
-    };
-    let outputs = |loaded: Loaded| {
+    let outputs = |loaded: Loaded, window: &WindowOptions| {
+        let selection = Selection {
+            window: window.clone(),
+            ..Selection::default()
+        };
         let json = |output: anyhow::Result<nsys_lens::report::Output>| match output {
             Ok(o) => {
                 let mut bytes = Vec::new();
@@ -192,8 +193,8 @@ fn stream_level_outputs(
             top: None,
         };
         vec![
-            json(query::streams(loaded, &selection)),
             json(query::overlap(loaded, &selection)),
+            json(query::streams(loaded, &selection)),
             json(query::collectives(
                 loaded,
                 &selection,
@@ -206,17 +207,29 @@ fn stream_level_outputs(
             )),
         ]
     };
-    [
-        outputs(Loaded::Whole(&timeline)),
-        outputs(Loaded::Captures(&captures)),
-    ]
+    let whole = WindowOptions {
+        whole: true,
+        ..WindowOptions::default()
+    };
+    let first = outputs(Loaded::Whole(&timeline), &whole);
+    let first = serde_json::from_str(&first[0]).unwrap_or_default();
+    windows
+        .iter()
+        .map(|window| {
+            let window = window(&first);
+            let both = [Loaded::Whole(&timeline), Loaded::Captures(&captures)];
+            both.map(|loaded| outputs(loaded, &window))
+        })
+        .collect()
 }
 
 #[test]
-fn stream_level_analyses_read_in_one_pass_equal_those_of_the_whole_timeline() {
+fn stream_level_analyses_read_in_passes_equal_those_of_the_whole_timeline() {
     // Issue 34: the same tables in bounded memory. Multi-rank synthetic runs (pipeline
     // transfers, expert all-to-all, a straggler, graphs), and real captures: nccl-tests on 9
-    // GPUs of 3 nodes, 2 x H100 all-to-all, a CUDA sample, two HTA torch.profiler ranks.
+    // GPUs of 3 nodes, 2 x H100 all-to-all, a CUDA sample, two HTA torch.profiler ranks, and a
+    // JAX run whose steps only dispatch their work (its windows are GPU projections).
+    use nsys_lens::query::WindowOptions;
     let rich =
         synth("--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --slow-dataloader --cuda-graphs");
     let mut runs: Vec<Vec<PathBuf>> = ["pithtrain_pp2_ep2", "megatron_pp2"]
@@ -240,29 +253,48 @@ fn stream_level_analyses_read_in_one_pass_equal_those_of_the_whole_timeline() {
     if let [Some(a), Some(b)] = hta.map(crate::util::real_capture) {
         runs.push(vec![a, b]);
     }
-    let whole = nsys_lens::query::WindowOptions {
-        whole: true,
-        ..Default::default()
+    runs.extend(crate::util::real_capture("gpu/jax_mlp_3steps_h200.xplane.pb").map(|p| vec![p]));
+    // The whole capture; the steady window (an anchor's median, its GPU projection where the
+    // range only dispatches); both with --gpu-window; the first rank's middle half, given.
+    let given = |gpu_window: bool| {
+        move |first: &serde_json::Value| {
+            let span = &first["windows"][0];
+            let (s, e) = (
+                span["start"].as_i64().unwrap(),
+                span["end"].as_i64().unwrap(),
+            );
+            WindowOptions {
+                start_end: Some((s + (e - s) / 4, e - (e - s) / 4)),
+                gpu_window,
+                ..WindowOptions::default()
+            }
+        }
     };
+    let options = |whole: bool, gpu_window: bool| {
+        move |_: &serde_json::Value| WindowOptions {
+            whole,
+            gpu_window,
+            ..WindowOptions::default()
+        }
+    };
+    let (whole, steady, steady_gpu) = (
+        options(true, false),
+        options(false, false),
+        options(false, true),
+    );
+    let (middle, middle_gpu) = (given(false), given(true));
+    let windows: [&dyn Fn(&serde_json::Value) -> WindowOptions; 5] =
+        [&whole, &steady, &steady_gpu, &middle, &middle_gpu];
+    let mut projected = 0;
     for inputs in runs {
-        let [want, got] = stream_level_outputs(&inputs, &whole);
-        assert_eq!(want, got, "{inputs:?}, whole capture");
-        assert!(
-            want.iter().any(|o| !o.starts_with("error")),
-            "{inputs:?}: {want:?}"
-        );
-        // A window inside the capture: the first rank's middle half.
-        let span =
-            serde_json::from_str::<serde_json::Value>(&want[1]).unwrap()["windows"][0].clone();
-        let (s, e) = (
-            span["start"].as_i64().unwrap(),
-            span["end"].as_i64().unwrap(),
-        );
-        let middle = nsys_lens::query::WindowOptions {
-            start_end: Some((s + (e - s) / 4, e - (e - s) / 4)),
-            ..Default::default()
-        };
-        let [want, got] = stream_level_outputs(&inputs, &middle);
-        assert_eq!(want, got, "{inputs:?}, {middle:?}");
+        let outputs = stream_level_outputs(&inputs, &windows);
+        for (i, [want, got]) in outputs.iter().enumerate() {
+            assert_eq!(want, got, "{inputs:?}, window {i}");
+            let some = want.iter().any(|o| !o.starts_with("error"));
+            assert!(some, "{inputs:?}: {want:?}");
+        }
+        // The steady window's GPU projection differs from its CPU extent.
+        projected += usize::from(outputs[1][0][0] != outputs[2][0][0]);
     }
+    assert!(projected > 0, "no window was a GPU projection");
 }

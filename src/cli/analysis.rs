@@ -144,15 +144,16 @@ impl RankArgs {
         self.common.print_compat(table(&rows))
     }
 
-    /// Prints what `query` makes of the reports for these options' selection, read as
-    /// [`Common::read`] reads them (in one pass when the window allows).
+    /// Prints what `query` makes of the reports for these options' selection, read for
+    /// streaming ([`Common::captures`]): memory stays bounded however long the capture.
     pub fn print_query(
         &self,
         query: impl FnOnce(Loaded, &Selection) -> anyhow::Result<Output>,
     ) -> anyhow::Result<Outcome> {
         let selection = self.selection()?;
-        let read = self.common.read(selection.window.streamable())?;
-        self.common.print(&query(read.loaded(), &selection)?)
+        let captures = self.common.captures()?;
+        self.common
+            .print(&query(Loaded::Captures(&captures), &selection)?)
     }
 
     /// Which ranks, windows and role rules these options select.
@@ -186,18 +187,14 @@ impl Common {
         Ok(timeline)
     }
 
-    /// The reports as `streams`, `overlap` and `collectives` read them: with `streamed` (a window
-    /// known without the GPU operations: [`WindowOptions::streamable`]) their events sorted
-    /// under the default memory budget and read in one pass, so memory stays bounded however
-    /// long the capture; else the whole timeline. Warnings are printed as [`Common::load`]
-    /// prints them.
-    pub fn read(&self, streamed: bool) -> anyhow::Result<Read> {
-        if !streamed {
-            return Ok(Read::Timeline(self.load()?));
-        }
-        let (captures, _) = self.inputs.captures(Budget::new(Budget::DEFAULT))?;
+    /// The reports read for streaming: their events sorted under the default memory budget
+    /// (spilled to a temporary file past it), on one clock, warnings printed as
+    /// [`Common::load`] prints them.
+    pub fn captures(&self) -> anyhow::Result<Captures> {
+        let (mut captures, _) = self.inputs.captures(Budget::new(Budget::DEFAULT))?;
+        captures.warn_repeated_gpu_ops()?;
         self.warn(&captures.light);
-        Ok(Read::Captures(captures))
+        Ok(captures)
     }
 
     /// Prints the reports' warnings on stderr (unless `-q`).
@@ -240,24 +237,6 @@ impl Common {
         stdout.write_all(report::pithtrain::python_text(&table).as_bytes())?;
         stdout.flush()?;
         Ok(Outcome::Done)
-    }
-}
-
-/// What an analysis read ([`Common::read`]).
-pub enum Read {
-    /// Every event.
-    Timeline(Timeline),
-    /// Captures read for streaming.
-    Captures(Captures),
-}
-
-impl Read {
-    /// What the library's queries take.
-    pub fn loaded(&self) -> Loaded<'_> {
-        match self {
-            Read::Timeline(timeline) => Loaded::Whole(timeline),
-            Read::Captures(captures) => Loaded::Captures(captures),
-        }
     }
 }
 

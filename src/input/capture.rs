@@ -14,7 +14,7 @@ use crate::model::records::{Fits, Limits};
 use crate::model::{
     AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
     MpiCall, MpiTable, NvtxEvent, OsCall, ProcessId, ReportId, SampleEvent, StringId, SyncEvent,
-    ThreadRun, Timeline,
+    ThreadRun, Timeline, Warning,
 };
 use crate::nsys::{Chunking, Moved, Report, Result, Translation};
 use crate::spill::{Budget, Record, Sorted, Sorter};
@@ -198,6 +198,37 @@ impl Captures {
         let chunking = Chunking::shared(threads, reports.len(), crate::nsys::CHUNK_ROWS);
         let read = |report: Report| Capture::read(&report, chunking, budget.clone(), light);
         Captures::join(crate::nsys::read_all(reports, threads, read)?)
+    }
+
+    /// Counts, per report, the kernels, copies and sets that repeat the one before them in
+    /// every field, in a warning, as a whole timeline's reading does
+    /// (`Warning::DuplicateGpuOps`): one pass over those events, each kind of each capture on a
+    /// thread of its own.
+    pub fn warn_repeated_gpu_ops(&mut self) -> Result<()> {
+        let counts: Vec<Result<u64>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (self.parts.iter())
+                .map(|part| {
+                    let e = &part.events;
+                    let kernels = scope.spawn(|| repeats(&e.kernels));
+                    let others =
+                        repeats(&e.memcpys).and_then(|copies| Ok(copies + repeats(&e.memsets)?));
+                    (part, kernels, others)
+                })
+                .collect();
+            (threads.into_iter())
+                .map(|(part, kernels, others)| {
+                    let kernels = kernels.join().unwrap_or_else(|_| {
+                        Err(io::Error::other("counting repeated kernels panicked"))
+                    });
+                    Ok(kernels.map_err(|e| part.error(e))? + others.map_err(|e| part.error(e))?)
+                })
+                .collect()
+        });
+        for (part, count) in self.parts.iter().zip(counts) {
+            let report = &mut self.light.reports[part.report.index()];
+            report.warnings.add_n(Warning::DuplicateGpuOps, count?);
+        }
+        Ok(())
     }
 
     /// Puts captures (in input order) on the merged clock (DESIGN.md, Clock) with the same ids a
@@ -506,4 +537,17 @@ impl crate::nsys::Sink for Spill {
             names: self.names,
         })
     }
+}
+
+/// How many events of `sorted` repeat the one before them in every field (sorted by every
+/// field, a repeated row follows the one it repeats).
+fn repeats<T: Record + PartialEq>(sorted: &Sorted<T>) -> io::Result<u64> {
+    let mut count = 0;
+    let mut last = None;
+    for event in sorted.iter() {
+        let event = event?;
+        count += u64::from(last.as_ref() == Some(&event));
+        last = Some(event);
+    }
+    Ok(count)
 }

@@ -8,11 +8,13 @@
 use crate::analysis::kernels::UnclassifiedShare;
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::streams::{Usage, clip};
-use crate::classify::{Activity, RankStreams, RoleRules};
+use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
+use crate::hash::FxHashSet;
 use crate::input::capture::{Captures, Joined};
 use crate::model::records::Fits;
-use crate::model::{Kernel, ProcessId, StreamId};
+use crate::model::{Kernel, Ns, ProcessId, StreamId};
 use crate::nsys::Moved;
+use crate::report::RankWindow;
 use crate::spill::{Record, Sorted};
 
 /// A process over a window, ns on the merged clock.
@@ -127,6 +129,82 @@ impl Pass<'_, '_> {
             self.shares[i].operation(span);
         }
     }
+}
+
+/// Sets each window's GPU projection (first start to last end of the process's GPU work whose
+/// launch started inside its CPU extent: [`crate::classify::window::find`]'s) and its bounds,
+/// from the captures' sorted calls and operations, where the bounds may depend on it (an
+/// anchor's window, or every window with `gpu_window`); the others keep their CPU extent and no
+/// projection (the light timeline's, of its communication kernels alone, would be wrong).
+pub fn project(
+    (captures, activity): (&Captures, &Activity),
+    windows: &mut [RankWindow],
+    gpu_window: bool,
+) -> crate::nsys::Result<()> {
+    let timeline = activity.timeline;
+    let wanted =
+        |w: &RankWindow| gpu_window || matches!(w.window.source, WindowSource::Anchor { .. });
+    let mut slots: Vec<Vec<usize>> = vec![Vec::new(); timeline.processes.len()];
+    for (i, w) in windows.iter_mut().enumerate() {
+        w.window.gpu = None;
+        if wanted(w) {
+            slots[w.rank.process.index()].push(i);
+        }
+    }
+    if slots.iter().all(Vec::is_empty) {
+        return Ok(());
+    }
+    let extent = |i: usize| (windows[i].window.start.0, windows[i].window.end.0);
+    // A launch is the earliest call of its correlation id: the ids first called inside the
+    // extent, less those called before it too.
+    let mut launched: Vec<FxHashSet<u32>> = vec![FxHashSet::default(); windows.len()];
+    for part in &captures.parts {
+        each(part, &part.events.api_calls, |a| {
+            for &i in &slots[timeline.thread(a.thread).process.index()] {
+                let (start, end) = extent(i);
+                if start <= a.start.0 && a.start.0 <= end {
+                    launched[i].insert(a.correlation);
+                }
+            }
+        })?;
+        each(part, &part.events.api_calls, |a| {
+            for &i in &slots[timeline.thread(a.thread).process.index()] {
+                if a.start.0 < extent(i).0 {
+                    launched[i].remove(&a.correlation);
+                }
+            }
+        })?;
+    }
+    let mut projections: Vec<Option<(Ns, Ns)>> = vec![None; windows.len()];
+    let mut operation = |stream: StreamId, start: Ns, end: Ns, correlation: u32| {
+        for &i in &slots[timeline.stream(stream).process.index()] {
+            if launched[i].contains(&correlation) {
+                let p = projections[i].get_or_insert((start, end));
+                *p = (p.0.min(start), p.1.max(end));
+            }
+        }
+    };
+    for part in &captures.parts {
+        let events = &part.events;
+        each(part, &events.kernels, |k| {
+            operation(k.stream, k.start, k.end, k.correlation)
+        })?;
+        each(part, &events.memcpys, |m| {
+            operation(m.stream, m.start, m.end, m.correlation)
+        })?;
+        each(part, &events.memsets, |m| {
+            operation(m.stream, m.start, m.end, m.correlation)
+        })?;
+        let graphs = &events.graph_launches;
+        each(part, graphs, |g| {
+            operation(g.stream, g.start, g.end, g.correlation)
+        })?;
+    }
+    for (w, gpu) in windows.iter_mut().zip(projections) {
+        w.window.gpu = gpu;
+        w.bounds = w.window.bounds(gpu_window);
+    }
+    Ok(())
 }
 
 /// Hands every event of `sorted` to `f`, moved onto the merged timeline.

@@ -89,11 +89,19 @@ impl WindowOptions {
         window_spec(self.start_end, self.anchor.as_deref(), otherwise)
     }
 
-    /// Whether each rank's window is known without its GPU operations: the whole capture or
-    /// `--start/--end`, on the CPU's clock (an anchor's window may be the GPU projection of its
-    /// range, which needs every operation launched inside it).
-    pub fn streamable(&self) -> bool {
-        !self.gpu_window && (self.start_end.is_some() || (self.whole && self.anchor.is_none()))
+    /// [`WindowOptions::windows`] of what was loaded: from captures, the GPU projections come
+    /// from their events ([`captured::project`]).
+    pub fn windows_in(
+        &self,
+        loaded: Loaded,
+        activity: &Activity,
+        ranks: &[Rank],
+    ) -> anyhow::Result<Vec<RankWindow>> {
+        let mut windows = self.windows(activity, ranks)?;
+        if let Loaded::Captures(captures) = loaded {
+            captured::project((captures, activity), &mut windows, self.gpu_window)?;
+        }
+        Ok(windows)
     }
 
     /// The anchor, compiled, when there is one.
@@ -227,11 +235,8 @@ impl Selection {
             let notes = unclassified_warnings(activity, classified.iter().map(|(w, _)| w));
             return Ok((classified, notes));
         };
-        anyhow::ensure!(
-            self.window.streamable(),
-            "this window needs every GPU operation in memory: load the whole timeline"
-        );
-        let windows = self.windows(activity)?;
+        let ranks = keep_ranks(ranks(activity)?, self.ranks.as_ref())?;
+        let windows = self.window.windows_in(loaded, activity, &ranks)?;
         let spans: Vec<captured::Span> =
             windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
         let gathered = captured::gather((captures, activity), &spans, &spans, &self.rules)?;
@@ -242,8 +247,7 @@ impl Selection {
 
 /// What the inputs were read into: every event in memory, or captures whose events stay
 /// sorted under a memory budget ([`crate::load::Inputs::captures`]), which `streams`,
-/// `overlap` and `collectives` read in one pass when their windows are known from the light
-/// timeline alone ([`WindowOptions::streamable`]).
+/// `overlap` and `collectives` read in a few passes ([`captured`]).
 #[derive(Clone, Copy)]
 pub enum Loaded<'a> {
     /// Every event.
@@ -650,7 +654,7 @@ pub fn collectives<'a>(
     let timeline = loaded.timeline();
     let activity = Activity::new(timeline);
     let ranks = ranks(&activity)?;
-    let windows = selection.window.windows(&activity, &ranks)?;
+    let windows = selection.window.windows_in(loaded, &activity, &ranks)?;
     let (collectives, notes) =
         match_with_notes(loaded, &activity, &ranks, &windows, selection, options.p2p)?;
     let wanted = selection.ranks.as_ref();
@@ -698,10 +702,6 @@ fn match_with_notes(
         }
         return Ok((collectives, unclassified_warnings(activity, windows.iter())));
     };
-    anyhow::ensure!(
-        selection.window.streamable(),
-        "this window needs every GPU operation in memory: load the whole timeline"
-    );
     // Each rank classified over the whole capture (what matching reads), then over its transfer
     // window (what point-to-point pairing reads).
     let mut spans: Vec<captured::Span> = processes.iter().map(|&p| (p, WHOLE)).collect();
