@@ -161,7 +161,8 @@ fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
     assert_eq!(left(), 0, "an interrupted run left temporary files");
 }
 
-/// `streams`, `overlap` and `collectives` (instances, per rank, with transfers) of `reports`
+/// `overlap`, `streams`, `collectives` (instances, per rank, with transfers) and `kernels`
+/// (steps counted and given, and `--unclassified`) of `reports`
 /// over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
 /// whole timeline, and from captures whose events are sorted under a tiny budget (spilled) and
 /// read in passes.
@@ -173,6 +174,7 @@ fn stream_level_outputs(
     let inputs = nsys_lens::load::Inputs::new(reports.to_vec());
     let (timeline, _) = inputs.load().unwrap();
     let (captures, _) = inputs.captures(Budget::new(2048)).unwrap();
+    let families = nsys_lens::classify::families::Families::default();
     let outputs = |loaded: Loaded, window: &WindowOptions| {
         let selection = Selection {
             window: window.clone(),
@@ -205,6 +207,9 @@ fn stream_level_outputs(
                 &selection,
                 collectives(true, true),
             )),
+            json(query::kernels(loaded, &selection, &families, None)),
+            json(query::kernels(loaded, &selection, &families, Some(3))),
+            json(query::unclassified(loaded, &selection, &families)),
         ]
     };
     let whole = WindowOptions {
@@ -227,8 +232,9 @@ fn stream_level_outputs(
 fn stream_level_analyses_read_in_passes_equal_those_of_the_whole_timeline() {
     // Issue 34: the same tables in bounded memory. Multi-rank synthetic runs (pipeline
     // transfers, expert all-to-all, a straggler, graphs), and real captures: nccl-tests on 9
-    // GPUs of 3 nodes, 2 x H100 all-to-all, a CUDA sample, two HTA torch.profiler ranks, and a
-    // JAX run whose steps only dispatch their work (its windows are GPU projections).
+    // GPUs of 3 nodes, 2 x H100 all-to-all, a CUDA sample, two HTA torch.profiler ranks, a
+    // JAX run whose steps only dispatch their work (its windows are GPU projections), and
+    // torch 2.11 on an H200 (eager with shapes: GEMM precisions from operators; compiled).
     use nsys_lens::query::WindowOptions;
     let rich =
         synth("--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --slow-dataloader --cuda-graphs");
@@ -253,7 +259,16 @@ fn stream_level_analyses_read_in_passes_equal_those_of_the_whole_timeline() {
     if let [Some(a), Some(b)] = hta.map(crate::util::real_capture) {
         runs.push(vec![a, b]);
     }
-    runs.extend(crate::util::real_capture("gpu/jax_mlp_3steps_h200.xplane.pb").map(|p| vec![p]));
+    let gpu = [
+        "gpu/jax_mlp_3steps_h200.xplane.pb",
+        "gpu/torch_mlp_eager_shapes_h200.json.gz",
+        "gpu/torch_mlp_compiled_h200.json.gz",
+    ];
+    runs.extend(
+        gpu.into_iter()
+            .filter_map(crate::util::real_capture)
+            .map(|p| vec![p]),
+    );
     // The whole capture; the steady window (an anchor's median, its GPU projection where the
     // range only dispatches); both with --gpu-window; the first rank's middle half, given.
     let given = |gpu_window: bool| {

@@ -3,14 +3,14 @@
 //! decomposed into its two causes: idle time (nothing running) minus concurrency excess (the
 //! summed kernel time beyond the union of kernels, which concurrent streams produce).
 
-use super::IntervalSet;
 use crate::classify::Activity;
 use crate::classify::families::{CUDA_GRAPH, FamilyCache, GEMM_UNKNOWN, MEMCPY, MEMSET, OTHER};
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::clip;
 use crate::classify::{RankStreams, RoleRules};
 use crate::hash::FxHashMap;
-use crate::model::{Kernel, Ns, ProcessId, StreamId, StringId};
+use crate::intervals::Gathered;
+use crate::model::{Kernel, Ns, ProcessId, StreamId, StringId, Timeline};
 use std::collections::BTreeMap;
 
 /// Time of one family on one rank.
@@ -87,22 +87,72 @@ pub fn each_operation(
     families: &mut FamilyCache,
     mut each: impl FnMut(Operation, &str),
 ) {
-    let roles: FxHashMap<(StreamId, i64), &str> = comm
-        .comm
-        .iter()
-        .map(|k| ((k.stream, k.start), rules.label(k.purpose)))
-        .collect();
     let precisions = LaunchPrecisions::new(activity, process);
-    let mut emit = |op: Operation, family: &str| {
-        if let Some(span) = clip(op.span, window) {
-            each(Operation { span, ..op }, family);
-        }
-    };
+    let namer = Namer::new(window, (comm, rules), precisions);
     for k in activity.kernels(process) {
-        let Some((s, _)) = clip((k.start.0, k.end.0), window) else {
-            continue;
+        namer.kernel(k, families, &mut each);
+    }
+    for m in activity.memcpys(process) {
+        namer.other(
+            (m.stream, (m.start, m.end), m.correlation),
+            MEMCPY,
+            &mut each,
+        );
+    }
+    for m in activity.memsets(process) {
+        namer.other(
+            (m.stream, (m.start, m.end), m.correlation),
+            MEMSET,
+            &mut each,
+        );
+    }
+    for g in activity.graph_launches(process) {
+        namer.other(
+            (g.stream, (g.start, g.end), g.correlation),
+            CUDA_GRAPH,
+            &mut each,
+        );
+    }
+}
+
+/// What names the GPU operations of one process over one window, one at a time, as
+/// [`each_operation`] does.
+pub struct Namer<'c> {
+    window: (i64, i64),
+    /// The role of each communication kernel, by (stream, clipped start).
+    roles: FxHashMap<(StreamId, i64), &'c str>,
+    precisions: LaunchPrecisions,
+}
+
+impl<'c> Namer<'c> {
+    /// The namer of operations over `window`, with the process's classification over it and
+    /// its launches' precisions.
+    pub fn new(
+        window: (i64, i64),
+        (comm, rules): (&RankStreams, &'c RoleRules),
+        precisions: LaunchPrecisions,
+    ) -> Namer<'c> {
+        let roles = (comm.comm.iter())
+            .map(|k| ((k.stream, k.start), rules.label(k.purpose)))
+            .collect();
+        Namer {
+            window,
+            roles,
+            precisions,
+        }
+    }
+
+    /// A kernel, handed to `each` with its family when it lies in the window.
+    pub fn kernel(
+        &self,
+        k: &Kernel,
+        families: &mut FamilyCache,
+        each: &mut impl FnMut(Operation, &str),
+    ) {
+        let Some((s, _)) = clip((k.start.0, k.end.0), self.window) else {
+            return;
         };
-        let role = roles.get(&(k.stream, s));
+        let role = self.roles.get(&(k.stream, s));
         let op = Operation {
             stream: k.stream,
             span: (k.start.0, k.end.0),
@@ -111,28 +161,39 @@ pub fn each_operation(
             kernel: Some(k.short_name),
         };
         match role {
-            Some(role) => emit(op, role),
+            Some(role) => self.emit(op, role, each),
             None => match families.kernel(k.short_name, k.name) {
-                GEMM_UNKNOWN => emit(op, precisions.of(k.correlation).unwrap_or(GEMM_UNKNOWN)),
-                family => emit(op, family),
+                GEMM_UNKNOWN => {
+                    let family = self.precisions.of(k.correlation).unwrap_or(GEMM_UNKNOWN);
+                    self.emit(op, family, each)
+                }
+                family => self.emit(op, family, each),
             },
         }
     }
-    let other = |stream, span: (Ns, Ns), correlation| Operation {
-        stream,
-        span: (span.0.0, span.1.0),
-        correlation,
-        comm: false,
-        kernel: None,
-    };
-    for m in activity.memcpys(process) {
-        emit(other(m.stream, (m.start, m.end), m.correlation), MEMCPY);
+
+    /// A copy, set or graph launch (stream, span, correlation id) of `family`.
+    pub fn other(
+        &self,
+        (stream, span, correlation): (StreamId, (Ns, Ns), u32),
+        family: &str,
+        each: &mut impl FnMut(Operation, &str),
+    ) {
+        let op = Operation {
+            stream,
+            span: (span.0.0, span.1.0),
+            correlation,
+            comm: false,
+            kernel: None,
+        };
+        self.emit(op, family, each);
     }
-    for m in activity.memsets(process) {
-        emit(other(m.stream, (m.start, m.end), m.correlation), MEMSET);
-    }
-    for g in activity.graph_launches(process) {
-        emit(other(g.stream, (g.start, g.end), g.correlation), CUDA_GRAPH);
+
+    /// `op`, clipped, when it lies in the window.
+    fn emit(&self, op: Operation, family: &str, each: &mut impl FnMut(Operation, &str)) {
+        if let Some(span) = clip(op.span, self.window) {
+            each(Operation { span, ..op }, family);
+        }
     }
 }
 
@@ -144,56 +205,76 @@ pub fn rank_kernels(
     (comm, rules): (&RankStreams, &RoleRules),
     families: &mut FamilyCache,
 ) -> RankKernels {
-    let mut times: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-    let mut spans = Vec::new();
-    let mut other: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    let mut tally = KernelTally::default();
     let timeline = activity.timeline;
     each_operation(
         activity,
         (process, window),
         (comm, rules),
         families,
-        |op, family| {
-            let (s, e) = op.span;
-            let entry = times.entry(family.to_string()).or_default();
+        |op, family| tally.add(op, family, timeline),
+    );
+    tally.finish(window)
+}
+
+/// A [`RankKernels`] gathered one named operation at a time, in any order.
+#[derive(Debug, Default)]
+pub struct KernelTally {
+    /// Per family: operations and time.
+    times: BTreeMap<String, (u64, i64)>,
+    /// The operations' union.
+    spans: Gathered,
+    /// Per kernel name of family [`OTHER`]: kernels and time.
+    other: BTreeMap<String, (u64, i64)>,
+}
+
+impl KernelTally {
+    /// An operation (clipped) of `family`.
+    pub fn add(&mut self, op: Operation, family: &str, timeline: &Timeline) {
+        let (s, e) = op.span;
+        let entry = self.times.entry(family.to_string()).or_default();
+        entry.0 += 1;
+        entry.1 += e - s;
+        self.spans.add((s, e));
+        if let (OTHER, Some(name)) = (family, op.kernel) {
+            let entry = self
+                .other
+                .entry(timeline.text(name).to_string())
+                .or_default();
             entry.0 += 1;
             entry.1 += e - s;
-            spans.push((s, e));
-            if let (OTHER, Some(name)) = (family, op.kernel) {
-                let entry = other.entry(timeline.text(name).to_string()).or_default();
-                entry.0 += 1;
-                entry.1 += e - s;
-            }
-        },
-    );
-    let union = IntervalSet::from_intervals(spans).measure();
-    let mut families: Vec<FamilyTime> = times
-        .into_iter()
-        .map(|(family, (kernels, time_ns))| FamilyTime {
-            family,
-            kernels,
-            time_ns,
-        })
-        .collect();
-    families.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.family.cmp(&b.family)));
-    let kernel_ns = families.iter().map(|f| f.time_ns).sum();
-    let span_ns = window.1 - window.0;
-    let mut unclassified: Vec<Unclassified> = other
-        .into_iter()
-        .map(|(name, (kernels, time_ns))| Unclassified {
-            name,
-            kernels,
-            time_ns,
-        })
-        .collect();
-    unclassified.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.name.cmp(&b.name)));
-    RankKernels {
-        families,
-        span_ns,
-        kernel_ns,
-        idle_ns: span_ns - union,
-        concurrency_excess_ns: kernel_ns - union,
-        unclassified,
+        }
+    }
+
+    /// The breakdown over `window`.
+    pub fn finish(self, window: (i64, i64)) -> RankKernels {
+        let union = self.spans.finish().measure();
+        let mut families: Vec<FamilyTime> = (self.times.into_iter())
+            .map(|(family, (kernels, time_ns))| FamilyTime {
+                family,
+                kernels,
+                time_ns,
+            })
+            .collect();
+        families.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.family.cmp(&b.family)));
+        let kernel_ns = families.iter().map(|f| f.time_ns).sum();
+        let span_ns = window.1 - window.0;
+        let mut unclassified: Vec<Unclassified> = (self.other.into_iter())
+            .map(|(name, (kernels, time_ns))| Unclassified {
+                name,
+                kernels,
+                time_ns,
+            })
+            .collect();
+        unclassified.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.name.cmp(&b.name)));
+        RankKernels {
+            families,
+            span_ns,
+            kernel_ns,
+            idle_ns: span_ns - union,
+            concurrency_excess_ns: kernel_ns - union,
+            unclassified,
+        }
     }
 }
 

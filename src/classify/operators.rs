@@ -6,12 +6,15 @@
 
 use super::activity::Activity;
 use crate::hash::FxHashMap;
-use crate::model::{ProcessId, StringId, ThreadId};
+use crate::model::{ApiCall, ProcessId, StringId, ThreadId};
 
 /// Per launch (correlation id) of one process: the operator that speaks for it (an index, the
 /// same for every launch of one operator) and what it says.
 #[derive(Debug)]
 pub struct LaunchOperators<T> {
+    /// Per thread: the ranges that say something, (start, end, operator, what it says), in
+    /// start order.
+    ranges: FxHashMap<ThreadId, Vec<(i64, i64, u32, T)>>,
     by_correlation: FxHashMap<u32, (u32, T)>,
 }
 
@@ -21,10 +24,26 @@ impl<T: Copy> LaunchOperators<T> {
     pub fn new(
         activity: &Activity,
         process: ProcessId,
+        says: impl FnMut(&str, &str) -> Option<T>,
+    ) -> LaunchOperators<T> {
+        let mut operators = LaunchOperators::ranges(activity, process, says);
+        if operators.speaks() {
+            for call in activity.api_calls(process) {
+                operators.call(call);
+            }
+        }
+        operators
+    }
+
+    /// The operator ranges of `process` for which `says(name, payload)` gives something, with
+    /// no launch yet: calls are added with [`LaunchOperators::call`] (from a capture's sorted
+    /// events, where the timeline holds no calls).
+    pub fn ranges(
+        activity: &Activity,
+        process: ProcessId,
         mut says: impl FnMut(&str, &str) -> Option<T>,
     ) -> LaunchOperators<T> {
         let timeline = activity.timeline;
-        // Per thread: (start, end, operator, what it says), in start order.
         let mut ranges: FxHashMap<ThreadId, Vec<(i64, i64, u32, T)>> = FxHashMap::default();
         for (index, n) in activity.nvtx(process).enumerate() {
             let (Some(end), false) = (n.end, n.payload == StringId::EMPTY) else {
@@ -36,19 +55,25 @@ impl<T: Copy> LaunchOperators<T> {
                 ranges.entry(n.thread).or_default().push(range);
             }
         }
-        let mut by_correlation = FxHashMap::default();
-        if ranges.is_empty() {
-            return LaunchOperators { by_correlation };
+        LaunchOperators {
+            ranges,
+            by_correlation: FxHashMap::default(),
         }
-        for call in activity.api_calls(process) {
-            let Some(on_thread) = ranges.get(&call.thread) else {
-                continue;
-            };
-            if let Some(&(_, _, op, said)) = innermost(on_thread, call.start.0) {
-                by_correlation.insert(call.correlation, (op, said));
-            }
+    }
+
+    /// Whether any range says something (no call needs adding otherwise).
+    pub fn speaks(&self) -> bool {
+        !self.ranges.is_empty()
+    }
+
+    /// A call of the process, in start order: launched by the innermost range around it.
+    pub fn call(&mut self, call: &ApiCall) {
+        let Some(on_thread) = self.ranges.get(&call.thread) else {
+            return;
+        };
+        if let Some(&(_, _, op, said)) = innermost(on_thread, call.start.0) {
+            self.by_correlation.insert(call.correlation, (op, said));
         }
-        LaunchOperators { by_correlation }
     }
 
     /// The operator that launched the GPU operation with this correlation id, and what it

@@ -9,7 +9,7 @@
 use super::activity::Activity;
 use super::operators::LaunchOperators;
 use crate::hash::FxHashMap;
-use crate::model::ProcessId;
+use crate::model::{ApiCall, ProcessId};
 
 /// The GEMM families the evidence gives, narrowest first (the taxonomy's precision names).
 pub const GEMM_BY_PRECISION: [&str; 3] = ["gemm_fp8", "gemm_bf16_fp16", "gemm_fp32_tf32"];
@@ -25,20 +25,41 @@ pub struct LaunchPrecisions(LaunchOperators<&'static str>);
 impl LaunchPrecisions {
     /// The launches of `process` inside an operator range whose inputs name a precision.
     pub fn new(activity: &Activity, process: ProcessId) -> LaunchPrecisions {
-        let mut parsed: FxHashMap<String, Option<&'static str>> = FxHashMap::default();
-        LaunchPrecisions(LaunchOperators::new(activity, process, |_, payload| {
-            if let Some(&family) = parsed.get(payload) {
-                return family;
-            }
-            let family = family_of(payload);
-            parsed.insert(payload.to_string(), family);
-            family
-        }))
+        LaunchPrecisions(LaunchOperators::new(activity, process, precision_of()))
+    }
+
+    /// [`LaunchPrecisions::new`] with no launch yet ([`LaunchOperators::ranges`]): calls are
+    /// added with [`LaunchPrecisions::call`].
+    pub fn ranges(activity: &Activity, process: ProcessId) -> LaunchPrecisions {
+        LaunchPrecisions(LaunchOperators::ranges(activity, process, precision_of()))
+    }
+
+    /// Whether any operator range names a precision (no call needs adding otherwise).
+    pub fn speaks(&self) -> bool {
+        self.0.speaks()
+    }
+
+    /// A call of the process, in start order.
+    pub fn call(&mut self, call: &ApiCall) {
+        self.0.call(call);
     }
 
     /// The GEMM family of the kernel launched with this correlation id, when evidence gives it.
     pub fn of(&self, correlation: u32) -> Option<&'static str> {
         self.0.of(correlation).map(|(_, family)| family)
+    }
+}
+
+/// What an operator range says of its launches' precision, each distinct payload parsed once.
+fn precision_of() -> impl FnMut(&str, &str) -> Option<&'static str> {
+    let mut parsed: FxHashMap<String, Option<&'static str>> = FxHashMap::default();
+    move |_, payload| {
+        if let Some(&family) = parsed.get(payload) {
+            return family;
+        }
+        let family = family_of(payload);
+        parsed.insert(payload.to_string(), family);
+        family
     }
 }
 

@@ -38,11 +38,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         Some(path) => Families::from_file(path)?,
         None => Families::default(),
     };
-    let timeline = args.r.common.load()?;
-    let selection = args.r.selection()?;
-    let output = match args.unclassified {
-        true => query::unclassified(&timeline, &selection, &families)?,
-        false => query::kernels(&timeline, &selection, &families, args.steps)?,
-    };
-    args.r.common.print(&output)
+    args.r
+        .print_query(|loaded, selection| match args.unclassified {
+            true => query::unclassified(loaded, selection, &families),
+            false => query::kernels(loaded, selection, &families, args.steps),
+        })
 }

@@ -5,8 +5,9 @@
 //! the accumulators keep (counts, and intervals joined as they come), whatever the capture's
 //! length.
 
-use crate::analysis::kernels::UnclassifiedShare;
-use crate::classify::families::{Families, FamilyCache};
+use crate::analysis::kernels::{KernelTally, Namer, RankKernels, UnclassifiedShare};
+use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMSET};
+use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
 use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
 use crate::hash::FxHashSet;
@@ -129,6 +130,79 @@ impl Pass<'_, '_> {
             self.shares[i].operation(span);
         }
     }
+}
+
+/// Each span's kernel breakdown ([`crate::analysis::kernels::rank_kernels`]) with its
+/// classification over the same span (`classified`, from [`gather`]): the launching operators'
+/// precisions from a pass over the calls (where an operator range records its inputs), then one
+/// pass naming every GPU operation.
+pub fn rank_kernels(
+    (captures, activity): (&Captures, &Activity),
+    spans: &[Span],
+    (classified, rules): (&[RankStreams], &RoleRules),
+    families: &Families,
+) -> crate::nsys::Result<Vec<RankKernels>> {
+    let timeline = activity.timeline;
+    let mut slots: Vec<Vec<usize>> = vec![Vec::new(); timeline.processes.len()];
+    for (i, &(p, _)) in spans.iter().enumerate() {
+        slots[p.index()].push(i);
+    }
+    let mut precisions: Vec<LaunchPrecisions> = (spans.iter())
+        .map(|&(p, _)| LaunchPrecisions::ranges(activity, p))
+        .collect();
+    if precisions.iter().any(LaunchPrecisions::speaks) {
+        for part in &captures.parts {
+            each(part, &part.events.api_calls, |a| {
+                for &i in &slots[timeline.thread(a.thread).process.index()] {
+                    precisions[i].call(&a);
+                }
+            })?;
+        }
+    }
+    let namers: Vec<Namer> = (spans.iter().zip(classified).zip(precisions))
+        .map(|((&(_, window), comm), precisions)| Namer::new(window, (comm, rules), precisions))
+        .collect();
+    let mut tallies: Vec<KernelTally> = spans.iter().map(|_| KernelTally::default()).collect();
+    let mut cache = FamilyCache::new(families, timeline);
+    for part in &captures.parts {
+        let events = &part.events;
+        each(part, &events.kernels, |k| {
+            for &i in &slots[timeline.stream(k.stream).process.index()] {
+                let tally = &mut tallies[i];
+                namers[i].kernel(&k, &mut cache, &mut |op, f| tally.add(op, f, timeline));
+            }
+        })?;
+        let mut other = |stream: StreamId, op, family: &str| {
+            for &i in &slots[timeline.stream(stream).process.index()] {
+                let tally = &mut tallies[i];
+                namers[i].other(op, family, &mut |op, f| tally.add(op, f, timeline));
+            }
+        };
+        each(part, &events.memcpys, |m| {
+            other(
+                m.stream,
+                (m.stream, (m.start, m.end), m.correlation),
+                MEMCPY,
+            )
+        })?;
+        each(part, &events.memsets, |m| {
+            other(
+                m.stream,
+                (m.stream, (m.start, m.end), m.correlation),
+                MEMSET,
+            )
+        })?;
+        each(part, &events.graph_launches, |g| {
+            other(
+                g.stream,
+                (g.stream, (g.start, g.end), g.correlation),
+                CUDA_GRAPH,
+            )
+        })?;
+    }
+    Ok((tallies.into_iter().zip(spans))
+        .map(|(tally, &(_, window))| tally.finish(window))
+        .collect())
 }
 
 /// Sets each window's GPU projection (first start to last end of the process's GPU work whose

@@ -392,79 +392,101 @@ pub fn overlap<'a>(loaded: impl Into<Loaded<'a>>, selection: &Selection) -> anyh
 
 /// `kernels`: time per kernel family per GPU per step; `steps` overrides the steps counted in
 /// each window.
-pub fn kernels(
-    timeline: &Timeline,
+pub fn kernels<'a>(
+    loaded: impl Into<Loaded<'a>>,
     selection: &Selection,
     families: &Families,
     steps: Option<usize>,
 ) -> anyhow::Result<Output> {
-    let breakdowns = breakdowns(timeline, selection, families, steps)?;
-    Ok(report::kernels_output(timeline, &breakdowns))
+    let loaded = loaded.into();
+    let breakdowns = breakdowns(loaded, selection, families, steps)?;
+    Ok(report::kernels_output(loaded.timeline(), &breakdowns))
 }
 
 /// `kernels --unclassified`: the kernels no family names, by name, per rank, with their share
 /// of the rank's kernel time.
-pub fn unclassified(
-    timeline: &Timeline,
+pub fn unclassified<'a>(
+    loaded: impl Into<Loaded<'a>>,
     selection: &Selection,
     families: &Families,
 ) -> anyhow::Result<Output> {
-    let breakdowns = breakdowns(timeline, selection, families, None)?;
-    Ok(report::unclassified_output(timeline, &breakdowns))
+    let loaded = loaded.into();
+    let breakdowns = breakdowns(loaded, selection, families, None)?;
+    Ok(report::unclassified_output(loaded.timeline(), &breakdowns))
 }
 
 /// Each selected rank's kernel breakdown over its window, measured over the steps inside it.
 fn breakdowns(
-    timeline: &Timeline,
+    loaded: Loaded,
     selection: &Selection,
     families: &Families,
     steps: Option<usize>,
 ) -> anyhow::Result<Vec<RankBreakdown>> {
-    let activity = Activity::new(timeline);
-    let windows = selection.windows(&activity)?;
+    let activity = Activity::new(loaded.timeline());
+    let ranks = keep_ranks(ranks(&activity)?, selection.ranks.as_ref())?;
+    let mut windows = selection.window.windows_in(loaded, &activity, &ranks)?;
     let anchor = selection.window.anchor_regex()?;
-    let mut cache = FamilyCache::new(families, timeline);
-    let breakdowns: Vec<RankBreakdown> = windows
-        .into_iter()
-        .map(|mut w: RankWindow| {
-            let process = w.rank.process;
-            let found = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
-            let (steps, steps_source) = match (steps, found.first(), found.last()) {
-                (Some(n), ..) => (n.max(1), "given with --steps".to_string()),
-                (None, None, _) if w.window.dispatch_only() => (
-                    1,
-                    "one step: the GPU projection of its range, which only dispatches its work"
-                        .to_string(),
-                ),
-                (None, Some(first), Some(last)) => {
-                    // Measure over the steps themselves, not what the window holds around them.
-                    w.bounds = (first.0, last.1);
-                    (
-                        found.len(),
-                        "step NVTX ranges inside the window, measured from the first's start \
-                         to the last's end"
-                            .to_string(),
-                    )
-                }
-                _ => (
-                    1,
-                    "no step NVTX range inside the window: the window is taken as one step"
-                        .to_string(),
-                ),
-            };
-            let rules = &selection.rules;
-            let comm = classify::streams::classify(&activity, process, w.bounds, rules);
-            let at = (process, w.bounds);
-            let kernels = rank_kernels(&activity, at, (&comm, rules), &mut cache);
-            RankBreakdown {
-                window: w,
-                kernels,
-                steps,
-                steps_source,
-            }
-        })
+    let counted: Vec<(usize, String)> = (windows.iter_mut())
+        .map(|w| count_steps(&activity, w, anchor.as_ref(), steps))
         .collect();
-    Ok(breakdowns)
+    let rules = &selection.rules;
+    let spans: Vec<captured::Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
+    let kernels = match loaded {
+        Loaded::Whole(timeline) => {
+            let mut cache = FamilyCache::new(families, timeline);
+            (spans.iter())
+                .map(|&at| {
+                    let comm = classify::streams::classify(&activity, at.0, at.1, rules);
+                    rank_kernels(&activity, at, (&comm, rules), &mut cache)
+                })
+                .collect()
+        }
+        Loaded::Captures(captures) => {
+            let both = (captures, &activity);
+            let classified = captured::gather(both, &spans, &[], rules)?.streams;
+            captured::rank_kernels(both, &spans, (&classified, rules), families)?
+        }
+    };
+    Ok((windows.into_iter().zip(kernels).zip(counted))
+        .map(|((window, kernels), (steps, steps_source))| RankBreakdown {
+            window,
+            kernels,
+            steps,
+            steps_source,
+        })
+        .collect())
+}
+
+/// How many steps a rank's window holds (`steps` when given), and where the count came from;
+/// with step ranges found, the window's bounds become the first's start to the last's end.
+fn count_steps(
+    activity: &Activity,
+    w: &mut RankWindow,
+    anchor: Option<&Regex>,
+    steps: Option<usize>,
+) -> (usize, String) {
+    let found = classify::window::steps(activity, w.rank.process, w.bounds, anchor);
+    match (steps, found.first(), found.last()) {
+        (Some(n), ..) => (n.max(1), "given with --steps".to_string()),
+        (None, None, _) if w.window.dispatch_only() => (
+            1,
+            "one step: the GPU projection of its range, which only dispatches its work".to_string(),
+        ),
+        (None, Some(first), Some(last)) => {
+            // Measure over the steps themselves, not what the window holds around them.
+            w.bounds = (first.0, last.1);
+            (
+                found.len(),
+                "step NVTX ranges inside the window, measured from the first's start to the \
+                 last's end"
+                    .to_string(),
+            )
+        }
+        _ => (
+            1,
+            "no step NVTX range inside the window: the window is taken as one step".to_string(),
+        ),
+    }
 }
 
 /// How many of a rank's longest gaps `idle` lists.
