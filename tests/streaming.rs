@@ -161,8 +161,8 @@ fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
     assert_eq!(left(), 0, "an interrupted run left temporary files");
 }
 
-/// `overlap`, `streams`, `collectives` (instances, per rank, with transfers) and `kernels`
-/// (steps counted and given, and `--unclassified`) of `reports`
+/// `overlap`, `streams`, `collectives` (instances, per rank, with transfers), `kernels` (steps
+/// counted and given, and `--unclassified`) and `bubbles` (layout found and given) of `reports`
 /// over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
 /// whole timeline, and from captures whose events are sorted under a tiny budget (spilled) and
 /// read in passes.
@@ -210,6 +210,8 @@ fn stream_level_outputs(
             json(query::kernels(loaded, &selection, &families, None)),
             json(query::kernels(loaded, &selection, &families, Some(3))),
             json(query::unclassified(loaded, &selection, &families)),
+            json(query::bubbles(loaded, &selection, None, None)),
+            json(query::bubbles(loaded, &selection, Some(2), Some(4))),
         ]
     };
     let whole = WindowOptions {

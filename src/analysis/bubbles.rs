@@ -11,7 +11,8 @@
 use super::IntervalSet;
 use crate::classify::comm::is_comm_kernel;
 use crate::classify::{Activity, RankStreams, RoleRules};
-use crate::model::ProcessId;
+use crate::intervals::Gathered;
+use crate::model::{Kernel, ProcessId, Timeline};
 
 /// One step of one rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,25 +57,58 @@ pub fn rank_bubbles(
     streams: &RankStreams,
     rules: &RoleRules,
 ) -> Vec<StepBubble> {
-    let timeline = activity.timeline;
-    let mut busy: Vec<(i64, i64)> = activity
-        .kernels(process)
-        .filter(|k| !is_comm_kernel(timeline, k))
-        .map(|k| (k.start.0, k.end.0))
-        .chain(
-            activity
-                .graph_launches(process)
-                .map(|g| (g.start.0, g.end.0)),
-        )
-        .collect();
+    let computing = computing(activity, process);
+    step_bubbles(activity, process, steps, (streams, rules), computing)
+}
+
+/// The compute operations of `process` ([`Computing`]).
+pub fn computing(activity: &Activity, process: ProcessId) -> Computing {
+    let mut computing = Computing::default();
+    for k in activity.kernels(process) {
+        computing.kernel(activity.timeline, k);
+    }
+    for g in activity.graph_launches(process) {
+        computing.graph((g.start.0, g.end.0));
+    }
+    computing
+}
+
+/// The compute kernels and graph launches of a process (every one, unclipped), gathered one at
+/// a time in any order: what [`rank_bubbles`] counts as busy besides communication.
+#[derive(Debug, Default)]
+pub struct Computing(Gathered);
+
+impl Computing {
+    /// A kernel (communication kernels are left out).
+    pub fn kernel(&mut self, timeline: &Timeline, k: &Kernel) {
+        if !is_comm_kernel(timeline, k) {
+            self.0.add((k.start.0, k.end.0));
+        }
+    }
+
+    /// A CUDA graph launch, (start, end) ns.
+    pub fn graph(&mut self, span: (i64, i64)) {
+        self.0.add(span);
+    }
+}
+
+/// [`rank_bubbles`] of a process whose compute operations `computing` gathered.
+pub fn step_bubbles(
+    activity: &Activity,
+    process: ProcessId,
+    steps: &[(i64, i64)],
+    (streams, rules): (&RankStreams, &RoleRules),
+    computing: Computing,
+) -> Vec<StepBubble> {
+    let mut busy = computing.0;
     let mut transfers = Vec::new();
     for k in &streams.comm {
         match k.is_pipeline(rules) {
             true => transfers.push((k.start, k.end)),
-            false => busy.push((k.start, k.end)),
+            false => busy.add((k.start, k.end)),
         }
     }
-    let busy = IntervalSet::from_intervals(busy);
+    let busy = busy.finish();
     let transfers = IntervalSet::from_intervals(transfers);
     steps
         .iter()

@@ -323,6 +323,17 @@ pub fn pipeline_coords(
     ranks: &[Rank],
     rules: &RoleRules,
 ) -> PipelineLayout {
+    let transfers = || Ok::<_, std::convert::Infallible>(rank_transfers(activity, ranks, rules));
+    let Ok(layout) = pipeline_layout(ranks, transfers);
+    layout
+}
+
+/// [`pipeline_coords`] with every rank's transfers from `transfers` (asked only when some rank
+/// has no label).
+pub fn pipeline_layout<E>(
+    ranks: &[Rank],
+    transfers: impl FnOnce() -> Result<Vec<Vec<Transfer>>, E>,
+) -> Result<PipelineLayout, E> {
     let labelled = |r: &Rank| {
         r.label.map(|l| {
             let coord = PipelineCoord {
@@ -334,12 +345,12 @@ pub fn pipeline_coords(
     };
     let mut coords: Vec<_> = ranks.iter().map(labelled).collect();
     if coords.iter().all(Option::is_some) {
-        return PipelineLayout {
+        return Ok(PipelineLayout {
             coords,
             unread: None,
-        };
+        });
     }
-    let unread = match pipeline(ranks, &rank_transfers(activity, ranks, rules)) {
+    let unread = match pipeline(ranks, &transfers()?) {
         Ok(found) => {
             for (c, f) in coords.iter_mut().zip(found) {
                 c.get_or_insert((f, PipelineSource::Transfers));
@@ -348,7 +359,7 @@ pub fn pipeline_coords(
         }
         Err(why) => Some(why),
     };
-    PipelineLayout { coords, unread }
+    Ok(PipelineLayout { coords, unread })
 }
 
 #[cfg(test)]

@@ -25,8 +25,7 @@ pub struct Args {
 
 /// Prints the pipeline bubble of every rank and step.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
-    let selection = args.r.selection()?;
-    let output = query::bubbles(&timeline, &selection, args.pp, args.micro_batches)?;
-    args.r.common.print(&output)
+    let (pp, micro_batches) = (args.pp, args.micro_batches);
+    args.r
+        .print_query(|loaded, selection| query::bubbles(loaded, selection, pp, micro_batches))
 }

@@ -1,10 +1,13 @@
 //! The stream-level commands over captures read for streaming ([`crate::load::Inputs::captures`]):
-//! the light timeline finds the ranks and their windows, and one pass over each capture's sorted
-//! GPU operations gathers what the commands measure, with the same accumulators as over a whole
-//! timeline ([`Usage`], [`UnclassifiedShare`]). Memory stays within the sorting budget plus what
-//! the accumulators keep (counts, and intervals joined as they come), whatever the capture's
-//! length.
+//! the light timeline finds the ranks and their windows, and passes over each capture's sorted
+//! GPU operations (and calls, where windows and GEMM precisions need them) gather what the
+//! commands measure, with the same accumulators as over a whole timeline ([`Usage`],
+//! [`UnclassifiedShare`], [`Namer`], [`KernelTally`]). Memory stays within the sorting budget
+//! plus what the accumulators keep (counts, and intervals joined as they come), whatever the
+//! capture's length.
 
+use crate::analysis::bubbles::Computing;
+use crate::analysis::collectives::WHOLE;
 use crate::analysis::kernels::{KernelTally, Namer, RankKernels, UnclassifiedShare};
 use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMSET};
 use crate::classify::precision::LaunchPrecisions;
@@ -13,7 +16,7 @@ use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
 use crate::hash::FxHashSet;
 use crate::input::capture::{Captures, Joined};
 use crate::model::records::Fits;
-use crate::model::{Kernel, Ns, ProcessId, StreamId};
+use crate::model::{ApiCall, Kernel, Ns, ProcessId, StreamId};
 use crate::nsys::Moved;
 use crate::report::RankWindow;
 use crate::spill::{Record, Sorted};
@@ -40,96 +43,43 @@ pub fn gather(
     rules: &RoleRules,
 ) -> crate::nsys::Result<Gathered> {
     let families = Families::default();
-    let mut pass = Pass {
-        activity,
-        usages: streams
-            .iter()
-            .map(|&(_, w)| (w, Usage::new(true)))
-            .collect(),
-        shares: shares
-            .iter()
-            .map(|&(_, w)| UnclassifiedShare::new(w))
-            .collect(),
-        slots: vec![(Vec::new(), Vec::new()); activity.timeline.processes.len()],
-        families: FamilyCache::new(&families, activity.timeline),
-    };
-    for (i, &(p, _)) in streams.iter().enumerate() {
-        pass.slots[p.index()].0.push(i);
-    }
-    for (i, &(p, _)) in shares.iter().enumerate() {
-        pass.slots[p.index()].1.push(i);
-    }
-    for part in &captures.parts {
-        let events = &part.events;
-        each(part, &events.kernels, |k| pass.kernel(&k))?;
-        each(part, &events.graph_launches, |g| {
-            pass.operation(g.stream, (g.start.0, g.end.0), Usage::graph)
-        })?;
-        each(part, &events.memcpys, |m| {
-            pass.operation(m.stream, (m.start.0, m.end.0), Usage::copy)
-        })?;
-        each(part, &events.memsets, |m| {
-            pass.operation(m.stream, (m.start.0, m.end.0), Usage::copy)
-        })?;
-    }
+    let mut cache = FamilyCache::new(&families, activity.timeline);
+    let mut usages: Vec<Usage> = streams.iter().map(|_| Usage::new(true)).collect();
+    let mut tallies: Vec<UnclassifiedShare> = (shares.iter())
+        .map(|&(_, w)| UnclassifiedShare::new(w))
+        .collect();
+    let (usage_slots, share_slots) = (slots(activity, streams), slots(activity, shares));
+    operations((captures, activity), |process, op| {
+        let (stream, span) = (op.stream(), op.span());
+        let comm = match op {
+            Operation::Kernel(k) if !usage_slots[process.index()].is_empty() => {
+                activity.is_comm_kernel(k)
+            }
+            _ => false,
+        };
+        for &i in &usage_slots[process.index()] {
+            let Some(clipped) = clip(span, streams[i].1) else {
+                continue;
+            };
+            match op {
+                Operation::Kernel(k) => usages[i].kernel(k, comm, clipped),
+                Operation::Other(_, CUDA_GRAPH) => usages[i].graph(stream, clipped),
+                Operation::Other(..) => usages[i].copy(stream, clipped),
+            }
+        }
+        for &i in &share_slots[process.index()] {
+            match op {
+                Operation::Kernel(k) => tallies[i].kernel(k, &mut cache),
+                Operation::Other(..) => _ = tallies[i].operation(span),
+            }
+        }
+    })?;
     Ok(Gathered {
-        shares: pass.shares.iter().map(|s| (s.other, s.all)).collect(),
-        streams: (pass.usages.into_iter().zip(streams))
-            .map(|((_, usage), &(process, _))| usage.classify(activity, process, rules))
+        shares: tallies.iter().map(|s| (s.other, s.all)).collect(),
+        streams: (usages.into_iter().zip(streams))
+            .map(|(usage, &(process, _))| usage.classify(activity, process, rules))
             .collect(),
     })
-}
-
-/// What the pass gathers so far.
-struct Pass<'a, 't> {
-    activity: &'a Activity<'t>,
-    /// Each wanted stream classification: its window and the use gathered.
-    usages: Vec<((i64, i64), Usage)>,
-    /// Each wanted share of unnamed kernel time.
-    shares: Vec<UnclassifiedShare>,
-    /// Per process: its positions in `usages` and in `shares`.
-    slots: Vec<(Vec<usize>, Vec<usize>)>,
-    families: FamilyCache<'a>,
-}
-
-impl Pass<'_, '_> {
-    /// A kernel, for every classification and share of its process.
-    fn kernel(&mut self, k: &Kernel) {
-        let process = self.activity.timeline.stream(k.stream).process;
-        let (usages, shares) = &self.slots[process.index()];
-        if !usages.is_empty() {
-            let comm = self.activity.is_comm_kernel(k);
-            for &i in usages {
-                let (window, usage) = &mut self.usages[i];
-                if let Some(span) = clip((k.start.0, k.end.0), *window) {
-                    usage.kernel(k, comm, span);
-                }
-            }
-        }
-        for &i in shares {
-            self.shares[i].kernel(k, &mut self.families);
-        }
-    }
-
-    /// A graph launch, copy or set on `stream`, added to each classification by `add`.
-    fn operation(
-        &mut self,
-        stream: StreamId,
-        span: (i64, i64),
-        add: fn(&mut Usage, StreamId, (i64, i64)),
-    ) {
-        let process = self.activity.timeline.stream(stream).process;
-        let (usages, shares) = &self.slots[process.index()];
-        for &i in usages {
-            let (window, usage) = &mut self.usages[i];
-            if let Some(clipped) = clip(span, *window) {
-                add(usage, stream, clipped);
-            }
-        }
-        for &i in shares {
-            self.shares[i].operation(span);
-        }
-    }
 }
 
 /// Each span's kernel breakdown ([`crate::analysis::kernels::rank_kernels`]) with its
@@ -143,66 +93,56 @@ pub fn rank_kernels(
     families: &Families,
 ) -> crate::nsys::Result<Vec<RankKernels>> {
     let timeline = activity.timeline;
-    let mut slots: Vec<Vec<usize>> = vec![Vec::new(); timeline.processes.len()];
-    for (i, &(p, _)) in spans.iter().enumerate() {
-        slots[p.index()].push(i);
-    }
+    let slots = slots(activity, spans);
     let mut precisions: Vec<LaunchPrecisions> = (spans.iter())
         .map(|&(p, _)| LaunchPrecisions::ranges(activity, p))
         .collect();
     if precisions.iter().any(LaunchPrecisions::speaks) {
-        for part in &captures.parts {
-            each(part, &part.events.api_calls, |a| {
-                for &i in &slots[timeline.thread(a.thread).process.index()] {
-                    precisions[i].call(&a);
-                }
-            })?;
-        }
+        calls((captures, activity), |process, call| {
+            for &i in &slots[process.index()] {
+                precisions[i].call(call);
+            }
+        })?;
     }
     let namers: Vec<Namer> = (spans.iter().zip(classified).zip(precisions))
         .map(|((&(_, window), comm), precisions)| Namer::new(window, (comm, rules), precisions))
         .collect();
     let mut tallies: Vec<KernelTally> = spans.iter().map(|_| KernelTally::default()).collect();
     let mut cache = FamilyCache::new(families, timeline);
-    for part in &captures.parts {
-        let events = &part.events;
-        each(part, &events.kernels, |k| {
-            for &i in &slots[timeline.stream(k.stream).process.index()] {
-                let tally = &mut tallies[i];
-                namers[i].kernel(&k, &mut cache, &mut |op, f| tally.add(op, f, timeline));
+    operations((captures, activity), |process, op| {
+        for &i in &slots[process.index()] {
+            let tally = &mut tallies[i];
+            let mut add = |op, family: &str| tally.add(op, family, timeline);
+            match op {
+                Operation::Kernel(k) => namers[i].kernel(k, &mut cache, &mut add),
+                Operation::Other(other, family) => namers[i].other(*other, family, &mut add),
             }
-        })?;
-        let mut other = |stream: StreamId, op, family: &str| {
-            for &i in &slots[timeline.stream(stream).process.index()] {
-                let tally = &mut tallies[i];
-                namers[i].other(op, family, &mut |op, f| tally.add(op, f, timeline));
-            }
-        };
-        each(part, &events.memcpys, |m| {
-            other(
-                m.stream,
-                (m.stream, (m.start, m.end), m.correlation),
-                MEMCPY,
-            )
-        })?;
-        each(part, &events.memsets, |m| {
-            other(
-                m.stream,
-                (m.stream, (m.start, m.end), m.correlation),
-                MEMSET,
-            )
-        })?;
-        each(part, &events.graph_launches, |g| {
-            other(
-                g.stream,
-                (g.stream, (g.start, g.end), g.correlation),
-                CUDA_GRAPH,
-            )
-        })?;
-    }
+        }
+    })?;
     Ok((tallies.into_iter().zip(spans))
         .map(|(tally, &(_, window))| tally.finish(window))
         .collect())
+}
+
+/// The compute operations of each of `processes` ([`crate::analysis::bubbles::computing`]), in
+/// one pass over the captures' GPU operations.
+pub fn computing(
+    (captures, activity): (&Captures, &Activity),
+    processes: &[ProcessId],
+) -> crate::nsys::Result<Vec<Computing>> {
+    let spans: Vec<Span> = processes.iter().map(|&p| (p, WHOLE)).collect();
+    let slots = slots(activity, &spans);
+    let mut computing: Vec<Computing> = processes.iter().map(|_| Computing::default()).collect();
+    operations((captures, activity), |process, op| {
+        for &i in &slots[process.index()] {
+            match op {
+                Operation::Kernel(k) => computing[i].kernel(activity.timeline, k),
+                Operation::Other(_, CUDA_GRAPH) => computing[i].graph(op.span()),
+                Operation::Other(..) => {}
+            }
+        }
+    })?;
+    Ok(computing)
 }
 
 /// Sets each window's GPU projection (first start to last end of the process's GPU work whose
@@ -215,68 +155,135 @@ pub fn project(
     windows: &mut [RankWindow],
     gpu_window: bool,
 ) -> crate::nsys::Result<()> {
-    let timeline = activity.timeline;
     let wanted =
         |w: &RankWindow| gpu_window || matches!(w.window.source, WindowSource::Anchor { .. });
-    let mut slots: Vec<Vec<usize>> = vec![Vec::new(); timeline.processes.len()];
-    for (i, w) in windows.iter_mut().enumerate() {
+    for w in windows.iter_mut() {
         w.window.gpu = None;
-        if wanted(w) {
-            slots[w.rank.process.index()].push(i);
-        }
     }
-    if slots.iter().all(Vec::is_empty) {
+    let extents: Vec<Span> = (windows.iter())
+        .filter(|w| wanted(w))
+        .map(|w| (w.rank.process, (w.window.start.0, w.window.end.0)))
+        .collect();
+    if extents.is_empty() {
         return Ok(());
     }
-    let extent = |i: usize| (windows[i].window.start.0, windows[i].window.end.0);
+    let slots = slots(activity, &extents);
+    let both = (captures, activity);
     // A launch is the earliest call of its correlation id: the ids first called inside the
     // extent, less those called before it too.
-    let mut launched: Vec<FxHashSet<u32>> = vec![FxHashSet::default(); windows.len()];
-    for part in &captures.parts {
-        each(part, &part.events.api_calls, |a| {
-            for &i in &slots[timeline.thread(a.thread).process.index()] {
-                let (start, end) = extent(i);
-                if start <= a.start.0 && a.start.0 <= end {
-                    launched[i].insert(a.correlation);
-                }
+    let mut launched: Vec<FxHashSet<u32>> = vec![FxHashSet::default(); extents.len()];
+    calls(both, |process, call| {
+        for &i in &slots[process.index()] {
+            let (start, end) = extents[i].1;
+            if start <= call.start.0 && call.start.0 <= end {
+                launched[i].insert(call.correlation);
             }
-        })?;
-        each(part, &part.events.api_calls, |a| {
-            for &i in &slots[timeline.thread(a.thread).process.index()] {
-                if a.start.0 < extent(i).0 {
-                    launched[i].remove(&a.correlation);
-                }
+        }
+    })?;
+    calls(both, |process, call| {
+        for &i in &slots[process.index()] {
+            if call.start.0 < extents[i].1.0 {
+                launched[i].remove(&call.correlation);
             }
-        })?;
-    }
-    let mut projections: Vec<Option<(Ns, Ns)>> = vec![None; windows.len()];
-    let mut operation = |stream: StreamId, start: Ns, end: Ns, correlation: u32| {
-        for &i in &slots[timeline.stream(stream).process.index()] {
-            if launched[i].contains(&correlation) {
+        }
+    })?;
+    let mut projections: Vec<Option<(i64, i64)>> = vec![None; extents.len()];
+    operations(both, |process, op| {
+        let (start, end) = op.span();
+        for &i in &slots[process.index()] {
+            if launched[i].contains(&op.correlation()) {
                 let p = projections[i].get_or_insert((start, end));
                 *p = (p.0.min(start), p.1.max(end));
             }
         }
-    };
+    })?;
+    let mut projections = projections.into_iter();
+    for w in windows.iter_mut().filter(|w| wanted(w)) {
+        w.window.gpu = projections.next().flatten().map(|(s, e)| (Ns(s), Ns(e)));
+        w.bounds = w.window.bounds(gpu_window);
+    }
+    Ok(())
+}
+
+/// Each span's position, by process index.
+fn slots(activity: &Activity, spans: &[Span]) -> Vec<Vec<usize>> {
+    let mut slots = vec![Vec::new(); activity.timeline.processes.len()];
+    for (i, &(process, _)) in spans.iter().enumerate() {
+        slots[process.index()].push(i);
+    }
+    slots
+}
+
+/// A GPU operation read back from a capture.
+enum Operation {
+    /// A kernel.
+    Kernel(Kernel),
+    /// A copy, set or graph launch, (stream, span, correlation id), and its family (`MEMCPY`,
+    /// `MEMSET` or `CUDA_GRAPH`).
+    Other((StreamId, (Ns, Ns), u32), &'static str),
+}
+
+impl Operation {
+    fn stream(&self) -> StreamId {
+        match self {
+            Operation::Kernel(k) => k.stream,
+            Operation::Other((stream, ..), _) => *stream,
+        }
+    }
+
+    /// Start and end, ns.
+    fn span(&self) -> (i64, i64) {
+        match self {
+            Operation::Kernel(k) => (k.start.0, k.end.0),
+            Operation::Other((_, (start, end), _), _) => (start.0, end.0),
+        }
+    }
+
+    fn correlation(&self) -> u32 {
+        match self {
+            Operation::Kernel(k) => k.correlation,
+            Operation::Other((.., correlation), _) => *correlation,
+        }
+    }
+}
+
+/// Hands `f` every GPU operation of every capture with its process: kernels, then copies, sets
+/// and graph launches, each kind in start order.
+fn operations(
+    (captures, activity): (&Captures, &Activity),
+    mut f: impl FnMut(ProcessId, &Operation),
+) -> crate::nsys::Result<()> {
+    let timeline = activity.timeline;
+    let mut op = |op: Operation| f(timeline.stream(op.stream()).process, &op);
     for part in &captures.parts {
-        let events = &part.events;
-        each(part, &events.kernels, |k| {
-            operation(k.stream, k.start, k.end, k.correlation)
+        let e = &part.events;
+        each(part, &e.kernels, |k| op(Operation::Kernel(k)))?;
+        let other = |(stream, start, end, correlation), family| {
+            Operation::Other((stream, (start, end), correlation), family)
+        };
+        each(part, &e.memcpys, |m| {
+            op(other((m.stream, m.start, m.end, m.correlation), MEMCPY))
         })?;
-        each(part, &events.memcpys, |m| {
-            operation(m.stream, m.start, m.end, m.correlation)
+        each(part, &e.memsets, |m| {
+            op(other((m.stream, m.start, m.end, m.correlation), MEMSET))
         })?;
-        each(part, &events.memsets, |m| {
-            operation(m.stream, m.start, m.end, m.correlation)
-        })?;
-        let graphs = &events.graph_launches;
-        each(part, graphs, |g| {
-            operation(g.stream, g.start, g.end, g.correlation)
+        each(part, &e.graph_launches, |g| {
+            op(other((g.stream, g.start, g.end, g.correlation), CUDA_GRAPH))
         })?;
     }
-    for (w, gpu) in windows.iter_mut().zip(projections) {
-        w.window.gpu = gpu;
-        w.bounds = w.window.bounds(gpu_window);
+    Ok(())
+}
+
+/// Hands `f` every CUDA API call of every capture with its process, in start order per capture.
+fn calls(
+    (captures, activity): (&Captures, &Activity),
+    mut f: impl FnMut(ProcessId, &ApiCall),
+) -> crate::nsys::Result<()> {
+    let timeline = activity.timeline;
+    for part in &captures.parts {
+        each(part, &part.events.api_calls, |a| {
+            f(timeline.thread(a.thread).process, &a)
+        })?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ pub mod gate;
 pub mod mfu;
 pub mod page;
 
-use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
+use crate::analysis::bubbles::{self, ideal_pct, micro_batches, rank_bubbles};
 use crate::analysis::collectives::{
     Collectives, Instance, WHOLE, add_transfers, by_rank, match_classified, match_instances,
 };
@@ -21,7 +21,7 @@ use crate::classify::families::{Families, FamilyCache};
 use crate::classify::layout::{self, PipelineLayout};
 use crate::classify::{self, Activity, Rank, RankStreams, RoleRules, WindowSpec};
 use crate::input::capture::Captures;
-use crate::model::{Ns, Timeline};
+use crate::model::{Ns, ProcessId, Timeline};
 use crate::report::{
     self, GapContext, Output, RankBreakdown, RankBubbles, RankIdle, RankMetrics, RankWindow,
 };
@@ -534,29 +534,47 @@ pub fn idle(timeline: &Timeline, selection: &Selection, launch_gap: i64) -> anyh
 
 /// `bubbles`: the pipeline bubble per rank and step, beside the ideal 1F1B bubble (`pp` and
 /// `micro_batches` override what the trace shows).
-pub fn bubbles(
-    timeline: &Timeline,
+pub fn bubbles<'a>(
+    loaded: impl Into<Loaded<'a>>,
     selection: &Selection,
     pp: Option<u32>,
     micro_batches_given: Option<u32>,
 ) -> anyhow::Result<Output> {
+    let loaded = loaded.into();
+    let timeline = loaded.timeline();
     let activity = Activity::new(timeline);
     let anchor = selection.window.anchor_regex()?;
-    let classified = selection.classified(&activity)?;
+    let (classified, notes) = selection.measured(loaded, &activity)?;
     let ranks: Vec<Rank> = classified.iter().map(|(w, _)| w.rank).collect();
-    let pipeline = match pp {
-        Some(_) => PipelineLayout::default(),
-        None => layout::pipeline_coords(&activity, &ranks, &selection.rules),
+    let rules = &selection.rules;
+    let pipeline = match (pp, loaded) {
+        (Some(_), _) => PipelineLayout::default(),
+        (None, Loaded::Whole(_)) => layout::pipeline_coords(&activity, &ranks, rules),
+        (None, Loaded::Captures(captures)) => layout::pipeline_layout(&ranks, || {
+            let spans: Vec<captured::Span> = (ranks.iter())
+                .map(|r| (r.process, layout::transfer_window(&activity, r)))
+                .collect();
+            let gathered = captured::gather((captures, &activity), &spans, &[], rules)?;
+            let transfers = gathered.streams.iter().map(|s| layout::transfers(s, rules));
+            Ok::<_, crate::nsys::Error>(transfers.collect())
+        })?,
+    };
+    let processes: Vec<ProcessId> = ranks.iter().map(|r| r.process).collect();
+    let computing = match loaded {
+        Loaded::Whole(_) => (processes.iter())
+            .map(|&p| bubbles::computing(&activity, p))
+            .collect(),
+        Loaded::Captures(captures) => captured::computing((captures, &activity), &processes)?,
     };
     let coords = pipeline
         .coords
         .iter()
         .copied()
         .chain(std::iter::repeat(None));
-    let (bubbles, whole_steps): (Vec<RankBubbles>, Vec<bool>) = classified
-        .into_iter()
+    let (bubbles, whole_steps): (Vec<RankBubbles>, Vec<bool>) = (classified.into_iter())
+        .zip(computing)
         .zip(coords)
-        .map(|((w, streams), coord)| {
+        .map(|(((w, streams), computing), coord)| {
             let process = w.rank.process;
             let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
             // 1F1B's formula describes whole steps of a one-directional schedule: not a window
@@ -574,7 +592,8 @@ pub fn bubbles(
                     ideal_pct(pp?, m?).filter(|_| formula_applies)
                 })
                 .collect();
-            let steps = rank_bubbles(&activity, process, &steps, &streams, &selection.rules);
+            let at = (&streams, rules);
+            let steps = bubbles::step_bubbles(&activity, process, &steps, at, computing);
             let bubbles = RankBubbles {
                 window: w,
                 pp,
@@ -590,10 +609,7 @@ pub fn bubbles(
         &whole_steps,
         pipeline.unread.as_deref(),
     ));
-    let windows = bubbles.iter().map(|b| &b.window);
-    output
-        .notes
-        .extend(unclassified_warnings(&activity, windows));
+    output.notes.extend(notes);
     Ok(output)
 }
 
