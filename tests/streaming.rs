@@ -162,7 +162,8 @@ fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
 }
 
 /// `overlap`, `streams`, `collectives` (instances, per rank, with transfers), `kernels` (steps
-/// counted and given, and `--unclassified`) and `bubbles` (layout found and given) of `reports`
+/// counted and given, and `--unclassified`), `bubbles` (layout found and given) and `metrics`
+/// of `reports`
 /// over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
 /// whole timeline, and from captures whose events are sorted under a tiny budget (spilled) and
 /// read in passes.
@@ -212,6 +213,7 @@ fn stream_level_outputs(
             json(query::unclassified(loaded, &selection, &families)),
             json(query::bubbles(loaded, &selection, None, None)),
             json(query::bubbles(loaded, &selection, Some(2), Some(4))),
+            json(query::metrics(loaded, &selection)),
         ]
     };
     let whole = WindowOptions {
@@ -233,13 +235,16 @@ fn stream_level_outputs(
 #[test]
 fn stream_level_analyses_read_in_passes_equal_those_of_the_whole_timeline() {
     // Issue 34: the same tables in bounded memory. Multi-rank synthetic runs (pipeline
-    // transfers, expert all-to-all, a straggler, graphs), and real captures: nccl-tests on 9
-    // GPUs of 3 nodes, 2 x H100 all-to-all, a CUDA sample, two HTA torch.profiler ranks, a
-    // JAX run whose steps only dispatch their work (its windows are GPU projections), and
-    // torch 2.11 on an H200 (eager with shapes: GEMM precisions from operators; compiled).
+    // transfers, expert all-to-all, a straggler, graphs, GPU metrics), and real captures:
+    // nccl-tests on 9 GPUs of 3 nodes, 2 x H100 all-to-all, a CUDA sample, two HTA
+    // torch.profiler ranks, a JAX run whose steps only dispatch their work (its windows are GPU
+    // projections), and torch 2.11 on an H200 (eager with shapes: GEMM precisions from
+    // operators; compiled).
     use nsys_lens::query::WindowOptions;
-    let rich =
-        synth("--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --slow-dataloader --cuda-graphs");
+    let rich = synth(
+        "--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --slow-dataloader --cuda-graphs \
+         --gpu-metrics",
+    );
     let mut runs: Vec<Vec<PathBuf>> = ["pithtrain_pp2_ep2", "megatron_pp2"]
         .iter()
         .map(|f| reports(&root().join("fixtures").join(f)))

@@ -16,7 +16,6 @@ pub struct Args {
 
 /// Prints GPU metrics per rank over its window.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
-    let output = query::metrics(&timeline, &args.r.selection()?)?;
-    args.r.common.print(&output)
+    args.r
+        .print_query(|loaded, selection| query::metrics(loaded, selection))
 }

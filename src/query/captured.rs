@@ -9,6 +9,7 @@
 use crate::analysis::bubbles::Computing;
 use crate::analysis::collectives::WHOLE;
 use crate::analysis::kernels::{KernelTally, Namer, RankKernels, UnclassifiedShare};
+use crate::analysis::metrics::{MetricSummary, MetricTally};
 use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMSET};
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
@@ -143,6 +144,31 @@ pub fn computing(
         }
     })?;
     Ok(computing)
+}
+
+/// The GPU metrics of each span ([`crate::analysis::metrics::rank_metrics`]), in one pass over
+/// the captures' samples.
+pub fn metrics(
+    (captures, activity): (&Captures, &Activity),
+    spans: &[Span],
+) -> crate::nsys::Result<Vec<Vec<MetricSummary>>> {
+    let mut tallies: Vec<MetricTally> = (spans.iter())
+        .map(|&(process, window)| MetricTally::new(activity, process, window))
+        .collect();
+    let mut by_series = vec![Vec::new(); activity.timeline.metric_series.len()];
+    for (i, tally) in tallies.iter().enumerate() {
+        for series in tally.series() {
+            by_series[series.index()].push(i);
+        }
+    }
+    for part in &captures.parts {
+        each(part, &part.events.metrics, |m| {
+            for &i in &by_series[m.series.index()] {
+                tallies[i].sample(&m);
+            }
+        })?;
+    }
+    Ok(tallies.into_iter().map(MetricTally::finish).collect())
 }
 
 /// Sets each window's GPU projection (first start to last end of the process's GPU work whose

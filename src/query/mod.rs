@@ -766,17 +766,22 @@ fn match_with_notes(
 }
 
 /// `metrics`: GPU metrics per rank over its window.
-pub fn metrics(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
-    let activity = Activity::new(timeline);
-    let ranks: Vec<RankMetrics> = selection
-        .windows(&activity)?
-        .into_iter()
-        .map(|window| RankMetrics {
-            metrics: rank_metrics(&activity, window.rank.process, window.bounds),
-            window,
-        })
+pub fn metrics<'a>(loaded: impl Into<Loaded<'a>>, selection: &Selection) -> anyhow::Result<Output> {
+    let loaded = loaded.into();
+    let activity = Activity::new(loaded.timeline());
+    let ranks = keep_ranks(ranks(&activity)?, selection.ranks.as_ref())?;
+    let windows = selection.window.windows_in(loaded, &activity, &ranks)?;
+    let spans: Vec<captured::Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
+    let metrics: Vec<_> = match loaded {
+        Loaded::Whole(_) => (spans.iter())
+            .map(|&(process, window)| rank_metrics(&activity, process, window))
+            .collect(),
+        Loaded::Captures(captures) => captured::metrics((captures, &activity), &spans)?,
+    };
+    let ranks: Vec<RankMetrics> = (windows.into_iter().zip(metrics))
+        .map(|(window, metrics)| RankMetrics { window, metrics })
         .collect();
-    Ok(report::metrics_output(timeline, &ranks))
+    Ok(report::metrics_output(loaded.timeline(), &ranks))
 }
 
 /// `compare`'s measures of one run, averaged over its ranks (each over its window): step time,
