@@ -207,6 +207,16 @@ impl Selection {
         self.window.windows(activity, &ranks)
     }
 
+    /// [`Selection::windows`] in what was loaded ([`WindowOptions::windows_in`]).
+    pub fn windows_in(
+        &self,
+        loaded: Loaded,
+        activity: &Activity,
+    ) -> anyhow::Result<Vec<RankWindow>> {
+        let ranks = keep_ranks(ranks(activity)?, self.ranks.as_ref())?;
+        self.window.windows_in(loaded, activity, &ranks)
+    }
+
     /// The selected ranks over their windows, with their streams classified.
     pub fn classified(
         &self,
@@ -235,8 +245,7 @@ impl Selection {
             let notes = unclassified_warnings(activity, classified.iter().map(|(w, _)| w));
             return Ok((classified, notes));
         };
-        let ranks = keep_ranks(ranks(activity)?, self.ranks.as_ref())?;
-        let windows = self.window.windows_in(loaded, activity, &ranks)?;
+        let windows = self.windows_in(loaded, activity)?;
         let spans: Vec<captured::Span> =
             windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
         let gathered = captured::gather((captures, activity), &spans, &spans, &self.rules)?;
@@ -247,7 +256,8 @@ impl Selection {
 
 /// What the inputs were read into: every event in memory, or captures whose events stay
 /// sorted under a memory budget ([`crate::load::Inputs::captures`]), which `streams`,
-/// `overlap` and `collectives` read in a few passes ([`captured`]).
+/// `overlap`, `collectives`, `kernels`, `bubbles` and `metrics` read in a few passes
+/// ([`captured`]).
 #[derive(Clone, Copy)]
 pub enum Loaded<'a> {
     /// Every event.
@@ -423,8 +433,7 @@ fn breakdowns(
     steps: Option<usize>,
 ) -> anyhow::Result<Vec<RankBreakdown>> {
     let activity = Activity::new(loaded.timeline());
-    let ranks = keep_ranks(ranks(&activity)?, selection.ranks.as_ref())?;
-    let mut windows = selection.window.windows_in(loaded, &activity, &ranks)?;
+    let mut windows = selection.windows_in(loaded, &activity)?;
     let anchor = selection.window.anchor_regex()?;
     let counted: Vec<(usize, String)> = (windows.iter_mut())
         .map(|w| count_steps(&activity, w, anchor.as_ref(), steps))
@@ -769,8 +778,7 @@ fn match_with_notes(
 pub fn metrics<'a>(loaded: impl Into<Loaded<'a>>, selection: &Selection) -> anyhow::Result<Output> {
     let loaded = loaded.into();
     let activity = Activity::new(loaded.timeline());
-    let ranks = keep_ranks(ranks(&activity)?, selection.ranks.as_ref())?;
-    let windows = selection.window.windows_in(loaded, &activity, &ranks)?;
+    let windows = selection.windows_in(loaded, &activity)?;
     let spans: Vec<captured::Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
     let metrics: Vec<_> = match loaded {
         Loaded::Whole(_) => (spans.iter())
