@@ -194,6 +194,22 @@ fn a_text_over_a_megabyte_is_cut_with_a_counted_warning() {
 }
 
 #[test]
+fn an_empty_string_value_is_read_as_the_empty_name() {
+    // A real nsys 2022.4 capture of an MPI program failed on CI with "reading StringIds failed:
+    // Invalid column type Null": SQLite's substr() of an empty BLOB, which caps each value at
+    // 1 MiB, is NULL, not an empty BLOB.
+    let sql = "UPDATE StringIds SET value = '' \
+               WHERE id = (SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)";
+    let (dir, path) = damaged_copy(NODE0, sql);
+    let input = path.to_str().unwrap();
+    let overlap = nsys_lens(&["overlap", "-q", input]);
+    assert!(overlap.status.success(), "{}", texts(&overlap).1);
+    let out = dir.path().join("out");
+    let convert = nsys_lens(&["convert", "-q", "-o", out.to_str().unwrap(), input]);
+    assert!(convert.status.success(), "{}", texts(&convert).1);
+}
+
+#[test]
 fn duplicated_kernel_rows_are_counted_in_a_warning() {
     let sql = "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL";
     let (_dir, path) = damaged_copy(NODE0, sql);

@@ -118,7 +118,8 @@ impl<'r> StringResolver<'r> {
         let Some(lookup) = self.lookup.as_mut() else {
             return Err(missing());
         };
-        let bytes: Option<Vec<u8>> = lookup
+        // substr() of an empty BLOB is NULL: the empty text (real exports have empty values).
+        let bytes: Option<Option<Vec<u8>>> = lookup
             .query_row([id], |row| row.get(0))
             .optional()
             .map_err(|source| Error::Sqlite {
@@ -126,7 +127,7 @@ impl<'r> StringResolver<'r> {
                 table: "StringIds".into(),
                 cause: source,
             })?;
-        let bytes = bytes.ok_or_else(missing)?;
+        let bytes = bytes.ok_or_else(missing)?.unwrap_or_default();
         let interned = self.table.intern_bytes(&bytes);
         self.map.insert(id, interned);
         Ok(interned)
