@@ -202,8 +202,8 @@ impl Captures {
 
     /// Counts, per report, the kernels, copies and sets that repeat the one before them in
     /// every field, in a warning, as a whole timeline's reading does
-    /// (`Warning::DuplicateGpuOps`): one pass over those events, each kind of each capture on a
-    /// thread of its own.
+    /// (`Warning::DuplicateGpuOps`): one pass over those events, each capture's kernels on a
+    /// thread of their own beside its copies and sets.
     pub fn warn_repeated_gpu_ops(&mut self) -> Result<()> {
         let counts: Vec<Result<u64>> = std::thread::scope(|scope| {
             let threads: Vec<_> = (self.parts.iter())
