@@ -1,7 +1,8 @@
 //! torch.profiler (Kineto) Chrome-trace JSON, one file per rank, `.json` or `.json.gz`.
 //!
-//! The file is parsed as a stream: `traceEvents` is visited one event at a time (never held
-//! whole), and each event becomes a row of the translated export at once. Times are Kineto's
+//! The file is read as a stream ([`super::json::Values`]): `traceEvents` is handed over one
+//! event at a time (never held whole), each parsed from its own bytes, and each event becomes a
+//! row of the translated export at once. Times are Kineto's
 //! microseconds, read from the JSON text exactly (`4458676522690.655` is 4458676522690655 ns;
 //! no float ever holds a time), on `baseTimeNanoseconds` when the file has it, else on the UTC
 //! epoch (older Kineto writes epoch µs).
@@ -29,11 +30,13 @@
 
 use super::Format;
 use super::export::{CopyKind, GpuPlace, KernelShape, TraceExport, TraceFacts};
+use super::json::Values;
 use anyhow::{Context, Result};
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::BufRead;
@@ -56,21 +59,9 @@ pub fn translate(reader: impl BufRead, source: &Path, target: &Path) -> Result<P
     let mut state = State {
         export: TraceExport::create(target)?,
         skipped: BTreeMap::new(),
-        error: None,
         jax: BTreeMap::new(),
     };
-    let top = {
-        let mut de = serde_json::Deserializer::from_reader(reader);
-        let top = de.deserialize_map(TopVisitor { state: &mut state });
-        let top = top.and_then(|t| de.end().map(|()| t));
-        match (state.error.take(), top) {
-            (Some(e), _) => return Err(e),
-            (None, Err(e)) => {
-                return Err(anyhow::Error::new(e).context("not a valid torch.profiler trace"));
-            }
-            (None, Ok(top)) => top,
-        }
-    };
+    let top = read_top(reader, &mut state)?;
     anyhow::ensure!(
         top.saw_events,
         "a JSON file without traceEvents: not a torch.profiler trace"
@@ -91,12 +82,44 @@ pub fn translate(reader: impl BufRead, source: &Path, target: &Path) -> Result<P
     state.export.finish(source, format, &facts)
 }
 
-/// What the event visitor writes into, and the first write error (serde's errors are strings;
-/// this keeps ours whole).
+/// Reads the top-level object: each event of `traceEvents` into `state` as it comes, and the
+/// other keys read.
+fn read_top(reader: impl BufRead, state: &mut State) -> Result<Top> {
+    let invalid = "not a valid torch.profiler trace";
+    let mut values = Values::open(reader).context(invalid)?;
+    let mut top = Top::default();
+    while let Some(key) = values.next_key().context(invalid)? {
+        match key.as_str() {
+            "traceEvents" => {
+                top.saw_events = true;
+                values.elements(|index, bytes| {
+                    let event: Event = serde_json::from_slice(bytes)
+                        .with_context(|| format!("{invalid}: traceEvents[{index}]"))?;
+                    let added = state.add(&event);
+                    added.with_context(|| format!("traceEvents[{index}] ({:?})", event.name))
+                })?;
+            }
+            "baseTimeNanoseconds" => {
+                top.base_ns = values.value(|b| parsed::<Lenient>(&key, b))?.0;
+            }
+            "distributedInfo" => top.distributed = Some(values.value(|b| parsed(&key, b))?),
+            "deviceProperties" => top.devices = values.value(|b| parsed(&key, b))?,
+            _ => values.skip()?,
+        }
+    }
+    Ok(top)
+}
+
+/// A top-level value other than the events, parsed from its bytes.
+fn parsed<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes)
+        .with_context(|| format!("not a valid torch.profiler trace: reading {key}"))
+}
+
+/// What the event visitor writes into.
 struct State {
     export: TraceExport,
     skipped: BTreeMap<String, u64>,
-    error: Option<anyhow::Error>,
     /// JAX's processes, by pid: a GPU's ordinal, or `None` for the host.
     jax: BTreeMap<u32, Option<u32>>,
 }
@@ -125,95 +148,32 @@ struct DeviceProperties {
     name: String,
 }
 
-struct TopVisitor<'s> {
-    state: &'s mut State,
-}
-
-impl<'de> Visitor<'de> for TopVisitor<'_> {
-    type Value = Top;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object with traceEvents")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
-        let mut top = Top::default();
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "traceEvents" => {
-                    top.saw_events = true;
-                    map.next_value_seed(EventsSeed {
-                        state: &mut *self.state,
-                    })?;
-                }
-                "baseTimeNanoseconds" => top.base_ns = map.next_value::<Lenient>()?.0,
-                "distributedInfo" => top.distributed = Some(map.next_value()?),
-                "deviceProperties" => top.devices = map.next_value()?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(top)
-    }
-}
-
-struct EventsSeed<'s> {
-    state: &'s mut State,
-}
-
-impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventsSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of trace events")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut index = 0u64;
-        while let Some(event) = seq.next_element::<Event>()? {
-            if let Err(e) = self.state.add(&event) {
-                let e = e.context(format!("traceEvents[{index}] ({:?})", event.name));
-                self.state.error = Some(e);
-                return Err(de::Error::custom("stopped at a write error"));
-            }
-            index += 1;
-        }
-        Ok(())
-    }
-}
-
-/// One trace event, with the fields any translated category uses.
+/// One trace event, with the fields any translated category uses (borrowed from the event's
+/// bytes where they need no unescaping).
 #[derive(Deserialize)]
-struct Event {
-    #[serde(default)]
-    ph: String,
-    #[serde(default)]
-    cat: String,
-    #[serde(default)]
-    name: String,
+struct Event<'a> {
+    #[serde(default, borrow)]
+    ph: Cow<'a, str>,
+    #[serde(default, borrow)]
+    cat: Cow<'a, str>,
+    #[serde(default, borrow)]
+    name: Cow<'a, str>,
     #[serde(default, deserialize_with = "lenient_id")]
     pid: Option<u32>,
     #[serde(default, deserialize_with = "lenient_id")]
     tid: Option<u32>,
-    ts: Option<Box<RawValue>>,
-    dur: Option<Box<RawValue>>,
-    #[serde(default)]
-    args: Args,
+    #[serde(borrow)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow)]
+    dur: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    args: Args<'a>,
 }
 
 /// The `args` fields translated.
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct Args {
+struct Args<'a> {
     #[serde(deserialize_with = "lenient_u32")]
     device: Option<u32>,
     #[serde(deserialize_with = "lenient_u32")]
@@ -231,76 +191,94 @@ struct Args {
     #[serde(deserialize_with = "lenient_i64")]
     bytes: Option<i64>,
     /// A metadata event's name.
-    name: Option<String>,
-    /// What `record_param_comms` says of its collective.
-    #[serde(flatten)]
-    comms: Comms,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    /// What `record_param_comms` says of its collective: its name.
+    #[serde(rename = "Collective name", borrow)]
+    collective: Option<Cow<'a, str>>,
+    #[serde(rename = "In msg nelems", deserialize_with = "lenient_i64")]
+    in_nelems: Option<i64>,
+    #[serde(rename = "Out msg nelems", deserialize_with = "lenient_i64")]
+    out_nelems: Option<i64>,
+    #[serde(rename = "Group size", deserialize_with = "lenient_i64")]
+    group_size: Option<i64>,
+    #[serde(borrow)]
+    dtype: Option<Cow<'a, str>>,
+    #[serde(rename = "Process Group Name", deserialize_with = "lenient_text")]
+    group_name: Option<String>,
+    #[serde(
+        rename = "Process Group Description",
+        deserialize_with = "lenient_text"
+    )]
+    group_description: Option<String>,
+    #[serde(rename = "Process Group Ranks", deserialize_with = "lenient_text")]
+    group_ranks: Option<String>,
     /// An operator's input types (`record_shapes=True`), as the JSON gave them.
-    #[serde(rename = "Input type")]
-    input_type: Option<Box<RawValue>>,
+    #[serde(rename = "Input type", borrow)]
+    input_type: Option<&'a RawValue>,
     /// Its input shapes (`record_shapes=True`), as the JSON gave them.
-    #[serde(rename = "Input Dims")]
-    input_dims: Option<Box<RawValue>>,
+    #[serde(rename = "Input Dims", borrow)]
+    input_dims: Option<&'a RawValue>,
     /// JAX's stats, as text.
     #[serde(deserialize_with = "lenient_u32")]
     correlation_id: Option<u32>,
     #[serde(deserialize_with = "lenient_i64")]
     step_num: Option<i64>,
-    kernel_details: Option<String>,
-    memcpy_details: Option<String>,
-    memset_details: Option<String>,
+    #[serde(borrow)]
+    kernel_details: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    memcpy_details: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    memset_details: Option<Cow<'a, str>>,
+}
+
+impl<'a> Args<'a> {
+    /// What `record_param_comms` says of its collective, when it names one.
+    fn comms(&'a self) -> Option<Comms<'a>> {
+        Some(Comms {
+            collective: self.collective.as_deref()?,
+            in_nelems: self.in_nelems,
+            out_nelems: self.out_nelems,
+            group_size: self.group_size,
+            dtype: self.dtype.as_deref(),
+            group_name: self.group_name.as_deref(),
+            group_description: self.group_description.as_deref(),
+            group_ranks: self.group_ranks.as_deref(),
+        })
+    }
 }
 
 /// The arguments PyTorch records on `record_param_comms` (and newer Kineto on NCCL kernels):
-/// the collective, its sizes and its process group.
-#[derive(Deserialize, Default, serde::Serialize)]
-#[serde(default)]
-struct Comms {
-    #[serde(rename = "Collective name", skip_serializing_if = "Option::is_none")]
-    collective: Option<String>,
-    #[serde(
-        rename = "In msg nelems",
-        deserialize_with = "lenient_i64",
-        skip_serializing_if = "Option::is_none"
-    )]
+/// the collective, its sizes and its process group, written as the range's payload.
+#[derive(serde::Serialize)]
+struct Comms<'a> {
+    #[serde(rename = "Collective name")]
+    collective: &'a str,
+    #[serde(rename = "In msg nelems", skip_serializing_if = "Option::is_none")]
     in_nelems: Option<i64>,
-    #[serde(
-        rename = "Out msg nelems",
-        deserialize_with = "lenient_i64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "Out msg nelems", skip_serializing_if = "Option::is_none")]
     out_nelems: Option<i64>,
-    #[serde(
-        rename = "Group size",
-        deserialize_with = "lenient_i64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "Group size", skip_serializing_if = "Option::is_none")]
     group_size: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    dtype: Option<String>,
-    #[serde(
-        rename = "Process Group Name",
-        deserialize_with = "lenient_text",
-        skip_serializing_if = "Option::is_none"
-    )]
-    group_name: Option<String>,
+    dtype: Option<&'a str>,
+    #[serde(rename = "Process Group Name", skip_serializing_if = "Option::is_none")]
+    group_name: Option<&'a str>,
     #[serde(
         rename = "Process Group Description",
-        deserialize_with = "lenient_text",
         skip_serializing_if = "Option::is_none"
     )]
-    group_description: Option<String>,
+    group_description: Option<&'a str>,
     #[serde(
         rename = "Process Group Ranks",
-        deserialize_with = "lenient_text",
         skip_serializing_if = "Option::is_none"
     )]
-    group_ranks: Option<String>,
+    group_ranks: Option<&'a str>,
 }
 
 impl State {
     fn add(&mut self, e: &Event) -> Result<()> {
-        match e.ph.as_str() {
+        match &*e.ph {
             "X" => self.complete(e),
             "M" => {
                 self.metadata(e);
@@ -327,11 +305,14 @@ impl State {
         if let Some(&device) = e.pid.and_then(|pid| self.jax.get(&pid)) {
             return self.jax_event(e, device);
         }
-        let cat = e.cat.to_ascii_lowercase();
+        let cat = match e.cat.bytes().any(|b| b.is_ascii_uppercase()) {
+            true => Cow::Owned(e.cat.to_ascii_lowercase()),
+            false => Cow::Borrowed(&*e.cat),
+        };
         let span = || span(e);
         let cpu = || Ok::<_, anyhow::Error>((need(e.pid, "pid")?, need(e.tid, "tid")?));
         let a = &e.args;
-        match cat.as_str() {
+        match &*cat {
             "kernel" => {
                 let shape = KernelShape {
                     grid: a.grid.unwrap_or([1, 1, 1]),
@@ -359,14 +340,14 @@ impl State {
             "cuda_sync" => {
                 self.export.sync(span()?, place(e)?, sync_type(&e.name))?;
             }
-            "cpu_op" if e.name == "record_param_comms" && a.comms.collective.is_some() => {
-                let json = serde_json::to_string(&a.comms)?;
+            "cpu_op" if e.name == "record_param_comms" && a.collective.is_some() => {
+                let json = serde_json::to_string(&a.comms())?;
                 self.export
                     .nccl_payload_range(span()?, cpu()?, &e.name, &json)?;
             }
             "cpu_op" if a.input_type.is_some() || a.input_dims.is_some() => {
-                let types = a.input_type.as_deref().map_or("null", RawValue::get);
-                let dims = a.input_dims.as_deref().map_or("null", RawValue::get);
+                let types = a.input_type.map_or("null", RawValue::get);
+                let dims = a.input_dims.map_or("null", RawValue::get);
                 let json = format!("{{\"Input type\": {types}, \"Input Dims\": {dims}}}");
                 self.export
                     .range_with_payload(span()?, cpu()?, &e.name, &json)?;
@@ -374,7 +355,7 @@ impl State {
             "user_annotation" | "cpu_op" | "operator" => {
                 self.export.range(span()?, cpu()?, &e.name)?;
             }
-            _ => self.skip(cat),
+            _ => self.skip(cat.into_owned()),
         }
         Ok(())
     }
@@ -425,7 +406,7 @@ impl State {
                 self.jax.insert(pid, None);
             }
         }
-        match e.name.as_str() {
+        match &*e.name {
             "process_name" => self.export.process_name(pid, name),
             "thread_name" => {
                 if let Some(tid) = e.tid {
@@ -443,9 +424,9 @@ fn need<T>(value: Option<T>, field: &str) -> Result<T> {
 
 /// An event's `[start, end]` in ns.
 fn span(e: &Event) -> Result<(i64, i64)> {
-    let ts = e.ts.as_deref().context("no ts")?;
+    let ts = e.ts.context("no ts")?;
     let start = micros_to_ns(ts.get()).with_context(|| format!("ts {} is not a time", ts))?;
-    let dur = match e.dur.as_deref() {
+    let dur = match e.dur {
         Some(d) => micros_to_ns(d.get()).with_context(|| format!("dur {d} is not a duration"))?,
         None => 0,
     };

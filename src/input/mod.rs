@@ -19,6 +19,7 @@
 pub mod capture;
 pub(crate) mod codec;
 pub mod export;
+pub mod json;
 pub mod kineto;
 pub mod part;
 pub mod seal;
@@ -32,9 +33,10 @@ use std::path::{Path, PathBuf};
 
 /// The translators' own source: part of every cache key, so that a build whose translation
 /// differs never reuses an older build's cached translations.
-const TRANSLATORS: [&str; 4] = [
+const TRANSLATORS: [&str; 5] = [
     include_str!("mod.rs"),
     include_str!("export.rs"),
+    include_str!("json.rs"),
     include_str!("kineto.rs"),
     include_str!("xplane.rs"),
 ];
@@ -118,8 +120,7 @@ pub fn is_kineto_trace(path: &Path) -> bool {
         && (text.contains("\"schemaVersion\"") || text.contains("\"traceEvents\""))
 }
 
-/// A reader of `path`'s text, decompressed when it is gzip, past a UTF-8 byte-order mark, that
-/// refuses a value longer than [`crate::model::MAX_TEXT`] ([`ShortValues`]).
+/// A reader of `path`'s text, decompressed when it is gzip, past a UTF-8 byte-order mark.
 fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
     let mut file = BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
     let gzip = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
@@ -132,39 +133,7 @@ fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
     if text.fill_buf()?.starts_with(BOM) {
         text.consume(BOM.len());
     }
-    let guarded = ShortValues {
-        inner: text,
-        since_quote: 0,
-    };
-    Ok(Box::new(BufReader::with_capacity(1 << 16, guarded)))
-}
-
-/// JSON text whose every string is at most [`crate::model::MAX_TEXT`] bytes: a longer run of
-/// bytes without a `"` (every string, key and event of a trace has some) is an error, so a
-/// hostile or damaged trace (one 3 GiB string in a 3 MB gzip) is refused before a parser
-/// buffers it.
-struct ShortValues<R> {
-    inner: R,
-    /// Bytes read since the last `"`.
-    since_quote: usize,
-}
-
-impl<R: Read> Read for ShortValues<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        let read = &buf[..n];
-        self.since_quote = match read.iter().rposition(|&b| b == b'"') {
-            Some(last) => n - 1 - last,
-            None => self.since_quote + n,
-        };
-        if self.since_quote > crate::model::MAX_TEXT {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "a value longer than 1 MiB (no trace has one: the file is damaged)",
-            ));
-        }
-        Ok(n)
-    }
+    Ok(text)
 }
 
 /// The UTF-8 byte-order mark some editors and Windows tools put before JSON.
