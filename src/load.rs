@@ -86,10 +86,7 @@ impl Inputs {
             .collect::<Result<Vec<_>, nsys::Error>>()?;
         let chunking = nsys::Chunking::shared(self.threads, reports.len(), nsys::CHUNK_ROWS);
         let read = |(i, report): (usize, nsys::Report)| {
-            Ok((
-                i,
-                Capture::read(&report, chunking, budget.clone(), is_comm)?,
-            ))
+            Capture::read(&report, chunking, budget.clone(), is_comm).map(|c| (i, c))
         };
         let mut captures = crate::nsys::read_all(reports, self.threads, read)
             .context("cannot load the reports")?;
@@ -123,22 +120,21 @@ impl Inputs {
     }
 
     /// The input files: directories expanded, `.nsys-rep` reports exported, torch.profiler and
-    /// JAX traces translated (each once, then cached).
+    /// JAX traces translated (each once, then cached; several at once, each translation on two
+    /// threads: one parsing, one writing).
     fn paths(&self) -> anyhow::Result<Vec<PathBuf>> {
         let export_dir = self.export_dir.as_deref();
-        self.expanded()?
-            .iter()
-            .map(|p| {
-                if part::is_part(p) {
-                    return Ok(p.clone());
-                }
-                let export = nsys::resolve_input(p, export_dir)?;
-                let read = crate::input::resolve(&export, export_dir)?;
-                crate::output::note_input(&export);
-                crate::output::note_input(&read);
-                Ok(read)
-            })
-            .collect()
+        let resolve = |p: PathBuf| {
+            if part::is_part(&p) {
+                return Ok(p);
+            }
+            let export = nsys::resolve_input(&p, export_dir)?;
+            let read = crate::input::resolve(&export, export_dir)?;
+            crate::output::note_input(&export);
+            crate::output::note_input(&read);
+            Ok(read)
+        };
+        nsys::read_all(self.expanded()?, (self.threads / 2).max(1), resolve)
     }
 
     /// The reports, with each directory replaced by its exports, part files and traces

@@ -278,27 +278,27 @@ impl Translation {
 
 /// Runs `read` on every job, up to `threads` at once; the results come back in the order of
 /// `jobs`, or the first error in that order.
-pub fn read_all<J: Send, T: Send>(
+pub fn read_all<J: Send, T: Send, E: Send>(
     jobs: Vec<J>,
     threads: usize,
-    read: impl Fn(J) -> Result<T> + Sync,
-) -> Result<Vec<T>> {
+    read: impl Fn(J) -> std::result::Result<T, E> + Sync,
+) -> std::result::Result<Vec<T>, E> {
     read_each(jobs, threads, read).into_iter().collect()
 }
 
 /// Runs `read` on every job, up to `threads` at once; the results come back in the order of
 /// `jobs`.
-pub(crate) fn read_each<J: Send, T: Send>(
+pub(crate) fn read_each<J: Send, T: Send, E: Send>(
     jobs: Vec<J>,
     threads: usize,
-    read: impl Fn(J) -> Result<T> + Sync,
-) -> Vec<Result<T>> {
+    read: impl Fn(J) -> std::result::Result<T, E> + Sync,
+) -> Vec<std::result::Result<T, E>> {
     let count = jobs.len();
     if threads <= 1 || count <= 1 {
         return jobs.into_iter().map(read).collect();
     }
     let queue = std::sync::Mutex::new(jobs.into_iter().enumerate());
-    let results: std::sync::Mutex<Vec<Option<Result<T>>>> =
+    let results: std::sync::Mutex<Vec<Option<std::result::Result<T, E>>>> =
         std::sync::Mutex::new((0..count).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..threads.min(count) {
