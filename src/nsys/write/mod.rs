@@ -1,13 +1,15 @@
 //! Writing an export in nsys's schema: the tables of `ddl.rs`, created lazily as nsys does, rows
-//! inserted through cached statements in one transaction, the file built under a temporary name
-//! and renamed when complete. The reading layer's own writer: the translation of torch.profiler
-//! and JAX traces (`input::export`) and the generator (`synth`) both write through it.
+//! inserted through cached statements in one transaction on a thread of their own (the `worker`
+//! module), the file built under a temporary name and renamed when complete. The reading
+//! layer's own writer: the translation of torch.profiler and JAX traces (`input::export`) and
+//! the generator (`synth`) both write through it.
 
 mod ddl;
+mod worker;
 
 use super::GlobalId;
 use super::tables::{NVTX, RUNTIME};
-use crate::hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use crate::hash::{FxBuildHasher, FxHashSet};
 use anyhow::{Context, Result};
 pub use ddl::{PRODUCT_VERSION, SCHEMA_VERSION};
 use indexmap::IndexSet;
@@ -19,12 +21,11 @@ pub const NVTX_PUSH_POP: i64 = 59;
 
 /// A node's export being written.
 pub struct ExportWriter {
-    conn: Connection,
+    worker: worker::Worker,
     output: crate::output::Output,
     path: PathBuf,
     strings: IndexSet<String, FxBuildHasher>,
     created: FxHashSet<&'static str>,
-    statements: FxHashMap<(&'static str, &'static str), String>,
 }
 
 impl ExportWriter {
@@ -37,14 +38,16 @@ impl ExportWriter {
             path.display()
         );
         let conn = Connection::open(output.path())?;
-        conn.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;")?;
+        // Large pages: fewer of them to write, for rows appended in rowid order.
+        conn.execute_batch(
+            "PRAGMA page_size = 65536; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;",
+        )?;
         Ok(ExportWriter {
-            conn,
+            worker: worker::Worker::start(conn),
             output,
             path: path.to_path_buf(),
             strings: IndexSet::default(),
             created: FxHashSet::default(),
-            statements: FxHashMap::default(),
         })
     }
 
@@ -67,15 +70,7 @@ impl ExportWriter {
         if self.created.insert(table) {
             self.create_table(table)?;
         }
-        let sql = self.statements.entry((table, columns)).or_insert_with(|| {
-            let marks = vec!["?"; values.len()].join(",");
-            format!("INSERT INTO {table} ({columns}) VALUES ({marks})")
-        });
-        self.conn
-            .prepare_cached(sql)?
-            .execute(values)
-            .with_context(|| format!("inserting into {table}"))?;
-        Ok(())
+        self.worker.insert(table, columns, values)
     }
 
     /// A CUDA API call of thread `(pid, tid)` (`CUPTI_ACTIVITY_KIND_RUNTIME`; `class` 0 runtime,
@@ -153,47 +148,17 @@ impl ExportWriter {
 
     /// Runs one SQL statement with `values` on the export being written (an update of rows
     /// already inserted).
-    pub fn execute(&self, sql: &str, values: &[&dyn ToSql]) -> Result<()> {
-        self.conn
-            .prepare_cached(sql)?
-            .execute(values)
-            .with_context(|| format!("running {sql}"))?;
-        Ok(())
+    pub fn execute(&mut self, sql: &str, values: &[&dyn ToSql]) -> Result<()> {
+        self.worker.execute(sql, values)
     }
 
-    fn create_table(&self, table: &str) -> Result<()> {
+    fn create_table(&mut self, table: &str) -> Result<()> {
         let spec = ddl::TABLES
             .iter()
             .find(|(name, _)| *name == table)
             .with_context(|| format!("no schema for table {table}"))?;
-        self.conn
-            .execute_batch(&ddl::create_table(table, &ddl::columns(spec.1)))?;
-        Ok(())
-    }
-
-    fn write_enums(&self) -> Result<()> {
-        let enum_columns = ddl::columns("id INTEGER NN PK, name TEXT, label TEXT");
-        let mut insert = None;
-        for line in ddl::ENUMS.lines().filter(|l| !l.is_empty()) {
-            let fields: Vec<&str> = line.split('\t').collect();
-            match fields.as_slice() {
-                [table] => {
-                    self.conn
-                        .execute_batch(&ddl::create_table(table, &enum_columns))?;
-                    insert = Some(format!("INSERT INTO {table} VALUES (?, ?, ?)"));
-                }
-                [id, name, label] => {
-                    let sql = insert.as_deref().context("enum row before its table")?;
-                    self.conn.prepare_cached(sql)?.execute(rusqlite::params![
-                        id.parse::<i64>()?,
-                        name,
-                        label
-                    ])?;
-                }
-                _ => anyhow::bail!("malformed enum line {line:?}"),
-            }
-        }
-        Ok(())
+        self.worker
+            .ddl(ddl::create_table(table, &ddl::columns(spec.1)))
     }
 
     /// Writes `StringIds` and the ENUM tables, commits, and renames the file into place.
@@ -202,10 +167,36 @@ impl ExportWriter {
         for (id, value) in strings.iter().enumerate() {
             self.insert("StringIds", "id, value", &[&(id as i64), value])?;
         }
-        self.write_enums()?;
-        self.conn.execute_batch("COMMIT;")?;
-        drop(self.conn);
+        let conn = self.worker.finish()?;
+        write_enums(&conn)?;
+        conn.execute_batch("COMMIT;")?;
+        drop(conn);
         self.output.commit()?;
         Ok(self.path)
     }
+}
+
+/// The ENUM tables nsys writes.
+fn write_enums(conn: &Connection) -> Result<()> {
+    let enum_columns = ddl::columns("id INTEGER NN PK, name TEXT, label TEXT");
+    let mut insert = None;
+    for line in ddl::ENUMS.lines().filter(|l| !l.is_empty()) {
+        let fields: Vec<&str> = line.split('\t').collect();
+        match fields.as_slice() {
+            [table] => {
+                conn.execute_batch(&ddl::create_table(table, &enum_columns))?;
+                insert = Some(format!("INSERT INTO {table} VALUES (?, ?, ?)"));
+            }
+            [id, name, label] => {
+                let sql = insert.as_deref().context("enum row before its table")?;
+                conn.prepare_cached(sql)?.execute(rusqlite::params![
+                    id.parse::<i64>()?,
+                    name,
+                    label
+                ])?;
+            }
+            _ => anyhow::bail!("malformed enum line {line:?}"),
+        }
+    }
+    Ok(())
 }
