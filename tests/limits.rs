@@ -64,6 +64,78 @@ fn a_session_start_beyond_the_clock_is_an_error_naming_the_field() {
 }
 
 #[test]
+fn a_translation_keeps_its_trace_times_and_names_their_origin() {
+    // The translation writes the trace's own times and names the first one; the reader counts
+    // from it. The export reads as nsys's do: session start + raw time = the event's UTC time.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = kineto_trace(dir.path());
+    let exports = dir.path().join("exports");
+    let args = ["info", "--format", "json", "--export-dir"];
+    let info = |path: &Path| {
+        let mut args = args.to_vec();
+        args.extend([exports.to_str().unwrap(), path.to_str().unwrap()]);
+        let done = with_cache(&dir.path().join("cache"), &args);
+        assert!(done.status.success(), "{}", texts(&done).1);
+        let rows: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+        rows["rows"][0].clone()
+    };
+    let translated = info(&trace);
+    let export = std::fs::read_dir(&exports)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let conn = rusqlite::Connection::open(&export).unwrap();
+    let one = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    let origin = one(
+        "SELECT CAST(value AS INTEGER) FROM META_DATA_EXPORT WHERE name = 'NSYS_LENS_TIME_ORIGIN'",
+    );
+    let first = one(
+        "SELECT min(start) FROM (SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL \
+         SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME UNION ALL SELECT start FROM NVTX_EVENTS \
+         WHERE start IS NOT NULL)",
+    );
+    assert_eq!(origin, first, "the origin is the first event's time");
+    assert!(origin > 0, "the trace's own clock: {origin}");
+    let base = one("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let stated: i64 = text
+        .split("\"baseTimeNanoseconds\": ")
+        .nth(1)
+        .unwrap()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(base, stated, "time 0 is baseTimeNanoseconds");
+    assert_eq!(
+        translated["session_start_utc_ns"],
+        base + origin,
+        "{translated}"
+    );
+    // The export given itself reads the same; a damaged origin is an error naming the row.
+    assert_eq!(
+        info(&export)["session_start_utc_ns"],
+        translated["session_start_utc_ns"]
+    );
+    conn.execute(
+        "UPDATE META_DATA_EXPORT SET value = 'soon' WHERE name = 'NSYS_LENS_TIME_ORIGIN'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let done = nsys_lens(&["info", export.to_str().unwrap()]);
+    let err = texts(&done).1;
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("NSYS_LENS_TIME_ORIGIN") && err.contains("soon"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_kineto_base_time_beyond_the_clock_is_an_error_not_a_wrap() {
     let dir = tempfile::tempdir().unwrap();
     let trace = kineto_trace(dir.path());

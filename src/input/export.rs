@@ -1,13 +1,14 @@
 //! An nsys-schema export written from another profiler's trace.
 //!
-//! Events arrive on the trace's own clock (ns); [`TraceExport::finish`] moves them to times
-//! since the first event (the session start), fills in what only the whole trace knows (the
-//! process that owns the GPU work, the session start in UTC), and writes the metadata tables the
-//! reader needs: session start, host, GPUs, processes, thread names, the rank, and two rows of
+//! Events keep the trace's own clock (ns), written as they arrive; [`TraceExport::finish`] names
+//! the first event's time ([`TIME_ORIGIN`]: the reader counts the report's times from it, so
+//! that no row is rewritten), fills in what only the whole trace knows (the process that owns
+//! the GPU work, the session start in UTC), and writes the metadata tables the reader needs:
+//! session start, host, GPUs, processes, thread names, the rank, and two rows of
 //! `META_DATA_EXPORT` naming the trace the export was translated from.
 
 use super::Format;
-use crate::hash::FxHashMap;
+use crate::hash::{FxHashMap, FxHashSet};
 use crate::nsys::GlobalId;
 use crate::nsys::write::{ExportWriter, NVTX_PUSH_POP, SCHEMA_VERSION};
 use anyhow::Result;
@@ -20,6 +21,10 @@ use std::path::{Path, PathBuf};
 pub const SOURCE_FORMAT: &str = "NSYS_LENS_SOURCE_FORMAT";
 /// `META_DATA_EXPORT` row naming the file an export was translated from.
 pub const SOURCE_PATH: &str = "NSYS_LENS_SOURCE_PATH";
+/// `META_DATA_EXPORT` row naming the raw time a translation's events count from (its first
+/// event's): the reader subtracts it from every time. `TARGET_INFO_SESSION_START_TIME` gives the
+/// UTC time of the raw time 0, so that the file reads as nsys's own exports do elsewhere.
+pub const TIME_ORIGIN: &str = "NSYS_LENS_TIME_ORIGIN";
 /// `META_DATA_EXPORT` row counting the trace's events of kinds not translated
 /// (`kind=count`, one per line).
 pub const UNTRANSLATED: &str = "NSYS_LENS_UNTRANSLATED";
@@ -27,7 +32,7 @@ pub const UNTRANSLATED: &str = "NSYS_LENS_UNTRANSLATED";
 /// Times above this are UTC epoch ns (after 1973), not times since a start.
 const EPOCH_NS: i64 = 100_000_000_000_000_000;
 
-use crate::nsys::tables::{KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, SYNC};
+use crate::nsys::tables::{KERNEL, MEMCPY, MEMSET, NVTX, SYNC};
 
 /// The session start of a trace whose times count from `base` (Kineto's
 /// `baseTimeNanoseconds`, UTC ns) and whose first event is at `first`: an error naming the
@@ -45,8 +50,6 @@ fn session_start(base: i64, first: i64) -> Result<i64> {
 
 /// Tables of GPU work, whose owning process is known only at the end.
 const GPU_TABLES: [&str; 4] = [KERNEL, MEMCPY, MEMSET, SYNC];
-/// Every event table a translation writes.
-const EVENT_TABLES: [&str; 6] = [KERNEL, MEMCPY, MEMSET, SYNC, RUNTIME, NVTX];
 
 /// `VM id 1` as serialised in `vmId` columns.
 const VM_ID: i64 = 1 << 48;
@@ -60,7 +63,7 @@ const NCCL_DOMAIN: i64 = 1;
 macro_rules! gpu_columns {
     ($rest:literal) => {
         concat!(
-            "start, end, deviceId, contextId, streamId, correlationId, ",
+            "start, end, deviceId, contextId, streamId, correlationId, globalPid, ",
             $rest
         )
     };
@@ -130,6 +133,12 @@ pub struct TraceExport {
     gpus: BTreeMap<u32, String>,
     /// API calls per process: the process with most owns the GPU work.
     calls: FxHashMap<u32, u64>,
+    /// The process with most API calls so far, and how many.
+    busiest: Option<(u64, u32)>,
+    /// The owners GPU rows were written with.
+    owners: FxHashSet<u32>,
+    /// Each kernel name's short name, by string id.
+    short_names: FxHashMap<i64, i64>,
     /// Kernels so far (each one's `gridId`).
     grids: i64,
     /// Whether NCCL's NVTX domain was created.
@@ -147,6 +156,9 @@ impl TraceExport {
             thread_names: BTreeMap::new(),
             gpus: BTreeMap::new(),
             calls: FxHashMap::default(),
+            busiest: None,
+            owners: FxHashSet::default(),
+            short_names: FxHashMap::default(),
             grids: 0,
             nccl_domain: false,
         })
@@ -170,16 +182,23 @@ impl TraceExport {
         extra: &[&dyn ToSql],
     ) -> Result<()> {
         self.saw(start);
-        let mut values: Vec<&dyn ToSql> = vec![
+        let main = self.main_pid();
+        self.owners.insert(main);
+        let owner = GlobalId::encode(main, 0);
+        let common: [&dyn ToSql; 7] = [
             &start,
             &end,
             &place.device,
             &place.context,
             &place.stream,
             &place.correlation,
+            &owner,
         ];
-        values.extend_from_slice(extra);
-        self.writer.insert(table, columns, &values)
+        let mut values: [&dyn ToSql; 24] = [&rusqlite::types::Null; 24];
+        let n = common.len() + extra.len();
+        values[..common.len()].copy_from_slice(&common);
+        values[common.len()..n].copy_from_slice(extra);
+        self.writer.insert(table, columns, &values[..n])
     }
 
     /// A kernel named `name` (its demangled name; the short name is derived).
@@ -191,7 +210,13 @@ impl TraceExport {
         shape: &KernelShape,
     ) -> Result<()> {
         let demangled = self.writer.string(name);
-        let short = self.writer.string(short_name(name));
+        let short = match self.short_names.get(&demangled) {
+            Some(&short) => short,
+            None => {
+                let short = self.writer.string(short_name(name));
+                *self.short_names.entry(demangled).or_insert(short)
+            }
+        };
         let [gx, gy, gz] = shape.grid;
         let [bx, by, bz] = shape.block;
         let columns = gpu_columns!(
@@ -259,7 +284,12 @@ impl TraceExport {
     ) -> Result<()> {
         self.saw(start);
         self.cpu(pid);
-        *self.calls.entry(pid).or_default() += 1;
+        let calls = self.calls.entry(pid).or_default();
+        *calls += 1;
+        let rank = |(n, pid): (u64, u32)| (n, std::cmp::Reverse(pid));
+        if self.busiest.is_none_or(|b| rank((*calls, pid)) > rank(b)) {
+            self.busiest = Some((*calls, pid));
+        }
         let class = i64::from(driver);
         self.writer
             .api_call((start, end), (pid, tid), correlation, name, class)
@@ -347,14 +377,12 @@ impl TraceExport {
         self.gpus.insert(device, name.to_string());
     }
 
-    /// The process with the most API calls (else the first with events): the owner of the GPU
-    /// work, which traces record on per-device pseudo-processes.
+    /// The process with the most API calls (else the first with events; on a tie the lowest
+    /// pid) so far: the owner of the GPU work, which traces record on per-device
+    /// pseudo-processes. Rows written before the end may name another, corrected by
+    /// [`TraceExport::finish`].
     fn main_pid(&self) -> u32 {
-        let busiest = self
-            .calls
-            .iter()
-            .max_by_key(|&(pid, n)| (*n, std::cmp::Reverse(*pid)))
-            .map(|(&pid, _)| pid);
+        let busiest = self.busiest.map(|(_, pid)| pid);
         busiest
             .or_else(|| self.processes.first().copied())
             .unwrap_or(0)
@@ -371,20 +399,18 @@ impl TraceExport {
         };
         let main = self.main_pid();
         let owner = GlobalId::encode(main, 0);
-        for table in GPU_TABLES.into_iter().filter(|t| self.writer.has_table(t)) {
-            let sql = format!("UPDATE {table} SET globalPid = ?");
+        let rewrite = self.owners.iter().any(|&o| o != main);
+        let tables: Vec<&str> = (GPU_TABLES.into_iter())
+            .filter(|t| rewrite && self.writer.has_table(t))
+            .collect();
+        for table in tables {
+            let sql = format!("UPDATE {table} SET globalPid = ?1 WHERE globalPid IS NOT ?1");
             self.writer.execute(&sql, &[&owner])?;
         }
-        for table in EVENT_TABLES
-            .into_iter()
-            .filter(|t| self.writer.has_table(t))
-        {
-            let sql = format!("UPDATE {table} SET start = start - ?1, end = end - ?1");
-            self.writer.execute(&sql, &[&first])?;
-        }
+        // The UTC time of the raw time 0: `baseTimeNanoseconds`, or the epoch for epoch times.
         let utc = match facts.base_ns {
-            Some(base) => Some(session_start(base, first)?),
-            None => (first > EPOCH_NS).then_some(first),
+            Some(base) => Some(session_start(base, first).map(|_| base)?),
+            None => (first > EPOCH_NS).then_some(0),
         };
         if let Some(utc) = utc {
             let iso = crate::time::utc_iso(utc)[..19].to_string();
@@ -402,6 +428,7 @@ impl TraceExport {
             ("EXPORT_PARAM_TIME_NORMALIZE", "false".to_string()),
             (SOURCE_FORMAT, format.id().to_string()),
             (SOURCE_PATH, source.display().to_string()),
+            (TIME_ORIGIN, first.to_string()),
             (UNTRANSLATED, untranslated(&facts.skipped)),
         ];
         for (name, value) in &export {

@@ -529,7 +529,7 @@ impl<S: Sink> Builder<S> {
         let host = self.host(&meta.hostname, id);
         self.report_hosts.push(host);
         let clock = Clock {
-            offset: mapping.offset,
+            offset: mapping.offset - report.time_origin(),
         };
         let mut warnings = report.warnings().clone();
         let mut span = Span::default();

@@ -6,7 +6,9 @@ use super::ids::GlobalId;
 use super::schema::{Column, Fields, Schema, opt, req};
 use super::strings::{StringRef, StringResolver};
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::input::export::{SOURCE_FORMAT, SOURCE_PATH, UNTRANSLATED, parse_untranslated};
+use crate::input::export::{
+    SOURCE_FORMAT, SOURCE_PATH, TIME_ORIGIN, UNTRANSLATED, parse_untranslated,
+};
 use crate::model::{ExportMeta, Format, HostGpu, StringId, StringTable, Warning, Warnings};
 use rusqlite::{Connection, OpenFlags};
 use std::io::Read;
@@ -51,6 +53,8 @@ pub struct Report {
     path: PathBuf,
     /// The trace this export was translated from, when it was.
     input: Option<PathBuf>,
+    /// The raw time its events count from ([`TIME_ORIGIN`]; 0 in nsys's own exports).
+    time_origin: i64,
     pub(crate) conn: Connection,
     pub(crate) schema: Schema,
     meta: ExportMeta,
@@ -98,6 +102,7 @@ impl Report {
         let mut report = Report {
             path: path.to_path_buf(),
             input: None,
+            time_origin: 0,
             conn,
             schema,
             meta: ExportMeta::default(),
@@ -113,6 +118,7 @@ impl Report {
         Ok(Report {
             path: self.path.clone(),
             input: self.input.clone(),
+            time_origin: self.time_origin,
             conn: connect(&self.path)?,
             schema: self.schema.clone(),
             meta: self.meta.clone(),
@@ -145,6 +151,13 @@ impl Report {
     /// The file the user gave: the trace a translated export came from, else [`Report::path`].
     pub fn input_path(&self) -> &Path {
         self.input.as_deref().unwrap_or(&self.path)
+    }
+
+    /// The raw time the report's events count from: a translation keeps its trace's own times
+    /// and names the first event's ([`TIME_ORIGIN`]), which the reader subtracts from every time;
+    /// 0 for nsys's own exports.
+    pub fn time_origin(&self) -> i64 {
+        self.time_origin
     }
 
     /// What the export says about itself.
@@ -229,6 +242,24 @@ impl Report {
             "EXPORT_META_DATA"
         };
         let kv = self.key_values(table)?;
+        if let Some(origin) = kv.get(TIME_ORIGIN) {
+            self.time_origin = origin.parse().map_err(|_| Error::BadValue {
+                path: self.path.clone(),
+                table: "META_DATA_EXPORT",
+                row: 0,
+                column: TIME_ORIGIN,
+                problem: format!("is {origin:?}, not a time in ns"),
+            })?;
+            let limit = super::events::TIME_LIMIT;
+            if !(-limit..=limit).contains(&self.time_origin) {
+                return Err(Error::OutOfRange {
+                    path: self.path.clone(),
+                    field: "META_DATA_EXPORT.NSYS_LENS_TIME_ORIGIN",
+                    value: self.time_origin,
+                    expected: "a time within ±2^61 ns",
+                });
+            }
+        }
         let schema_version = kv.get("EXPORT_SCHEMA_VERSION").cloned();
         if let Some(version) = &schema_version
             && is_newer_schema(version)
@@ -293,13 +324,14 @@ impl Report {
                 Ok(())
             })?;
             if let Some(t) = first {
-                return Ok(t > 100_000_000_000_000_000);
+                return Ok(t.saturating_sub(self.time_origin) > 100_000_000_000_000_000);
             }
         }
         Ok(false)
     }
 
-    /// The session start (UTC epoch ns) and its text; a start outside the merged clock's range
+    /// The session start (UTC epoch ns) and its text: that of the report's time 0, or of its
+    /// [`Report::time_origin`] where it names one. A start outside the merged clock's range
     /// (1970 to 2043, [`super::events::TIME_LIMIT`]) is refused, as every time of the report
     /// would be shifted by it.
     fn session_start(&self) -> Result<(Option<i64>, Option<String>)> {
@@ -309,6 +341,15 @@ impl Report {
             found = (f.opt_int()?, f.opt_bytes()?.map(|b| lossy(Some(b))));
             Ok(())
         })?;
+        if self.time_origin != 0
+            && let Some(start) = found.0
+        {
+            let start = start.saturating_add(self.time_origin);
+            found = (
+                Some(start),
+                Some(crate::time::utc_iso(start)[..19].to_string()),
+            );
+        }
         if let Some(start) = found.0
             && !(0..super::events::TIME_LIMIT).contains(&start)
         {

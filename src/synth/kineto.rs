@@ -189,41 +189,10 @@ impl Sink<'_> {
         self.to(s.process, &event)
     }
 
+    /// Every event, in the order torch.profiler writes them: the CPU's ranges and operators
+    /// first, then the runtime calls, then the GPU's work.
     fn events(&mut self) -> Result<()> {
         let t = self.timeline;
-        for k in &t.kernels {
-            let extra = json!({"registers per thread": k.registers,
-                "shared memory": k.static_shared + k.dynamic_shared,
-                "grid": k.grid, "block": k.block});
-            let name = ("kernel", t.text(k.name));
-            self.gpu_op(k.stream, name, (k.start, k.end), k.correlation, extra)?;
-        }
-        for m in &t.memcpys {
-            let name = ("gpu_memcpy", copy_name(m.copy_kind));
-            let extra = json!({"bytes": m.bytes});
-            self.gpu_op(m.stream, name, (m.start, m.end), m.correlation, extra)?;
-        }
-        for m in &t.memsets {
-            let name = ("gpu_memset", "Memset (Device)");
-            let extra = json!({"bytes": m.bytes});
-            self.gpu_op(m.stream, name, (m.start, m.end), m.correlation, extra)?;
-        }
-        for a in &t.api_calls {
-            let thread = t.thread(a.thread);
-            let cat = if a.class == 1 {
-                "cuda_driver"
-            } else {
-                "cuda_runtime"
-            };
-            let (ts, dur) = times(a.start, a.end);
-            let pid = t.process(thread.process).pid;
-            // torch.profiler names the call as Nsight does (`cudaLaunchKernel`, no `_v7000`).
-            let name = crate::model::split_api_version(t.text(a.name)).0;
-            let event = json!({"ph": "X", "cat": cat, "name": name, "pid": pid,
-                "tid": thread.tid, "ts": ts, "dur": dur,
-                "args": {"correlation": a.correlation}});
-            self.to(thread.process, &event)?;
-        }
         self.collective_ranges()?;
         self.gemm_operators()?;
         // torch.profiler records the framework's ranges (record_function), not NCCL's own.
@@ -243,6 +212,39 @@ impl Sink<'_> {
             let event = json!({"ph": "X", "cat": "user_annotation", "name": t.text(n.text),
                 "pid": pid, "tid": thread.tid, "ts": ts, "dur": dur});
             self.to(thread.process, &event)?;
+        }
+        for a in &t.api_calls {
+            let thread = t.thread(a.thread);
+            let cat = if a.class == 1 {
+                "cuda_driver"
+            } else {
+                "cuda_runtime"
+            };
+            let (ts, dur) = times(a.start, a.end);
+            let pid = t.process(thread.process).pid;
+            // torch.profiler names the call as Nsight does (`cudaLaunchKernel`, no `_v7000`).
+            let name = crate::model::split_api_version(t.text(a.name)).0;
+            let event = json!({"ph": "X", "cat": cat, "name": name, "pid": pid,
+                "tid": thread.tid, "ts": ts, "dur": dur,
+                "args": {"correlation": a.correlation}});
+            self.to(thread.process, &event)?;
+        }
+        for k in &t.kernels {
+            let extra = json!({"registers per thread": k.registers,
+                "shared memory": k.static_shared + k.dynamic_shared,
+                "grid": k.grid, "block": k.block});
+            let name = ("kernel", t.text(k.name));
+            self.gpu_op(k.stream, name, (k.start, k.end), k.correlation, extra)?;
+        }
+        for m in &t.memcpys {
+            let name = ("gpu_memcpy", copy_name(m.copy_kind));
+            let extra = json!({"bytes": m.bytes});
+            self.gpu_op(m.stream, name, (m.start, m.end), m.correlation, extra)?;
+        }
+        for m in &t.memsets {
+            let name = ("gpu_memset", "Memset (Device)");
+            let extra = json!({"bytes": m.bytes});
+            self.gpu_op(m.stream, name, (m.start, m.end), m.correlation, extra)?;
         }
         Ok(())
     }
