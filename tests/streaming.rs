@@ -197,6 +197,8 @@ fn stream_level_outputs(
         };
         vec![
             json(query::overlap(loaded, &selection)),
+            json(query::idle(loaded, &selection, 10_000)),
+            json(query::idle(loaded, &selection, 1_000_000)),
             json(query::streams(loaded, &selection)),
             json(query::collectives(
                 loaded,

@@ -20,7 +20,7 @@ pub struct Args {
 
 /// Prints GPU idle time per stream, split by cause, and the longest gaps.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
-    let output = query::idle(&timeline, &args.r.selection()?, args.launch_gap)?;
-    args.r.common.print(&output)
+    let launch_gap = args.launch_gap;
+    args.r
+        .print_query(|loaded, selection| query::idle(loaded, selection, launch_gap))
 }

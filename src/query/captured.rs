@@ -8,16 +8,17 @@
 
 use crate::analysis::bubbles::Computing;
 use crate::analysis::collectives::WHOLE;
+use crate::analysis::idle::{Gap, GapContext, GapWitness, IdleTally, StreamIdle};
 use crate::analysis::kernels::{KernelTally, Namer, RankKernels, UnclassifiedShare};
 use crate::analysis::metrics::{MetricSummary, MetricTally};
 use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMSET};
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
 use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
-use crate::hash::FxHashSet;
+use crate::hash::{FxHashMap, FxHashSet};
 use crate::input::capture::{Captures, Joined};
 use crate::model::records::Fits;
-use crate::model::{ApiCall, Kernel, Ns, ProcessId, StreamId};
+use crate::model::{ApiCall, Kernel, Ns, ProcessId, StreamId, ThreadId};
 use crate::nsys::Moved;
 use crate::report::RankWindow;
 use crate::spill::{Record, Sorted};
@@ -320,9 +321,153 @@ fn each<T: Record + Moved + Fits>(
     sorted: &Sorted<T>,
     mut f: impl FnMut(T),
 ) -> crate::nsys::Result<()> {
-    for event in sorted.iter() {
-        let event = event.and_then(|e| part.checked(e));
-        f(event.map_err(|cause| part.error(cause))?);
+    for event in moved(part, sorted) {
+        f(event?);
     }
     Ok(())
+}
+
+/// Every event of `sorted`, in order, moved onto the merged timeline.
+fn moved<'p, T: Record + Moved + Fits>(
+    part: &'p Joined,
+    sorted: &'p Sorted<T>,
+) -> impl Iterator<Item = crate::nsys::Result<T>> + 'p {
+    (sorted.iter()).map(|event| {
+        let event = event.and_then(|e| part.checked(e));
+        event.map_err(|cause| part.error(cause))
+    })
+}
+
+/// Hands `f` every GPU operation of every capture with its process, each capture's in start
+/// order: its kernels, copies, sets and graph launches merged.
+fn operations_in_order(
+    (captures, activity): (&Captures, &Activity),
+    mut f: impl FnMut(ProcessId, &Operation),
+) -> crate::nsys::Result<()> {
+    type Kind<'p> = Box<dyn Iterator<Item = crate::nsys::Result<Operation>> + 'p>;
+    let timeline = activity.timeline;
+    for part in &captures.parts {
+        let e = &part.events;
+        let other = |family| {
+            move |(stream, start, end, correlation)| {
+                Operation::Other((stream, (start, end), correlation), family)
+            }
+        };
+        let (memcpy, memset, graph) = (other(MEMCPY), other(MEMSET), other(CUDA_GRAPH));
+        let mut kinds: [Kind; 4] = [
+            Box::new(moved(part, &e.kernels).map(|k| k.map(Operation::Kernel))),
+            Box::new(
+                moved(part, &e.memcpys)
+                    .map(move |m| m.map(|m| memcpy((m.stream, m.start, m.end, m.correlation)))),
+            ),
+            Box::new(
+                moved(part, &e.memsets)
+                    .map(move |m| m.map(|m| memset((m.stream, m.start, m.end, m.correlation)))),
+            ),
+            Box::new(
+                moved(part, &e.graph_launches)
+                    .map(move |g| g.map(|g| graph((g.stream, g.start, g.end, g.correlation)))),
+            ),
+        ];
+        let mut heads = Vec::with_capacity(kinds.len());
+        for kind in &mut kinds {
+            heads.push(kind.next().transpose()?);
+        }
+        loop {
+            let earliest = (heads.iter().enumerate())
+                .filter_map(|(i, head)| Some((head.as_ref()?.span().0, i)))
+                .min();
+            let Some((_, i)) = earliest else { break };
+            let op = heads[i].take().expect("the earliest head");
+            f(timeline.stream(op.stream()).process, &op);
+            heads[i] = kinds[i].next().transpose()?;
+        }
+    }
+    Ok(())
+}
+
+/// Each span's idle time per stream and its gaps ([`crate::analysis::idle::rank_idle`]): one
+/// pass over each capture's GPU operations in start order, then one over the calls for the
+/// launches of the operations after the gaps. What stays in memory is the gaps.
+pub fn idle(
+    (captures, activity): (&Captures, &Activity),
+    spans: &[Span],
+    launch_gap: i64,
+) -> crate::nsys::Result<Vec<(Vec<StreamIdle>, Vec<Gap>)>> {
+    let both = (captures, activity);
+    let slots = slots(activity, spans);
+    let mut tallies: Vec<IdleTally> = spans.iter().map(|&(_, w)| IdleTally::new(w)).collect();
+    operations_in_order(both, |process, op| {
+        for &i in &slots[process.index()] {
+            tallies[i].operation(op.stream(), op.span(), op.correlation());
+        }
+    })?;
+    let mut launches: FxHashMap<(ProcessId, u32), Option<(i64, ThreadId)>> = FxHashMap::default();
+    for (tally, &(process, _)) in tallies.iter_mut().zip(spans) {
+        launches.extend(tally.launches_wanted().map(|c| ((process, c), None)));
+    }
+    // A launch is the earliest call of its correlation id.
+    calls(both, |process, call| {
+        if let Some(launch @ None) = launches.get_mut(&(process, call.correlation)) {
+            *launch = Some((call.start.0, call.thread));
+        }
+    })?;
+    let finished = tallies
+        .into_iter()
+        .zip(spans)
+        .map(|(tally, &(process, _))| {
+            let launch = |c| launches.get(&(process, c)).copied().flatten();
+            tally.finish(activity.timeline, launch, launch_gap)
+        });
+    Ok(finished.collect())
+}
+
+/// What the launching thread was doing during each of each span's `gaps`
+/// ([`crate::analysis::idle::gap_context`]): one pass each over the captures' calls, OS calls
+/// and CPU samples.
+pub fn gap_contexts(
+    (captures, activity): (&Captures, &Activity),
+    spans: &[Span],
+    gaps: &[Vec<Gap>],
+) -> crate::nsys::Result<Vec<Vec<GapContext>>> {
+    let timeline = activity.timeline;
+    // One witness per gap with a launching thread, in the order of the gaps.
+    let mut witnesses: Vec<GapWitness> = Vec::new();
+    for (&(process, _), gaps) in spans.iter().zip(gaps) {
+        for gap in gaps {
+            if let Some(thread) = gap.launcher {
+                witnesses.push(GapWitness::new(process, thread, (gap.start, gap.end)));
+            }
+        }
+    }
+    let mut by_process = vec![Vec::new(); timeline.processes.len()];
+    for (w, witness) in witnesses.iter().enumerate() {
+        by_process[witness.process().index()].push(w);
+    }
+    calls((captures, activity), |process, call| {
+        for &w in &by_process[process.index()] {
+            witnesses[w].call(call);
+        }
+    })?;
+    for part in &captures.parts {
+        each(part, &part.events.os_calls, |o| {
+            for &w in &by_process[timeline.thread(o.thread).process.index()] {
+                witnesses[w].os_call(&o);
+            }
+        })?;
+        each(part, &part.events.samples, |s| {
+            for &w in &by_process[timeline.thread(s.thread).process.index()] {
+                witnesses[w].sample(timeline, &s);
+            }
+        })?;
+    }
+    let mut witnessed = witnesses.into_iter();
+    let mut context = |gap: &Gap| match gap.launcher {
+        Some(_) => (witnessed.next()).map_or_else(GapContext::default, |w| w.finish(activity)),
+        None => GapContext::default(),
+    };
+    Ok(gaps
+        .iter()
+        .map(|g| g.iter().map(&mut context).collect())
+        .collect())
 }

@@ -12,7 +12,7 @@ use crate::analysis::bubbles::{self, ideal_pct, micro_batches, rank_bubbles};
 use crate::analysis::collectives::{
     Collectives, Instance, WHOLE, add_transfers, by_rank, match_classified, match_instances,
 };
-use crate::analysis::idle::{cpu_activity, hottest_frame, os_call, rank_idle};
+use crate::analysis::idle::{Gap, GapContext, StreamIdle, gap_context, rank_idle};
 use crate::analysis::kernels::{rank_kernels, unclassified_share};
 use crate::analysis::metrics::rank_metrics;
 use crate::analysis::mfu::rank_work;
@@ -22,9 +22,7 @@ use crate::classify::layout::{self, PipelineLayout};
 use crate::classify::{self, Activity, Rank, RankStreams, RoleRules, WindowSpec};
 use crate::input::capture::Captures;
 use crate::model::{Ns, ProcessId, Timeline};
-use crate::report::{
-    self, GapContext, Output, RankBreakdown, RankBubbles, RankIdle, RankMetrics, RankWindow,
-};
+use crate::report::{self, Output, RankBreakdown, RankBubbles, RankIdle, RankMetrics, RankWindow};
 use regex::Regex;
 use std::collections::BTreeMap;
 
@@ -501,43 +499,60 @@ fn count_steps(
 /// How many of a rank's longest gaps `idle` lists.
 const LONGEST: usize = 3;
 
+/// A rank's idle streams, and its longest gaps with what the launching thread was doing.
+type MeasuredIdle = (Vec<StreamIdle>, Vec<(Gap, GapContext)>);
+
 /// `idle`: GPU idle time per stream by cause, and each rank's longest gaps; a gap shorter than
 /// `launch_gap` ns after a launch that came in time is launch latency.
-pub fn idle(timeline: &Timeline, selection: &Selection, launch_gap: i64) -> anyhow::Result<Output> {
+pub fn idle<'a>(
+    loaded: impl Into<Loaded<'a>>,
+    selection: &Selection,
+    launch_gap: i64,
+) -> anyhow::Result<Output> {
+    let loaded = loaded.into();
+    let timeline = loaded.timeline();
     let activity = Activity::new(timeline);
-    let classified = selection.classified(&activity)?;
-    let idle: Vec<RankIdle> = classified
-        .iter()
-        .map(|(w, roles)| {
-            let process = w.rank.process;
-            let (streams, mut gaps) = rank_idle(&activity, process, w.bounds, launch_gap);
-            gaps.sort_by_key(|g| std::cmp::Reverse(g.end - g.start));
-            let longest = gaps
-                .into_iter()
-                .take(LONGEST)
-                .map(|g| {
-                    let middle = g.start + (g.end - g.start) / 2;
-                    let context = g.launcher.map_or_else(GapContext::default, |t| GapContext {
-                        cpu: cpu_activity(&activity, process, t, middle),
-                        os_call: os_call(&activity, process, t, middle),
-                        hot_frame: hottest_frame(timeline, t, (g.start, g.end)),
-                    });
-                    (g, context)
-                })
-                .collect();
-            RankIdle {
-                window: w.clone(),
-                streams,
-                roles,
-                longest,
-            }
+    let (classified, notes) = selection.measured(loaded, &activity)?;
+    let spans: Vec<captured::Span> = (classified.iter())
+        .map(|(w, _)| (w.rank.process, w.bounds))
+        .collect();
+    let longest = |gaps: Vec<Gap>| {
+        let mut gaps = gaps;
+        gaps.sort_by_key(|g| std::cmp::Reverse(g.end - g.start));
+        gaps.truncate(LONGEST);
+        gaps
+    };
+    let measured: Vec<MeasuredIdle> = match loaded {
+        Loaded::Whole(_) => (spans.iter())
+            .map(|&(process, window)| {
+                let (streams, gaps) = rank_idle(&activity, process, window, launch_gap);
+                let gaps = longest(gaps).into_iter();
+                let gaps = gaps.map(|g| (g, gap_context(&activity, process, &g)));
+                (streams, gaps.collect())
+            })
+            .collect(),
+        Loaded::Captures(captures) => {
+            let both = (captures, &activity);
+            let idle = captured::idle(both, &spans, launch_gap)?;
+            let (streams, gaps): (Vec<_>, Vec<_>) =
+                idle.into_iter().map(|(s, g)| (s, longest(g))).unzip();
+            let contexts = captured::gap_contexts(both, &spans, &gaps)?;
+            let gaps = gaps.into_iter().zip(contexts);
+            let gaps = gaps.map(|(g, c)| g.into_iter().zip(c).collect());
+            streams.into_iter().zip(gaps).collect()
+        }
+    };
+    let idle: Vec<RankIdle> = (classified.iter())
+        .zip(measured)
+        .map(|((w, roles), (streams, longest))| RankIdle {
+            window: w.clone(),
+            streams,
+            roles,
+            longest,
         })
         .collect();
     let mut output = report::idle_output(timeline, &idle, &selection.rules);
-    let windows = idle.iter().map(|r| &r.window);
-    output
-        .notes
-        .extend(unclassified_warnings(&activity, windows));
+    output.notes.extend(notes);
     Ok(output)
 }
 

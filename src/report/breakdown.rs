@@ -4,6 +4,7 @@ use super::format_seconds;
 use super::ranks::{RankWindow, key_cells, per_rank_output};
 use super::table::{Cell, Output, Table};
 use crate::analysis::bubbles::StepBubble;
+pub use crate::analysis::idle::GapContext;
 use crate::analysis::idle::{Gap, StreamIdle};
 use crate::analysis::kernels::RankKernels;
 use crate::analysis::overlap::percent;
@@ -180,18 +181,6 @@ pub fn unclassified_output(timeline: &Timeline, ranks: &[RankBreakdown]) -> Outp
             .to_string(),
     );
     output
-}
-
-/// What the thread that launched the operation after a gap was doing in the middle of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GapContext {
-    /// The API call it was in, else its innermost NVTX range.
-    pub cpu: Option<String>,
-    /// The innermost OS runtime call it was in (captures with `--trace=osrt`).
-    pub os_call: Option<String>,
-    /// The function its CPU samples hit most often during the gap (captures with CPU
-    /// sampling).
-    pub hot_frame: Option<crate::analysis::idle::HotFrame>,
 }
 
 /// One rank's idle streams and gaps.
