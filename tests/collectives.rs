@@ -59,7 +59,8 @@ fn the_three_node_all_reduce_is_one_instance_with_the_sql_skew_and_straggler() {
 /// Issue 30: the real 2×H100 run's all-to-alls are `SendRecv` kernels (rank 0 launches them on
 /// stream 7, rank 1 on stream 15) inside PyTorch's `nccl:all_to_all` ranges: each one whose
 /// launch is in such a range is one instance of both ranks, with the skew and the last rank an
-/// independent SQL pairing gives (the k-th such kernel of each rank).
+/// independent SQL pairing gives (the k-th such kernel of each rank). The kernels launched
+/// before the capture began are counted in a note.
 #[test]
 fn the_real_all_to_alls_are_matched_across_streams_numbered_apart() {
     let Some(path) = real("nsysai_mfu_2gpu_before_2026.2.1.sqlite") else {
@@ -105,6 +106,25 @@ fn the_real_all_to_alls_are_matched_across_streams_numbered_apart() {
         // One export: its times are the merged clock's.
         assert_eq!(int(&row["first_start_ns"]), a.min(b), "instance {k}");
     }
+    // The NCCL kernels whose launch is not in the export (launched before the capture began)
+    // are said to be left out, by SQL.
+    let unlaunched: i64 = db
+        .query_row(
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s \
+             ON s.id = k.shortName WHERE s.value LIKE 'nccl%' AND NOT EXISTS (SELECT 1 FROM \
+             CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId = k.correlationId \
+             AND r.globalTid >> 24 = k.globalPid >> 24)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(unlaunched > 0);
+    let said = format!("{unlaunched} communication kernel(s) launched before the capture began");
+    let notes = c["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().starts_with(&said)),
+        "{notes:?}"
+    );
 }
 
 /// Collective instances by (members, first arrival), each with (last rank, skew): two

@@ -183,6 +183,10 @@ pub struct Collectives {
     /// collective run as `SendRecv` looks like this when the capture has neither NCCL's NVTX
     /// nor PyTorch's collective ranges.
     pub unnamed_transfers: u64,
+    /// Communication kernels launched before the capture began: their launch, which says which
+    /// collective they carry, is not in it (their role comes from their stream's other
+    /// kernels), so they are in no instance.
+    pub unlaunched: u64,
     /// The processes matched.
     pub processes: usize,
     /// The largest communicator size the collectives' records give, when any.
@@ -256,6 +260,7 @@ fn match_each<'c>(
         for k in &classified.comm {
             let CommKernel { op: Some(op), .. } = k else {
                 out.unnamed_transfers += u64::from(k.evidence == Evidence::KernelName);
+                out.unlaunched += u64::from(k.evidence == Evidence::Stream);
                 continue;
             };
             out.kernels += 1;

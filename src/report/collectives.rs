@@ -109,8 +109,43 @@ fn notes(collectives: &Collectives, instances: &[&Instance]) -> Vec<String> {
     )];
     if collectives.instances.is_empty() {
         notes.push(unmatched(collectives));
+    } else {
+        notes.extend(left_out(collectives));
     }
     notes.push(sizes_note(instances));
+    notes
+}
+
+/// The communication kernels the instances leave out, when some matched.
+fn left_out(collectives: &Collectives) -> Vec<String> {
+    let matched: u64 = (collectives.instances.iter())
+        .map(|i| i.arrivals.len() as u64)
+        .sum();
+    let mut notes = Vec::new();
+    let alone = collectives.kernels.saturating_sub(matched);
+    if alone > 0 {
+        notes.push(format!(
+            "{alone} of the {} collective kernel(s) are in no instance: no other member ran the \
+             same collective at that point (traces that hold only some ranks, or some of each \
+             rank's kernels)",
+            collectives.kernels
+        ));
+    }
+    let n = collectives.unlaunched;
+    if n > 0 {
+        notes.push(format!(
+            "{n} communication kernel(s) launched before the capture began are in no instance: \
+             their launch, which says which collective they carry, is not in the capture"
+        ));
+    }
+    let n = collectives.unnamed_transfers;
+    if n > 0 {
+        notes.push(format!(
+            "{n} point-to-point kernel(s) (SendRecv) are in no instance: nothing around their \
+             launch says which collective they carry (no NCCL NVTX range or framework \
+             collective range)"
+        ));
+    }
     notes
 }
 
