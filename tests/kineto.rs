@@ -636,3 +636,57 @@ fn one_real_rank_alone_is_told_to_bring_its_peers() {
     );
     assert!(notes.iter().any(|n| n.contains(&want)), "{notes:?}");
 }
+
+/// Several traces are translated at once (half as many as `--threads`); the translations and
+/// every table read from them are the same as one at a time.
+#[test]
+fn traces_translated_at_once_read_as_those_translated_one_at_a_time() {
+    let run_dir =
+        crate::util::synth("--preset ddp --nodes 1 --gpus-per-node 4 --steps 3 --format kineto");
+    let mut traces: Vec<PathBuf> = std::fs::read_dir(run_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".json") && !p.ends_with("truth.json"))
+        .collect();
+    traces.sort();
+    assert_eq!(traces.len(), 4, "{traces:?}");
+    let read = |threads: &str| {
+        let cache = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "kernels",
+            "--whole",
+            "--format",
+            "json",
+            "--threads",
+            threads,
+        ];
+        args.extend(traces.iter().map(|p| p.to_str().unwrap()));
+        let kernels = json(cache.path(), &args);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let tables: Vec<String> = files
+            .iter()
+            .map(|f| {
+                let db = rusqlite::Connection::open(f).unwrap();
+                let one = |sql: &str| db.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+                format!(
+                    "{} kernels, {} calls, {} ranges, first {}",
+                    one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"),
+                    one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"),
+                    one("SELECT count(*) FROM NVTX_EVENTS"),
+                    one("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL"),
+                )
+            })
+            .collect();
+        (kernels, tables)
+    };
+    let (alone, alone_tables) = read("1");
+    let (together, together_tables) = read("8");
+    assert_eq!(alone_tables.len(), 4);
+    assert_eq!(alone_tables, together_tables);
+    assert_eq!(alone["rows"], together["rows"]);
+    assert!(alone["rows"].as_array().unwrap().len() > 4);
+}
