@@ -425,3 +425,23 @@ fn more_inputs_than_the_soft_open_file_limit_are_read() {
         texts(&done).0
     );
 }
+
+#[test]
+fn convert_prints_the_reading_warnings_unless_quiet() {
+    let (_dir, path) = damaged_copy(NODE0, "DELETE FROM TARGET_INFO_SESSION_START_TIME");
+    let out = tempfile::tempdir().unwrap();
+    let base = out.path().join("t");
+    let (base, path) = (base.to_str().unwrap(), path.to_str().unwrap());
+    let said = |quiet: bool| {
+        let mut args = vec!["convert", "-o", base, path];
+        if quiet {
+            args.insert(1, "-q");
+        }
+        let done = nsys_lens(&args);
+        let err = texts(&done).1;
+        assert!(done.status.success(), "{err}");
+        err.contains("warning") && err.contains("no session start time")
+    };
+    assert!(said(false), "the warning `overlap` prints");
+    assert!(!said(true), "-q keeps stderr quiet");
+}

@@ -199,14 +199,7 @@ impl Common {
 
     /// Prints the reports' warnings on stderr (unless `-q`).
     fn warn(&self, timeline: &Timeline) {
-        if self.inputs.quiet {
-            return;
-        }
-        for r in &timeline.reports {
-            for message in r.warnings.messages() {
-                eprintln!("nsys-lens: warning: {}: {message}", r.path.display());
-            }
-        }
+        self.inputs.warn(timeline);
     }
 
     /// Prints a result in the chosen format: an empty table too (its header, and notes that

@@ -106,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let rules = RoleRules::load(args.roles.as_deref())?;
     let budget = Budget::new(args.memory_budget);
     let (Captures { light, parts }, inputs) = args.inputs.captures(budget)?;
+    args.inputs.warn(&light);
     let activity = Activity::new(&light);
     let (start_end, anchor) = (args.start.zip(args.end), args.anchor.as_deref());
     let (window, ranks) = ((start_end, anchor, args.steady), args.ranks.as_ref());

@@ -100,6 +100,18 @@ impl Inputs {
         super::progress::Progress::reading(what, self.quiet)
     }
 
+    /// Prints the reports' warnings on stderr (unless `-q`).
+    pub fn warn(&self, timeline: &Timeline) {
+        if self.quiet {
+            return;
+        }
+        for r in &timeline.reports {
+            for message in r.warnings.messages() {
+                eprintln!("nsys-lens: warning: {}: {message}", r.path.display());
+            }
+        }
+    }
+
     /// Threads that read (`--threads`, else one per core).
     pub fn threads(&self) -> usize {
         self.threads.map_or_else(
