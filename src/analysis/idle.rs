@@ -360,8 +360,15 @@ pub fn gap_context(activity: &Activity, process: ProcessId, gap: &Gap) -> GapCon
         return GapContext::default();
     };
     let mut witness = GapWitness::new(process, thread, (gap.start, gap.end));
-    activity.api_calls(process).for_each(|c| witness.call(c));
-    activity.os_calls(process).for_each(|o| witness.os_call(o));
+    // Calls in start order: none starting after the middle can hold it.
+    let middle = witness.middle();
+    let by_middle = |start: i64| start <= middle;
+    (activity.api_calls(process))
+        .take_while(|c| by_middle(c.start.0))
+        .for_each(|c| witness.call(c));
+    (activity.os_calls(process))
+        .take_while(|o| by_middle(o.start.0))
+        .for_each(|o| witness.os_call(o));
     let samples = &activity.timeline.samples;
     let first = samples.partition_point(|s| s.time.0 < gap.start);
     for sample in samples[first..].iter().take_while(|s| s.time.0 < gap.end) {

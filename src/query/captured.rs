@@ -281,24 +281,43 @@ fn operations(
     mut f: impl FnMut(ProcessId, &Operation),
 ) -> crate::nsys::Result<()> {
     let timeline = activity.timeline;
-    let mut op = |op: Operation| f(timeline.stream(op.stream()).process, &op);
     for part in &captures.parts {
-        let e = &part.events;
-        each(part, &e.kernels, |k| op(Operation::Kernel(k)))?;
-        let other = |(stream, start, end, correlation), family| {
-            Operation::Other((stream, (start, end), correlation), family)
-        };
-        each(part, &e.memcpys, |m| {
-            op(other((m.stream, m.start, m.end, m.correlation), MEMCPY))
-        })?;
-        each(part, &e.memsets, |m| {
-            op(other((m.stream, m.start, m.end, m.correlation), MEMSET))
-        })?;
-        each(part, &e.graph_launches, |g| {
-            op(other((g.stream, g.start, g.end, g.correlation), CUDA_GRAPH))
-        })?;
+        for op in kinds(part).into_iter().flatten() {
+            let op = op?;
+            f(timeline.stream(op.stream()).process, &op);
+        }
     }
     Ok(())
+}
+
+/// A capture's GPU operations read back, one sequence per kind (kernels, copies, sets, graph
+/// launches), each in start order.
+type Kind<'p> = Box<dyn Iterator<Item = crate::nsys::Result<Operation>> + 'p>;
+
+/// The GPU operations of `part`, by kind ([`Kind`]).
+fn kinds(part: &Joined) -> [Kind<'_>; 4] {
+    let e = &part.events;
+    let other = |family| {
+        move |(stream, start, end, correlation)| {
+            Operation::Other((stream, (start, end), correlation), family)
+        }
+    };
+    let (memcpy, memset, graph) = (other(MEMCPY), other(MEMSET), other(CUDA_GRAPH));
+    [
+        Box::new(moved(part, &e.kernels).map(|k| k.map(Operation::Kernel))),
+        Box::new(
+            moved(part, &e.memcpys)
+                .map(move |m| m.map(|m| memcpy((m.stream, m.start, m.end, m.correlation)))),
+        ),
+        Box::new(
+            moved(part, &e.memsets)
+                .map(move |m| m.map(|m| memset((m.stream, m.start, m.end, m.correlation)))),
+        ),
+        Box::new(
+            moved(part, &e.graph_launches)
+                .map(move |g| g.map(|g| graph((g.stream, g.start, g.end, g.correlation)))),
+        ),
+    ]
 }
 
 /// Hands `f` every CUDA API call of every capture with its process, in start order per capture.
@@ -344,31 +363,9 @@ fn operations_in_order(
     (captures, activity): (&Captures, &Activity),
     mut f: impl FnMut(ProcessId, &Operation),
 ) -> crate::nsys::Result<()> {
-    type Kind<'p> = Box<dyn Iterator<Item = crate::nsys::Result<Operation>> + 'p>;
     let timeline = activity.timeline;
     for part in &captures.parts {
-        let e = &part.events;
-        let other = |family| {
-            move |(stream, start, end, correlation)| {
-                Operation::Other((stream, (start, end), correlation), family)
-            }
-        };
-        let (memcpy, memset, graph) = (other(MEMCPY), other(MEMSET), other(CUDA_GRAPH));
-        let mut kinds: [Kind; 4] = [
-            Box::new(moved(part, &e.kernels).map(|k| k.map(Operation::Kernel))),
-            Box::new(
-                moved(part, &e.memcpys)
-                    .map(move |m| m.map(|m| memcpy((m.stream, m.start, m.end, m.correlation)))),
-            ),
-            Box::new(
-                moved(part, &e.memsets)
-                    .map(move |m| m.map(|m| memset((m.stream, m.start, m.end, m.correlation)))),
-            ),
-            Box::new(
-                moved(part, &e.graph_launches)
-                    .map(move |g| g.map(|g| graph((g.stream, g.start, g.end, g.correlation)))),
-            ),
-        ];
+        let mut kinds = kinds(part);
         let mut heads = Vec::with_capacity(kinds.len());
         for kind in &mut kinds {
             heads.push(kind.next().transpose()?);
@@ -406,12 +403,14 @@ pub fn idle(
     for (tally, &(process, _)) in tallies.iter_mut().zip(spans) {
         launches.extend(tally.launches_wanted().map(|c| ((process, c), None)));
     }
-    // A launch is the earliest call of its correlation id.
-    calls(both, |process, call| {
-        if let Some(launch @ None) = launches.get_mut(&(process, call.correlation)) {
-            *launch = Some((call.start.0, call.thread));
-        }
-    })?;
+    // A launch is the earliest call of its correlation id (no pass when no gap needs one).
+    if !launches.is_empty() {
+        calls(both, |process, call| {
+            if let Some(launch @ None) = launches.get_mut(&(process, call.correlation)) {
+                *launch = Some((call.start.0, call.thread));
+            }
+        })?;
+    }
     let finished = tallies
         .into_iter()
         .zip(spans)
@@ -439,6 +438,12 @@ pub fn gap_contexts(
                 witnesses.push(GapWitness::new(process, thread, (gap.start, gap.end)));
             }
         }
+    }
+    if witnesses.is_empty() {
+        return Ok(gaps
+            .iter()
+            .map(|g| vec![GapContext::default(); g.len()])
+            .collect());
     }
     let mut by_process = vec![Vec::new(); timeline.processes.len()];
     for (w, witness) in witnesses.iter().enumerate() {
