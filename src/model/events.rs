@@ -111,8 +111,11 @@ pub fn split_api_version(name: &str) -> (&str, Option<u32>) {
 
 /// An NVTX range of PyTorch's `emit_nvtx` (`aten::mm, seq = 12, op_id = 345`) split into the
 /// operator's name and the numbers that make each call's text unique: its autograd sequence
-/// number (when it has one) and its op id. Any other text is whole, without numbers.
+/// number (when it has one) and its op id. With shapes (`record_shapes=True`), what follows
+/// (`, sizes = [[4, 5], [5, 6]], input_op_ids = [(3,0)]`) is left out of the name too. Any
+/// other text is whole, without numbers.
 pub fn split_torch_ids(text: &str) -> (&str, Option<u64>, Option<u64>) {
+    let text = text.find(", sizes = [").map_or(text, |at| &text[..at]);
     let number = |tail: &str, key: &str| -> Option<u64> {
         let digits = tail.strip_prefix(key)?;
         digits
@@ -496,6 +499,15 @@ mod tests {
             ("a, op_id = 12x", ("a, op_id = 12x", None, None)),
             ("a, seq = x, op_id = 3", ("a, seq = x", None, Some(3))),
             ("", ("", None, None)),
+            // With shapes, as PyTorch's getNvtxStr writes them.
+            (
+                "aten::mm, seq = 7, op_id = 9, sizes = [[4, 5], [5, 6]], input_op_ids = [(3,0)]",
+                ("aten::mm", Some(7), Some(9)),
+            ),
+            (
+                "aten::mm, sizes = [[4, 5], [5, 6]]",
+                ("aten::mm", None, None),
+            ),
         ];
         for (text, expected) in cases {
             assert_eq!(split_torch_ids(text), expected, "{text}");
