@@ -219,7 +219,8 @@ def main():
             for a in ev.debug_annotations:
                 if state["args"].get(a.name_iid) == "rebase_offset_ns":
                     rebase_offset = a.int_value
-        events[track].append((ts, index, ev.type, ev.counter_value))
+        value = ev.double_counter_value if ev.HasField("double_counter_value") else ev.counter_value
+        events[track].append((ts, index, ev.type, value))
         if ev.HasField("callstack_iid"):
             frames = callstack(ev.callstack_iid, index, state)
             if frames is not None:

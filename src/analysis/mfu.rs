@@ -1,7 +1,7 @@
 //! The work a rank's kernels did per step and family: FLOPs from the operators that launched
 //! them ([`LaunchFlops`]), beside the time they ran, for achieved TFLOP/s and MFU.
 //!
-//! An operator's FLOPs go to the kernels it launched that do the arithmetic (families
+//! An operator's FLOPs (and bytes) go to the kernels it launched that do the arithmetic (families
 //! `gemm_*` and `attention_*`), split evenly; an operator none of whose kernels does (a
 //! split-K GEMM's zeroing memset alone, where the trace lost the GEMM) is counted apart, its
 //! FLOPs not given to another family. A kernel belongs to the step range its launch lies in
@@ -10,7 +10,7 @@
 
 use super::kernels::each_operation;
 use crate::classify::families::FamilyCache;
-use crate::classify::flops::LaunchFlops;
+use crate::classify::flops::{LaunchFlops, Work};
 use crate::classify::{Activity, RankStreams, RoleRules};
 use crate::hash::FxHashMap;
 use crate::model::ProcessId;
@@ -23,6 +23,10 @@ pub struct FamilyWork {
     pub kernels: u64,
     /// Its FLOPs, from the operators that launched them.
     pub flops: f64,
+    /// The bytes those operators move at least, where their inputs' types give them.
+    pub bytes: f64,
+    /// Of its kernels with FLOPs, those whose operator's bytes are unknown.
+    pub without_bytes: u64,
     /// The summed duration of its kernels, ns.
     pub time_ns: i64,
     /// Of its kernels, those that do arithmetic but no counted operator launched: their
@@ -53,8 +57,8 @@ pub fn rank_work(
 ) -> RankWork {
     let launched = LaunchFlops::new(activity, process);
     let mut work: Vec<BTreeMap<String, FamilyWork>> = vec![BTreeMap::new(); steps.len()];
-    // Per counted operator: its FLOPs and its kernels' (step, family) in the step's table.
-    let mut operators: FxHashMap<u32, (f64, Vec<(usize, String)>)> = FxHashMap::default();
+    // Per counted operator: its work and its arithmetic kernels' (step, family).
+    let mut shares: Shares<(usize, String)> = Shares::default();
     let whole = (i64::MIN, i64::MAX);
     each_operation(
         activity,
@@ -70,9 +74,8 @@ pub fn rank_work(
             entry.kernels += 1;
             entry.time_ns += op.span.1 - op.span.0;
             match launched.of(op.correlation) {
-                Some((operator, flops)) => {
-                    let kernels = &mut operators.entry(operator).or_insert((flops, Vec::new())).1;
-                    kernels.push((k, family.to_string()));
+                Some(operator) => {
+                    shares.add(operator, (k, family.to_string()), arithmetic(family));
                 }
                 None if arithmetic(family) => {
                     entry.uncounted.0 += 1;
@@ -82,22 +85,65 @@ pub fn rank_work(
             }
         },
     );
-    let mut without_arithmetic = (0, 0.0);
-    for (flops, kernels) in operators.into_values() {
-        let doing: Vec<&(usize, String)> = kernels.iter().filter(|k| arithmetic(&k.1)).collect();
-        if doing.is_empty() {
-            without_arithmetic.0 += 1;
-            without_arithmetic.1 += flops;
-            continue;
+    let without_arithmetic = shares.share(|(k, family), share| {
+        let entry = work[k].get_mut(&family).expect("counted above");
+        entry.flops += share.flops;
+        match share.bytes {
+            Some(bytes) => entry.bytes += bytes,
+            None => entry.without_bytes += 1,
         }
-        let each = flops / doing.len() as f64;
-        for (k, family) in doing {
-            work[*k].get_mut(family).expect("counted above").flops += each;
-        }
-    }
+    });
     RankWork {
         steps: work,
         without_arithmetic,
+    }
+}
+
+/// Counted operators' work, shared among the arithmetic kernels each launched: the same
+/// attribution for `mfu`'s tables and the traces' achieved-TFLOP/s counters.
+#[derive(Debug)]
+pub struct Shares<K> {
+    /// Per operator (its index): its work and its arithmetic kernels.
+    operators: FxHashMap<u32, (Work, Vec<K>)>,
+}
+
+impl<K> Default for Shares<K> {
+    fn default() -> Self {
+        Shares {
+            operators: FxHashMap::default(),
+        }
+    }
+}
+
+impl<K> Shares<K> {
+    /// A kernel the operator (index, work) launched; it gets a share when it does arithmetic.
+    pub fn add(&mut self, (operator, work): (u32, Work), kernel: K, arithmetic: bool) {
+        let entry = self.operators.entry(operator).or_insert((work, Vec::new()));
+        if arithmetic {
+            entry.1.push(kernel);
+        }
+    }
+
+    /// Each arithmetic kernel with its share of its operator's work (split evenly); returns
+    /// the operators none of whose kernels does arithmetic: how many, and their FLOPs.
+    pub fn share(self, mut each: impl FnMut(K, Work)) -> (u64, f64) {
+        let mut without_arithmetic = (0, 0.0);
+        for (done, kernels) in self.operators.into_values() {
+            if kernels.is_empty() {
+                without_arithmetic.0 += 1;
+                without_arithmetic.1 += done.flops;
+                continue;
+            }
+            let n = kernels.len() as f64;
+            let share = Work {
+                flops: done.flops / n,
+                bytes: done.bytes.map(|b| b / n),
+            };
+            for kernel in kernels {
+                each(kernel, share);
+            }
+        }
+        without_arithmetic
     }
 }
 

@@ -10,6 +10,7 @@ pub mod comm;
 pub mod enclosing;
 pub mod families;
 pub mod flops;
+pub mod inputs;
 pub mod label;
 pub mod layout;
 pub mod mpi;

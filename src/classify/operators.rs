@@ -6,7 +6,7 @@
 
 use super::activity::Activity;
 use crate::hash::FxHashMap;
-use crate::model::{ApiCall, ProcessId, StringId, ThreadId};
+use crate::model::{ApiCall, ProcessId, ThreadId};
 
 /// Per launch (correlation id) of one process: the operator that speaks for it (an index, the
 /// same for every launch of one operator) and what it says.
@@ -19,8 +19,9 @@ pub struct LaunchOperators<T> {
 }
 
 impl<T: Copy> LaunchOperators<T> {
-    /// The launches of `process` inside an operator range for which `says(name, payload)`
-    /// gives something; the innermost such range decides (ranges nest on a thread).
+    /// The launches of `process` inside an operator range for which `says(text, payload)`
+    /// gives something (its payload empty where the range has none: PyTorch's NVTX under nsys
+    /// says it all in its text); the innermost such range decides (ranges nest on a thread).
     pub fn new(
         activity: &Activity,
         process: ProcessId,
@@ -46,7 +47,7 @@ impl<T: Copy> LaunchOperators<T> {
         let timeline = activity.timeline;
         let mut ranges: FxHashMap<ThreadId, Vec<(i64, i64, u32, T)>> = FxHashMap::default();
         for (index, n) in activity.nvtx(process).enumerate() {
-            let (Some(end), false) = (n.end, n.payload == StringId::EMPTY) else {
+            let Some(end) = n.end else {
                 continue;
             };
             let said = says(timeline.text(n.text), timeline.text(n.payload));

@@ -54,6 +54,9 @@ impl LaunchPrecisions {
 fn precision_of() -> impl FnMut(&str, &str) -> Option<&'static str> {
     let mut parsed: FxHashMap<String, Option<&'static str>> = FxHashMap::default();
     move |_, payload| {
+        if payload.is_empty() {
+            return None;
+        }
         if let Some(&family) = parsed.get(payload) {
             return family;
         }

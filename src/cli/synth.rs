@@ -173,6 +173,13 @@ pub struct Args {
     #[arg(long)]
     no_framework_nvtx: bool,
 
+    /// nsys exports carry PyTorch's shape NVTX around every GEMM's and attention kernel's
+    /// launch (`aten::mm, seq = N, op_id = N, sizes = [[M, K], [K, N]]`, as `nsys profile
+    /// --pytorch=autograd-shapes-nvtx` records it), for `mfu`; torch.profiler traces
+    /// (`--format kineto`) always record shapes; truth.json gives each operator's FLOPs.
+    #[arg(long)]
+    shape_nvtx: bool,
+
     /// One rank that arrives late at every collective: RANK:NS starts each of its collectives
     /// NS later (its compute before them runs longer); truth.json says who was last, by how much.
     #[arg(long, value_name = "RANK:NS", value_parser = parse_straggler)]
@@ -341,6 +348,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         launch_ahead: (args.launch_ahead * 1e6).round() as i64,
         name_variety: args.name_variety,
         framework_nvtx: !args.no_framework_nvtx,
+        shape_nvtx: args.shape_nvtx,
         straggler: args.straggler,
         faults: Faults {
             slow_rank: args.slow_rank,

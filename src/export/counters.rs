@@ -2,7 +2,8 @@
 //! compute kernels in flight, communication in flight per kernel role, exposed communication (1
 //! while non-barrier communication runs with no compute), waiting in collectives (1 while
 //! the rank waits for a collective's last member), and on the critical path (1 while a step's
-//! path runs on the rank, as `critical-path` walks it). They are built from the process's classified
+//! path runs on the rank, as `critical-path` walks it), and the FLOP rate of the kernels in flight
+//! (each kernel's FLOPs, as `mfu` shares its operator's, over its time). They are built from the process's classified
 //! NCCL kernels ([`RankStreams`]), the very sets `overlap` measures, and from the collectives
 //! `collectives` matches, so a counter integrated over a window is the table's number.
 //!
@@ -75,6 +76,10 @@ pub struct Counters {
     on_path: Level,
     /// Whether it is on a critical path at all (the counter is drawn).
     on_path_at_all: bool,
+    /// The FLOP rate of its kernels in flight, MFLOP/s (each kernel's FLOPs over its time).
+    achieved: Level,
+    /// Whether any of its kernels has FLOPs (the counter is drawn).
+    achieves_at_all: bool,
     /// Pending changes: (time, +1 or -1, what).
     pending: BinaryHeap<Reverse<(i64, i64, Change)>>,
 }
@@ -85,6 +90,8 @@ enum Change {
     Kernel(Moves),
     Wait,
     OnPath,
+    /// A kernel's FLOP rate (the pending delta), MFLOP/s.
+    Achieved,
 }
 
 /// The values that changed at one time (`None` for those that did not).
@@ -104,6 +111,8 @@ pub struct Changes {
     pub waiting: Option<i64>,
     /// On a step's critical path (1 or 0); never set when the process never is.
     pub on_path: Option<i64>,
+    /// The FLOP rate of the kernels in flight, MFLOP/s; never set when no kernel has FLOPs.
+    pub achieved: Option<i64>,
 }
 
 impl Counters {
@@ -139,6 +148,8 @@ impl Counters {
             waits_at_all: waits.is_some_and(|w| !w.is_empty()),
             on_path: Level::default(),
             on_path_at_all: on_path.is_some_and(|p| !p.is_empty()),
+            achieved: Level::default(),
+            achieves_at_all: !prepared.flops.is_empty(),
             pending,
         })
     }
@@ -158,8 +169,22 @@ impl Counters {
         self.on_path_at_all
     }
 
+    /// Whether any of its kernels has FLOPs (the achieved-TFLOP/s counter is drawn).
+    pub fn achieves(&self) -> bool {
+        self.achieves_at_all
+    }
+
     /// A kernel or graph launch starts (clipped times); its end is due later.
     pub fn add(&mut self, plan: &Plan, prepared: &Prepared, item: &Item) {
+        if let Event::Kernel(k) = item.event
+            && let Some(&flops) = prepared.flops.get(&k.correlation)
+        {
+            // Over the kernel's own time, not its clipped one: FLOPs per ns are GFLOP/s.
+            let rate = (1e3 * flops / (k.end.0 - k.start.0).max(1) as f64).round() as i64;
+            self.apply(Change::Achieved, rate);
+            self.pending
+                .push(Reverse((item.end, -rate, Change::Achieved)));
+        }
         let moves = match item.event {
             Event::Kernel(k) if plan.activity.is_comm_kernel(&k) => {
                 let Some(n) = prepared.streams.comm_at(k.stream, item.start) else {
@@ -215,6 +240,7 @@ impl Counters {
                 .on_path_at_all
                 .then(|| self.on_path.toggled(on_path))
                 .flatten(),
+            achieved: self.achieved.change(),
             roles,
         };
         let any = [
@@ -223,6 +249,7 @@ impl Counters {
             changes.exposed,
             changes.waiting,
             changes.on_path,
+            changes.achieved,
         ]
         .iter()
         .chain(&changes.roles)
@@ -241,6 +268,7 @@ impl Counters {
             }
             Change::Wait => self.waiting.add(delta),
             Change::OnPath => self.on_path.add(delta),
+            Change::Achieved => self.achieved.add(delta),
         }
     }
 }

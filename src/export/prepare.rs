@@ -10,7 +10,10 @@
 use super::Plan;
 use super::stream::{Event, Item, Kinds, Stream};
 use super::syncs::{OpKey, Resolver, SyncLinks};
+use crate::analysis::mfu::{Shares, arithmetic};
 use crate::classify::RankStreams;
+use crate::classify::families::{Families, FamilyCache};
+use crate::classify::flops::LaunchFlops;
 use crate::classify::streams::Usage;
 use crate::hash::FxHashMap;
 use crate::input::capture::Joined;
@@ -42,6 +45,9 @@ pub struct Prepared {
     pub events: (u64, u64),
     /// What its synchronizations waited for.
     pub syncs: SyncLinks,
+    /// The FLOPs of each of its kernels with counted work (`mfu`'s share of its launching
+    /// operator's), by correlation id; empty when no operator records shapes.
+    pub flops: FxHashMap<u32, f64>,
 }
 
 /// A stream's lanes.
@@ -147,6 +153,12 @@ struct Gathering {
     waiting_calls: FxHashMap<u32, ThreadId>,
     /// Whether an API name is a host wait's.
     waits_by_name: FxHashMap<StringId, bool>,
+    /// The operators recording shapes and the calls they made, when any records shapes (the
+    /// other events' pass).
+    operators: Option<LaunchFlops>,
+    /// When operators record shapes: every kernel's correlation id and names (the GPU
+    /// operations' pass).
+    shaped: Option<Vec<(u32, StringId, StringId)>>,
 }
 
 /// First-fit lanes: the end of each lane's last operation.
@@ -221,9 +233,15 @@ fn gather(plan: &Plan, parts: &[&Joined], kinds: Kinds) -> io::Result<Vec<Option
         .iter()
         .map(|e| {
             let report = timeline.process(e.process).report;
-            parts.iter().any(|p| p.report == report).then(|| Gathering {
-                usage: Usage::new(false),
-                ..Gathering::default()
+            parts.iter().any(|p| p.report == report).then(|| {
+                let operators =
+                    Some(LaunchFlops::ranges(plan.activity, e.process)).filter(LaunchFlops::speaks);
+                Gathering {
+                    usage: Usage::new(false),
+                    shaped: operators.as_ref().map(|_| Vec::new()),
+                    operators: operators.filter(|_| kinds == Kinds::Others),
+                    ..Gathering::default()
+                }
             })
         })
         .collect();
@@ -259,6 +277,9 @@ impl Gathering {
             Event::Api(a) => {
                 thread(a.thread, true);
                 self.launches.call(a.correlation);
+                if let Some(operators) = &mut self.operators {
+                    operators.call(&a);
+                }
                 let waits = *(self.waits_by_name.entry(a.name))
                     .or_insert_with(|| waits_on_the_gpu(timeline.text(a.name)));
                 if waits {
@@ -276,6 +297,9 @@ impl Gathering {
             }
             Event::Nvtx(n) => thread(n.thread, true),
             Event::Kernel(k) => {
+                if let Some(shaped) = &mut self.shaped {
+                    shaped.push((k.correlation, k.short_name, k.name));
+                }
                 let comm = plan.activity.is_comm_kernel(&k);
                 self.usage.kernel(&k, comm, span);
                 self.gpu_op(plan, item, (k.stream, k.start.0, k.correlation), k.end.0);
@@ -340,11 +364,34 @@ impl Gathering {
             syncs: self.syncs,
             waiting_calls: others.waiting_calls,
             waits_by_name: FxHashMap::default(),
+            operators: others.operators,
+            shaped: self.shaped,
         }
     }
 
-    fn finish(self, plan: &Plan, exported: &super::Exported) -> Prepared {
+    /// Each shaped kernel's FLOPs, shared as `mfu` shares them ([`Shares`]).
+    fn flops(&mut self, timeline: &crate::model::Timeline) -> FxHashMap<u32, f64> {
+        let mut flops = FxHashMap::default();
+        let (Some(operators), Some(kernels)) = (self.operators.take(), self.shaped.take()) else {
+            return flops;
+        };
+        let families = Families::default();
+        let mut cache = FamilyCache::new(&families, timeline);
+        let mut shares = Shares::default();
+        for (correlation, short, name) in kernels {
+            if let Some(operator) = operators.of(correlation) {
+                shares.add(operator, correlation, arithmetic(cache.kernel(short, name)));
+            }
+        }
+        shares.share(|correlation, share| {
+            flops.insert(correlation, share.flops);
+        });
+        flops
+    }
+
+    fn finish(mut self, plan: &Plan, exported: &super::Exported) -> Prepared {
         let process = exported.process;
+        let flops = self.flops(plan.activity.timeline);
         let calls = &self.waiting_calls;
         let syncs = self.syncs.map_or_else(SyncLinks::default, |r| {
             r.finish(exported.window.1, |c| calls.get(&c).copied())
@@ -373,6 +420,7 @@ impl Gathering {
             launches: self.launches,
             end: self.end,
             events: self.events,
+            flops,
         }
     }
 }

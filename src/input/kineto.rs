@@ -14,7 +14,7 @@
 //! | `cuda_runtime`, `cuda_driver` | a CUDA API call with its correlation id |
 //! | `cuda_sync` | a synchronization |
 //! | `cpu_op` `record_param_comms` with its collective's arguments | an NVTX range of NCCL's domain whose payload is the collective, element counts, dtype and process group (the fields reach the NCCL kernel launched inside, as NCCL's own payloads do) |
-//! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys; an operator's `Input type` and `Input Dims` (`record_shapes=True`) are its payload, `{"Input type": [...], "Input Dims": [...]}`, which give a GEMM launched inside its precision and FLOPs |
+//! | `user_annotation`, `cpu_op` | an NVTX range (`ProfilerStep#N`, `nccl:all_to_all`, ATen operators, `record_param_comms`), in the default domain as PyTorch's `emit_nvtx` gives them under nsys; an operator's `Input type`, `Input Dims` and `Concrete Inputs` (`record_shapes=True`) are its payload, `{"Input type": [...], "Input Dims": [...], "Concrete Inputs": [...]}`, which give a GEMM launched inside its precision and FLOPs |
 //! | `M` events | process, thread and GPU names |
 //!
 //! JAX's Chrome JSON (what xprof writes beside the `XSpace`, and `jax.profiler.trace(...,
@@ -219,6 +219,9 @@ struct Args<'a> {
     /// Its input shapes (`record_shapes=True`), as the JSON gave them.
     #[serde(rename = "Input Dims", borrow)]
     input_dims: Option<&'a RawValue>,
+    /// The values of its scalar and list inputs (`record_shapes=True`), as the JSON gave them.
+    #[serde(rename = "Concrete Inputs", borrow)]
+    concrete_inputs: Option<&'a RawValue>,
     /// JAX's stats, as text.
     #[serde(deserialize_with = "lenient_u32")]
     correlation_id: Option<u32>,
@@ -348,7 +351,11 @@ impl State {
             "cpu_op" if a.input_type.is_some() || a.input_dims.is_some() => {
                 let types = a.input_type.map_or("null", RawValue::get);
                 let dims = a.input_dims.map_or("null", RawValue::get);
-                let json = format!("{{\"Input type\": {types}, \"Input Dims\": {dims}}}");
+                let mut json = format!("{{\"Input type\": {types}, \"Input Dims\": {dims}");
+                if let Some(values) = a.concrete_inputs {
+                    json += &format!(", \"Concrete Inputs\": {}", values.get());
+                }
+                json.push('}');
                 self.export
                     .range_with_payload(span()?, cpu()?, &e.name, &json)?;
             }

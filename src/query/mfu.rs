@@ -7,6 +7,7 @@ use crate::classify::families::{Families, FamilyCache};
 use crate::classify::peaks::{self, Peaks, Precision};
 use crate::classify::{self, Activity, Rank};
 use crate::model::Timeline;
+use crate::report::html::FamilySummary;
 use crate::report::{Cell, Output, Table};
 use crate::time::human_duration;
 
@@ -45,6 +46,9 @@ pub fn mfu(
         "precision",
         "peak_tflops",
         "mfu_pct",
+        "bytes",
+        "intensity",
+        "bound",
     ]);
     let mut notes = Vec::new();
     let (mut uncounted, mut counted_flops) = ((0u64, 0i64), 0.0);
@@ -63,13 +67,14 @@ pub fn mfu(
             (&comm, &selection.rules),
             &mut cache,
         );
-        let (peaks, device) = peaks_of(timeline, &w.rank, options.peak_tflops);
+        let (peaks, device) = peaks_of(timeline, &w.rank);
         notes.push(peak_note(
             &w.rank,
             &device,
             peaks.as_ref(),
             options.peak_tflops,
         ));
+        let hbm_tbps = peaks.map(|p| p.hbm_tbps);
         let peak = |precision: Precision| match options.peak_tflops {
             Some(p) => Some(p),
             None => peaks.map(|p| p.tflops(precision)),
@@ -86,6 +91,8 @@ pub fn mfu(
                 counted_flops += f.flops;
                 all.kernels += f.kernels;
                 all.flops += f.flops;
+                all.bytes += f.bytes;
+                all.without_bytes += f.without_bytes;
                 all.time_ns += f.time_ns;
                 if f.flops == 0.0 && !arithmetic(family) {
                     continue;
@@ -98,6 +105,7 @@ pub fn mfu(
                     step_ns,
                     precision,
                     peak: peak(precision),
+                    hbm_tbps,
                 };
                 table.push(row.cells(w.rank.rank, k));
             }
@@ -108,6 +116,7 @@ pub fn mfu(
                 step_ns,
                 precision,
                 peak: peak(precision),
+                hbm_tbps,
             };
             table.push(row.cells(w.rank.rank, k));
             if let (Some(model), Some(peak)) = (options.model_flops_per_step, peak(precision)) {
@@ -150,6 +159,10 @@ pub fn mfu(
              FLOPs / time_ns (while the family ran), step = FLOPs / step_ns; mfu_pct = FLOPs / \
              (step_ns x peak of the family's precision)"
                 .into(),
+            "bytes: what the operators read and write at least (each tensor once, where the \
+             trace records their types); intensity = FLOPs / bytes; bound = memory below the \
+             GPU's ridge point (peak TFLOP/s / HBM TB/s), else compute"
+                .into(),
         ],
         notes,
         ..Output::default()
@@ -170,7 +183,7 @@ pub(super) fn mean_mfu(
     steps: &[(i64, i64)],
     work: &RankWork,
 ) -> Option<f64> {
-    let peaks = peaks_of(timeline, rank, None).0?;
+    let peaks = peaks_of(timeline, rank).0?;
     let mut total = 0.0;
     for (step, families) in steps.iter().zip(&work.steps) {
         let flops: f64 = families.values().map(|f| f.flops).sum();
@@ -196,6 +209,8 @@ struct Row<'a> {
     step_ns: i64,
     precision: Precision,
     peak: Option<f64>,
+    /// The GPU's HBM bandwidth, TB/s, when the table knows the GPU.
+    hbm_tbps: Option<f64>,
 }
 
 impl Row<'_> {
@@ -228,21 +243,85 @@ impl Row<'_> {
             self.peak.map_or(Cell::Empty, Cell::Number),
             mfu,
         ]
+        .into_iter()
+        .chain(self.roofline())
+        .collect()
+    }
+
+    /// Its bytes, arithmetic intensity (FLOP per byte) and roofline bound, when every kernel
+    /// with FLOPs has its operator's bytes.
+    fn roofline(&self) -> [Cell; 3] {
+        let Some(intensity) = intensity(self.work) else {
+            return [Cell::Empty, Cell::Empty, Cell::Empty];
+        };
+        let bound = bound(intensity, self.peak, self.hbm_tbps);
+        [
+            Cell::Int(self.work.bytes.round() as i64),
+            Cell::Number(intensity),
+            bound.map_or(Cell::Empty, Cell::text),
+        ]
     }
 }
 
+/// A family's FLOPs per byte, when every kernel with FLOPs has its operator's bytes.
+fn intensity(work: &FamilyWork) -> Option<f64> {
+    (work.flops > 0.0 && work.bytes > 0.0 && work.without_bytes == 0)
+        .then(|| work.flops / work.bytes)
+}
+
+/// The roofline's bound at `intensity` FLOP/byte: `memory` below the ridge point (peak TFLOP/s
+/// over HBM TB/s), else `compute`; None without both.
+fn bound(intensity: f64, peak: Option<f64>, hbm_tbps: Option<f64>) -> Option<&'static str> {
+    let (peak, hbm) = (peak?, hbm_tbps.filter(|&h| h > 0.0)?);
+    Some(match intensity < peak / hbm {
+        true => "memory",
+        false => "compute",
+    })
+}
+
+/// The families with FLOPs of `rank` over `steps` (their work in `work`), as `mfu` gives them
+/// summed over the steps.
+pub(super) fn family_summaries(
+    timeline: &Timeline,
+    rank: &Rank,
+    steps: &[(i64, i64)],
+    work: &RankWork,
+) -> Vec<FamilySummary> {
+    let peaks = peaks_of(timeline, rank).0;
+    let step_ns: i64 = steps.iter().map(|s| s.1 - s.0).sum();
+    let mut totals: std::collections::BTreeMap<&str, FamilyWork> = Default::default();
+    for (family, w) in work.steps.iter().flatten() {
+        let total = totals.entry(family).or_default();
+        total.flops += w.flops;
+        total.bytes += w.bytes;
+        total.without_bytes += w.without_bytes;
+        total.time_ns += w.time_ns;
+    }
+    totals
+        .into_iter()
+        .filter(|(_, w)| w.flops > 0.0 && w.time_ns > 0)
+        .map(|(family, w)| {
+            let peak = peaks.map(|p| p.tflops(Precision::of_family(family)));
+            FamilySummary {
+                family: family.to_string(),
+                flops_per_step: w.flops / steps.len().max(1) as f64,
+                tflops: w.flops / w.time_ns as f64 / 1e3,
+                mfu_pct: peak.map(|p| 100.0 * w.flops / (step_ns.max(1) as f64 * p * 1e3)),
+                bound: intensity(&w).and_then(|i| bound(i, peak, peaks.map(|p| p.hbm_tbps))),
+            }
+        })
+        .collect()
+}
+
 /// The peaks of `rank`'s GPU and its name as the trace gives it.
-fn peaks_of(timeline: &Timeline, rank: &Rank, given: Option<f64>) -> (Option<Peaks>, String) {
+fn peaks_of(timeline: &Timeline, rank: &Rank) -> (Option<Peaks>, String) {
     let device = timeline
         .gpus
         .iter()
         .find(|g| g.process == rank.process && rank.device.is_none_or(|d| d == g.device))
         .map(|g| timeline.text(g.name).to_string())
         .unwrap_or_default();
-    match given {
-        Some(_) => (None, device),
-        None => (peaks::of_device(&device), device),
-    }
+    (peaks::of_device(&device), device)
 }
 
 /// What peak a rank is measured against.

@@ -8,7 +8,7 @@ use crate::analysis::align::Alignment;
 use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
 use crate::analysis::collectives::{Instance, RankWaits, by_rank, match_instances};
 use crate::analysis::kernels::rank_kernels;
-use crate::analysis::mfu::{RankWork, rank_work};
+use crate::analysis::mfu::rank_work;
 use crate::analysis::overlap::rank_exposure;
 use crate::analysis::upper_median;
 use crate::classify::families::{Families, FamilyCache};
@@ -226,7 +226,7 @@ fn rank_view(
         .flat_map(|f| f.values())
         .map(|f| f.flops)
         .sum();
-    let flops_by_family = flops_by_family(&work, n);
+    let flops_by_family = super::mfu::family_summaries(timeline, &w.rank, &steps, &work);
     let mfu = (flops > 0.0).then(|| {
         let mfu = super::mfu::mean_mfu(timeline, &w.rank, &steps, &work);
         (flops / n as f64, mfu)
@@ -249,25 +249,6 @@ fn rank_view(
         waits: RankWaits::default(),
         instance_waits: Vec::new(),
     }
-}
-
-/// The families with FLOPs over a rank's `steps` steps: family, FLOPs per step, achieved
-/// TFLOP/s while its kernels ran (as `mfu` gives them).
-fn flops_by_family(work: &RankWork, steps: i64) -> Vec<(String, f64, f64)> {
-    let mut totals: BTreeMap<&str, (f64, i64)> = BTreeMap::new();
-    for (family, w) in work.steps.iter().flatten() {
-        let total = totals.entry(family).or_default();
-        total.0 += w.flops;
-        total.1 += w.time_ns;
-    }
-    totals
-        .into_iter()
-        .filter(|(_, (flops, time))| *flops > 0.0 && *time > 0)
-        .map(|(family, (flops, time))| {
-            let per_step = flops / steps.max(1) as f64;
-            (family.to_string(), per_step, flops / time as f64 / 1e3)
-        })
-        .collect()
 }
 
 /// Compute, exposed communication per role (each exposed moment counted once, for the first

@@ -52,9 +52,9 @@ pub struct RankView {
     pub steps: Vec<(i64, f64)>,
     /// FLOPs per step and the MFU (None without a known peak), when its kernels have FLOPs.
     pub mfu: Option<(f64, Option<f64>)>,
-    /// The families its FLOPs went to: family, FLOPs per step, achieved TFLOP/s while its
-    /// kernels ran.
-    pub flops_by_family: Vec<(String, f64, f64)>,
+    /// The families its FLOPs went to, with their FLOPs per step, achieved TFLOP/s, MFU and
+    /// roofline bound.
+    pub flops_by_family: Vec<FamilySummary>,
     /// Whether it is a stage of a pipeline (else its bubble is idle time, and said so).
     pub pipeline: bool,
     /// Its collectives inside its window, as `collectives --by rank` counts them.
@@ -495,6 +495,21 @@ fn communicator_skews(out: &mut String, skews: &[CommunicatorSkew]) {
     out.push_str("</table>");
 }
 
+/// One family's work over a rank's steps, as the report shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilySummary {
+    /// The family.
+    pub family: String,
+    /// FLOPs per step.
+    pub flops_per_step: f64,
+    /// TFLOP/s while its kernels ran.
+    pub tflops: f64,
+    /// Its FLOPs over the steps' time at its precision's peak, %, when the GPU is known.
+    pub mfu_pct: Option<f64>,
+    /// Its roofline bound, when its bytes and the GPU are known.
+    pub bound: Option<&'static str>,
+}
+
 /// FLOPs per step and MFU per rank, where its kernels have FLOPs.
 fn mfu(out: &mut String, run: &RunView) {
     if run.ranks.iter().all(|r| r.mfu.is_none()) {
@@ -516,16 +531,21 @@ fn mfu(out: &mut String, run: &RunView) {
     }
     out.push_str(
         "</table><table><tr><th class=\"l\">rank</th><th class=\"l\">family</th>\
-         <th>FLOPs per step</th><th>TFLOP/s while it ran</th></tr>",
+         <th>FLOPs per step</th><th>TFLOP/s while it ran</th><th>MFU</th>\
+         <th class=\"l\">bound</th></tr>",
     );
     for r in &run.ranks {
-        for (family, flops, tflops) in &r.flops_by_family {
+        for f in &r.flops_by_family {
+            let mfu = f.mfu_pct.map_or("-".to_string(), |m| format!("{m:.1}%"));
             let _ = write!(
                 out,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{flops:.3e}</td>\
-                 <td>{tflops:.1}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3e}</td>\
+                 <td>{:.1}</td><td>{mfu}</td><td class=\"l\">{}</td></tr>",
                 esc(r.short()),
-                esc(family)
+                esc(&f.family),
+                f.flops_per_step,
+                f.tflops,
+                f.bound.unwrap_or("-")
             );
         }
     }

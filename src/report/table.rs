@@ -110,6 +110,7 @@ pub const COUNT_COLUMNS: &[&str] = &[
     "times_last",
     "collectives_used",
     "bytes",
+    "flops",
 ];
 
 /// What a column holds, from its name.

@@ -8,15 +8,17 @@
 //! around each collective it calls (`nccl:all_reduce`, `nccl:all_to_all`, ...: what NCCL's calls
 //! around the launch show) inside its `record_param_comms` with the collective's arguments
 //! (name, element counts, dtype, group size, process group), an `aten::mm` around each GEMM's
-//! launch with its `Input Dims` and `Input type` as `record_shapes=True` writes them (shapes
-//! whose FLOPs, 2·M·N·K, the kernel's time at 400 TFLOP/s gives), process and thread names,
+//! launch and PyTorch's SDPA operator around each FlashAttention kernel's, with their `Input
+//! Dims`, `Input type` and `Concrete Inputs` as `record_shapes=True` writes them (the
+//! simulator's shapes, `synth::operators`; truth.json gives their FLOPs), process and thread
+//! names,
 //! `distributedInfo` and
 //! `baseTimeNanoseconds` (the earliest session start: every `ts` counts from it, in µs with
 //! three decimals, so no ns is lost).
 
 use super::Generated;
+use super::operators::Operator;
 use super::sim::TorchCall;
-use crate::classify::families::{Families, FamilyCache};
 use crate::classify::nccl_calls::{NcclCalls, Pattern};
 use crate::classify::{Activity, ranks};
 use crate::hash::FxHashMap;
@@ -54,11 +56,21 @@ pub fn write(run: &Generated, dir: &Path) -> Result<Vec<PathBuf>> {
                 .map(move |c| ((host.as_str(), *pid, c.correlation), c))
         })
         .collect();
+    let operators = run
+        .operators
+        .iter()
+        .flat_map(|((host, pid), operators)| {
+            operators
+                .iter()
+                .map(move |o| ((host.as_str(), *pid, o.correlation), o))
+        })
+        .collect();
     let mut sink = Sink {
         timeline: &timeline,
         activity: &activity,
         files,
         torch_calls,
+        operators,
     };
     sink.events()?;
     let mut written = Vec::new();
@@ -154,6 +166,9 @@ struct Sink<'t> {
     files: Vec<Option<RankFile>>,
     /// What PyTorch records of each collective call, by (host, pid, correlation id).
     torch_calls: FxHashMap<(&'t str, u32, u32), &'t TorchCall>,
+    /// The operators around the simulator's GEMM and attention launches, by (host, pid,
+    /// correlation id).
+    operators: FxHashMap<(&'t str, u32, u32), &'t Operator>,
 }
 
 impl Sink<'_> {
@@ -194,7 +209,7 @@ impl Sink<'_> {
     fn events(&mut self) -> Result<()> {
         let t = self.timeline;
         self.collective_ranges()?;
-        self.gemm_operators()?;
+        self.operators()?;
         // torch.profiler records the framework's ranges (record_function), not NCCL's own.
         for n in t.nvtx.iter().filter(|n| n.domain == StringId::EMPTY) {
             // A mark (the rank label) is a range of no length: record_function has no marks.
@@ -284,45 +299,35 @@ impl Sink<'_> {
 }
 
 impl Sink<'_> {
-    /// `aten::mm` around the launch of every GEMM kernel (named so, by the taxonomy), with the
-    /// shapes [`gemm_dims`] gives its time and the input type its family names.
-    fn gemm_operators(&mut self) -> Result<()> {
+    /// The operator around the launch of every GEMM and attention kernel, with the inputs the
+    /// simulator gave it ([`Operator`]) as `record_shapes=True` records them.
+    fn operators(&mut self) -> Result<()> {
         let (t, activity) = (self.timeline, self.activity);
-        let families = Families::default();
-        let mut cache = FamilyCache::new(&families, t);
         for p in 0..t.processes.len() {
             let process = ProcessId(p as u32);
-            let pid = t.process(process).pid;
+            let (pid, host) = (
+                t.process(process).pid,
+                &t.host(t.process(process).host).name,
+            );
             for k in activity.kernels(process) {
-                let family = cache.kernel(k.short_name, k.name);
-                let dtype = match family {
-                    "gemm_bf16_fp16" => "c10::BFloat16",
-                    "gemm_fp32_tf32" => "float",
-                    _ => continue,
+                let Some(op) = self.operators.get(&(host.as_str(), pid, k.correlation)) else {
+                    continue;
                 };
                 let Some(launch) = activity.launch_call(process, k.correlation) else {
                     continue;
                 };
                 let tid = t.thread(launch.thread).tid;
                 let (ts, dur) = times(Ns(launch.start.0 - 500), Ns(launch.end.0 + 500));
-                let args = json!({"Input Dims": gemm_dims(k.end.0 - k.start.0),
-                    "Input type": [dtype, dtype]});
-                let event = json!({"ph": "X", "cat": "cpu_op", "name": "aten::mm",
+                let s = &op.shapes;
+                let args = json!({"Input Dims": s.dims, "Input type": s.types,
+                    "Concrete Inputs": s.values});
+                let event = json!({"ph": "X", "cat": "cpu_op", "name": s.name,
                     "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args});
                 self.to(process, &event)?;
             }
         }
         Ok(())
     }
-}
-
-/// The shapes of a GEMM that runs `ns` at 400 TFLOP/s: `[[4096, K], [K, 4096]]`, K a multiple of
-/// 64 (at least 64).
-pub fn gemm_dims(ns: i64) -> [[i64; 2]; 2] {
-    const SIDE: i64 = 4096;
-    let flops = ns as f64 * 400e3;
-    let k = ((flops / (2.0 * (SIDE * SIDE) as f64) / 64.0).round() as i64).max(1) * 64;
-    [[SIDE, k], [k, SIDE]]
 }
 
 /// The arguments PyTorch records on `record_param_comms` (names and forms as PyTorch 2.x

@@ -16,6 +16,7 @@ pub mod kineto;
 mod memory;
 mod metrics;
 mod node;
+mod operators;
 mod presets;
 mod program;
 mod rng;
@@ -112,6 +113,9 @@ pub struct Options {
     pub name_variety: u32,
     /// The framework's NVTX ranges (rank label, steps, stages); NCCL's own are always written.
     pub framework_nvtx: bool,
+    /// PyTorch's shape NVTX (`--pytorch=autograd-shapes-nvtx`) around every GEMM's and
+    /// attention kernel's launch.
+    pub shape_nvtx: bool,
     /// (rank, ns): that rank starts each of its collectives this much later (it straggles).
     pub straggler: Option<(usize, i64)>,
     /// Slower compute, scaled families, launch-bound CPUs: faults whose cost `critical-path`
@@ -157,6 +161,7 @@ impl Options {
             launch_ahead: 0,
             name_variety: 1,
             framework_nvtx: true,
+            shape_nvtx: false,
             straggler: None,
             faults: Faults::default(),
             seed: 1,
@@ -189,6 +194,8 @@ pub struct Generated {
     pub exports: Vec<PathBuf>,
     /// Per rank: (host name, pid) and its calls.
     pub torch_calls: Vec<((String, u32), Vec<sim::TorchCall>)>,
+    /// Per rank: (host name, pid) and the operators around its GEMM and attention launches.
+    pub operators: Vec<((String, u32), Vec<operators::Operator>)>,
 }
 
 /// Writes `dir/node<i>.sqlite` for every node.
@@ -277,6 +284,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
         openacc: options.openacc,
         nccl_payloads: options.nccl_payloads,
         launch_ahead: options.launch_ahead,
+        shape_nvtx: options.shape_nvtx,
     };
     let schedules = sim::run(
         &workload.programs,
@@ -296,17 +304,21 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
             memory::write(node, place, schedule)?;
         }
     }
-    let torch_calls = schedules
+    let (torch_calls, operators) = schedules
         .into_iter()
         .zip(&places)
-        .map(|(s, p)| ((host_name(p.node), p.pid), s.torch_calls))
-        .collect();
+        .map(|(s, p)| {
+            let who = (host_name(p.node), p.pid);
+            ((who.clone(), s.torch_calls), (who, s.operators))
+        })
+        .unzip();
     Ok(Generated {
         exports: nodes
             .into_iter()
             .map(NodeExport::finish)
             .collect::<Result<_>>()?,
         torch_calls,
+        operators,
     })
 }
 

@@ -8,6 +8,7 @@
 
 use super::kernels::{KernelKind, NCCL_SENDRECV};
 use super::node::{AccRow, DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText, P2pFields};
+use super::operators::{Operator, Shapes};
 use super::program::{Call, GroupId, Groups, Launcher, Op, Program};
 use super::rng::Rng;
 use super::{Faults, MpiTrace};
@@ -72,6 +73,9 @@ pub struct Style {
     pub nccl_payloads: bool,
     /// The GPU starts work at least this many ns after its launch returned (a deep queue).
     pub launch_ahead: i64,
+    /// PyTorch's shape NVTX (`nsys profile --pytorch=autograd-shapes-nvtx`) is written: the
+    /// operator's range with its input sizes around every GEMM's and attention kernel's launch.
+    pub shape_nvtx: bool,
 }
 
 /// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
@@ -164,6 +168,8 @@ pub struct Schedule {
     pub steps: Vec<(i64, i64)>,
     /// The collectives it called as PyTorch records them.
     pub torch_calls: Vec<TorchCall>,
+    /// Every GEMM and attention kernel it ran, with the operator that launched it.
+    pub operators: Vec<Operator>,
 }
 
 impl Style {
@@ -549,7 +555,8 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
         }
         Op::Thread(launcher) => rank.launcher = *launcher,
         Op::Kernel { stream, kind, dur } => {
-            let dur = rank.faulted(*dur, node.family(kind));
+            let nominal = *dur;
+            let dur = rank.faulted(nominal, node.family(kind));
             let (graph, nodes) = (rank.style.cuda_graphs, rank.style.cuda_graph_nodes);
             let api = match graph || nodes {
                 true => "cudaGraphLaunch_v10000",
@@ -558,6 +565,21 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
             let (ready, correlation) = launch(rank, node, api, 0)?;
             let start = ready.max(*rank.stream_free(*stream));
             *rank.stream_free(*stream) = start + dur;
+            if let Some(shapes) = Shapes::of(kind, nominal) {
+                let (launch, end) = rank.last_call;
+                let operator = Operator {
+                    correlation,
+                    launch,
+                    start,
+                    shapes,
+                };
+                if rank.style.shape_nvtx {
+                    let (who, text) = ((rank.place.pid, rank.tid()), operator.nvtx());
+                    let span = (launch - 200, end + 200);
+                    node.nvtx_range(span, who, NvtxText::Inline(&text), 0)?;
+                }
+                rank.schedule.operators.push(operator);
+            }
             let (span, place) = ((start, start + dur), rank.gpu(*stream));
             // One graph per kernel kind, instantiated once; its one node has the same id.
             let id = 1 + kind

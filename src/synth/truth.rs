@@ -9,10 +9,14 @@
 //!   flight) and the exposed communication (communication other than barriers running with no
 //!   compute kernel);
 //! - `steps`: the same busy and pipeline wait per `ProfilerStep#N`, with the bubble (span minus
-//!   busy);
+//!   busy) and the FLOPs of the GEMM and attention kernels launched in it;
 //! - `collectives`: every collective instance with its members' arrivals (kernel starts), the
 //!   last to arrive and the skew (last minus first arrival);
-//! - `transfers`: every point-to-point transfer: sender, receiver, and each kernel's start.
+//! - `transfers`: every point-to-point transfer: sender, receiver, and each kernel's start;
+//! - `operators`: every GEMM and attention kernel with the operator that launched it (`aten::mm`,
+//!   `aten::_scaled_dot_product_flash_attention`, its `_backward`) and that operator's FLOPs
+//!   (from the shapes the Kineto trace and the shape NVTX record), its launch's correlation id,
+//!   and when its launch and the kernel started.
 //!
 //! Pipeline transfers are the kernels whose role is `pp_p2p`, or point-to-point traffic that no
 //! framework evidence names (`p2p`): the definition `bubbles` documents.
@@ -39,6 +43,8 @@ pub struct StepTruth {
     pub bubble_ns: i64,
     /// Of the bubble, the time only pipeline transfers ran, ns.
     pub pp_wait_ns: i64,
+    /// The FLOPs of the GEMM and attention kernels launched in the step (their operators').
+    pub flops: i64,
 }
 
 /// One rank over the whole run.
@@ -93,6 +99,7 @@ pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result
         "kernels": kernels(schedules, places),
         "collectives": collectives(schedules),
         "transfers": schedules.iter().flat_map(|s| &s.transfers).collect::<Vec<_>>(),
+        "operators": operators(schedules),
     });
     let text = serde_json::to_string(&truth)?;
     std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
@@ -228,6 +235,12 @@ pub fn steps(schedules: &[Schedule]) -> Vec<StepTruth> {
                 busy_ns,
                 bubble_ns: end - start - busy_ns,
                 pp_wait_ns: uncovered(&split.transfers, &split.busy),
+                flops: schedule
+                    .operators
+                    .iter()
+                    .filter(|o| (start..=end).contains(&o.launch))
+                    .map(|o| o.shapes.flops)
+                    .sum(),
             });
         }
     }
@@ -301,6 +314,22 @@ fn uncovered(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
         total += (e - s) - covered;
     }
     total
+}
+
+/// Every operator of every rank: rank, correlation id, launch and kernel start, its name and
+/// FLOPs.
+fn operators(schedules: &[Schedule]) -> Vec<serde_json::Value> {
+    let mut all = Vec::new();
+    for (rank, schedule) in schedules.iter().enumerate() {
+        for o in &schedule.operators {
+            all.push(
+                serde_json::json!({"rank": rank, "correlation": o.correlation,
+                "launch": o.launch, "start": o.start, "operator": o.shapes.name,
+                "flops": o.shapes.flops}),
+            );
+        }
+    }
+    all
 }
 
 #[cfg(test)]

@@ -790,6 +790,7 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
                 (types::BARRIER_IN_FLIGHT, c.barrier),
                 (types::COLLECTIVE_WAIT, c.waiting),
                 (types::CRITICAL_PATH, c.on_path),
+                (types::ACHIEVED_MFLOPS, c.achieved),
             ];
             let pairs: Vec<(u32, u64)> = series
                 .iter()

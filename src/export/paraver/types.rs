@@ -70,6 +70,9 @@ pub const BARRIER_IN_FLIGHT: u32 = 63_100_013;
 pub const COLLECTIVE_WAIT: u32 = 63_100_014;
 /// 1 while a step's critical path runs on the rank.
 pub const CRITICAL_PATH: u32 = 63_100_015;
+/// The FLOP rate of the rank's kernels in flight, MFLOP/s (each kernel's FLOPs, as `mfu`
+/// counts them, over its time).
+pub const ACHIEVED_MFLOPS: u32 = 63_100_016;
 /// nsys2prv: a CUDA graph launch (graph-level trace); values `Graph Exec <n>`, after the
 /// kernel names.
 pub const GRAPH_EXEC: u32 = 63_000_008;
@@ -231,6 +234,7 @@ pub const PLAIN: &[(u32, &str)] = &[
     (EXPOSED_COMM, "nsys-lens exposed communication"),
     (COLLECTIVE_WAIT, "nsys-lens waiting in collectives"),
     (CRITICAL_PATH, "nsys-lens on the critical path"),
+    (ACHIEVED_MFLOPS, "nsys-lens achieved MFLOP/s"),
     (RETURN_CODE, "nsys-lens CUDA return code"),
     (TORCH_SEQ, "nsys-lens PyTorch sequence number"),
     (TORCH_OP_ID, "nsys-lens PyTorch op id"),

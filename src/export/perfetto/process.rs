@@ -35,6 +35,9 @@ const NVTX_ORDER: i32 = 1_000;
 const GPU_ORDER: i32 = 2_000;
 /// The overlap counters after the GPUs.
 const COUNTER_ORDER: i32 = 3_000;
+/// The achieved-FLOP/s counter's track: the FLOP rate of the kernels in flight (each kernel's
+/// FLOPs, as `mfu` counts them, over its time), TFLOP/s.
+const ACHIEVED: &str = "achieved TFLOP/s";
 /// The GPU metric counters after the overlap counters.
 const METRIC_ORDER: i32 = 4_000;
 /// The allocated-memory counters last.
@@ -292,6 +295,9 @@ impl<'p, 'a, 't, W: Write> ProcessWriter<'p, 'a, 't, W> {
         if counters.on_path() {
             names.push("on the critical path".to_string());
         }
+        if counters.achieves() {
+            names.push(ACHIEVED.to_string());
+        }
         let mut sequences = Vec::new();
         for (order, name) in names.into_iter().enumerate() {
             sequences.push(self.core.counter_track(
@@ -518,10 +524,15 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
             && let Some(changes) = counters.at(t)
         {
             let drawn = (counters.waits(), counters.on_path());
-            for (seq, value) in sequences.iter_mut().zip(values(&changes, drawn)) {
+            let whole = sequences.len() - usize::from(counters.achieves());
+            let (levels, rate) = sequences.split_at_mut(whole);
+            for (seq, value) in levels.iter_mut().zip(values(&changes, drawn)) {
                 if let Some(v) = value {
                     seq.counter(&mut self.core.out, ts, v)?;
                 }
+            }
+            if let (Some(seq), Some(mflops)) = (rate.first_mut(), changes.achieved) {
+                seq.double_counter(&mut self.core.out, ts, mflops as f64 / 1e6)?;
             }
         }
         let at_start = t >= self.core.window.0;

@@ -413,8 +413,27 @@ impl Sequence {
         ts: u64,
         value: i64,
     ) -> io::Result<()> {
-        let event = self.event(out, ts, track_event::Type::Counter)?;
-        event.counter_value = Some(value);
+        self.sample(out, ts, |event| event.counter_value = Some(value))
+    }
+
+    /// A counter sample of a fractional value (on a counter track).
+    pub fn double_counter<W: Write>(
+        &mut self,
+        out: &mut PacketStream<W>,
+        ts: u64,
+        value: f64,
+    ) -> io::Result<()> {
+        self.sample(out, ts, |event| event.double_counter_value = Some(value))
+    }
+
+    /// A counter sample whose value `set` gives.
+    fn sample<W: Write>(
+        &mut self,
+        out: &mut PacketStream<W>,
+        ts: u64,
+        set: impl FnOnce(&mut EventPacket),
+    ) -> io::Result<()> {
+        set(self.event(out, ts, track_event::Type::Counter)?);
         self.flush(out)
     }
 

@@ -29,6 +29,7 @@ const EVENT_DEBUG_ANNOTATIONS: u32 = 4;
 const EVENT_TYPE: u32 = 9;
 const EVENT_NAME_IID: u32 = 10;
 const EVENT_COUNTER_VALUE: u32 = 30;
+const EVENT_DOUBLE_COUNTER_VALUE: u32 = 44;
 const EVENT_FLOW_IDS: u32 = 47;
 const EVENT_CALLSTACK_IID: u32 = 56;
 /// Field numbers of `DebugAnnotation`.
@@ -104,6 +105,8 @@ pub struct EventPacket {
     pub category_iid: Option<u64>,
     /// `TrackEvent.counter_value`.
     pub counter_value: Option<i64>,
+    /// `TrackEvent.double_counter_value`.
+    pub double_counter_value: Option<f64>,
     /// `TrackEvent.flow_ids`.
     pub flow_ids: Vec<u64>,
     /// `TrackEvent.callstack_iid`.
@@ -133,6 +136,7 @@ impl EventPacket {
         self.name_iid = None;
         self.category_iid = None;
         self.counter_value = None;
+        self.double_counter_value = None;
         self.flow_ids.clear();
         self.callstack_iid = None;
         self.annotations.clear();
@@ -167,6 +171,9 @@ impl EventPacket {
             + uint_len(EVENT_TYPE, self.kind as u64)
             + self.name_iid.map_or(0, |iid| uint_len(EVENT_NAME_IID, iid))
             + (self.counter_value).map_or(0, |v| uint_len(EVENT_COUNTER_VALUE, v as u64))
+            + (self.double_counter_value).map_or(0, |_| {
+                varint_len(u64::from(EVENT_DOUBLE_COUNTER_VALUE << 3)) + 8
+            })
             + self.flow_ids.len() * flow_len
             + (self.callstack_iid).map_or(0, |iid| uint_len(EVENT_CALLSTACK_IID, iid));
         let packet_len = uint_len(PACKET_TIMESTAMP, self.timestamp)
@@ -194,6 +201,10 @@ impl EventPacket {
         }
         if let Some(v) = self.counter_value {
             uint(out, EVENT_COUNTER_VALUE, v as u64);
+        }
+        if let Some(v) = self.double_counter_value {
+            key(out, EVENT_DOUBLE_COUNTER_VALUE, FIXED64);
+            out.extend_from_slice(&v.to_le_bytes());
         }
         for &flow in &self.flow_ids {
             key(out, EVENT_FLOW_IDS, FIXED64);
@@ -271,6 +282,7 @@ mod tests {
                 debug_annotations,
                 flow_ids: p.flow_ids.clone(),
                 counter_value: p.counter_value,
+                double_counter_value: p.double_counter_value,
                 callstack_iid: p.callstack_iid,
                 ..TrackEvent::default()
             }),
@@ -288,6 +300,7 @@ mod tests {
             packet.name_iid = rng.maybe().then(|| rng.value());
             packet.category_iid = rng.maybe().then(|| rng.value());
             packet.counter_value = rng.maybe().then(|| rng.value() as i64);
+            packet.double_counter_value = rng.maybe().then(|| rng.value() as f64 / 7.0);
             for _ in 0..rng.next() % 3 {
                 packet.flow_ids.push(rng.value());
             }
