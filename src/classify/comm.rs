@@ -1,15 +1,15 @@
 //! Which kernels move data between GPUs: NCCL's (and RCCL's, which keeps NCCL's names, and
 //! NCCL's symmetric-memory kernels), and those of the libraries that bypass NCCL: DeepEP's
 //! expert all-to-all, Transformer Engine's userbuffers (tensor-parallel comm-GEMM overlap),
-//! vLLM's and SGLang's custom all-reduce, TensorRT-LLM's MoE all-to-all and XLA's ragged
-//! all-to-all. Every one of them is communication everywhere: in `streams`, `overlap`,
+//! vLLM's and SGLang's custom all-reduce, TensorRT-LLM's MoE all-to-all, PyTorch's NVSHMEM
+//! all-to-all (symmetric memory), NVSHMEM's stream collectives and XLA's ragged all-to-all. Every one of them is communication everywhere: in `streams`, `overlap`,
 //! `bubbles`, `collectives`, `kernels`, both traces and the report.
 //!
 //! A kernel is recognised by its name alone, with string tests that cost a few nanoseconds (no
 //! regex: every kernel of a capture goes through here several times). Its role by name (what
 //! it gets when nothing around its launch says more) is its library's: an NCCL kernel's
 //! collective (`nccl:AllReduce`), `ep_a2a` for the MoE all-to-alls, `tp_comm` for
-//! tensor-parallel communication.
+//! tensor-parallel communication, `nvshmem` for NVSHMEM's stream collectives.
 
 use super::rules::{is_nccl, is_point_to_point};
 
@@ -19,6 +19,10 @@ pub const TP_COMM: &str = "tp_comm";
 
 /// The role of an expert-parallel all-to-all (also what framework NVTX names it).
 pub const EP_A2A: &str = "ep_a2a";
+
+/// The role of NVSHMEM's stream collectives (all-to-all, reductions, gathers, barriers) named
+/// by their library, when no NVTX says more.
+pub const NVSHMEM: &str = "nvshmem";
 
 /// A library whose kernels move data between GPUs, other than NCCL.
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +83,31 @@ pub const LIBRARIES: &[Library] = &[
                  moeAlltoAllKernels.cu: moeA2ADispatchKernel, moeA2ACombineKernel",
         matches: |short, _| short.starts_with("moeA2A"),
         point_to_point: |_| true,
+    },
+    Library {
+        name: "PyTorch symmetric memory (NVSHMEM)",
+        role: EP_A2A,
+        example: "c10d::nvshmem_extension::allToAllV(void *, void *, long *, unsigned long, int)",
+        source: "pytorch/pytorch torch/csrc/distributed/c10d/symm_mem/nvshmem_extension.cu: \
+                 exchangeSplitAndOffsetKernel, allToAllV, exchangeSplitAndOffset_2d, \
+                 allToAllV_2d (torch.ops.symm_mem.all_to_all_vdev(_2d), the MoE token \
+                 all-to-all of torchtitan)",
+        matches: |short, name| {
+            name.contains("nvshmem_extension::")
+                && (short.starts_with("allToAllV") || short.starts_with("exchangeSplitAndOffset"))
+        },
+        point_to_point: |_| true,
+    },
+    Library {
+        name: "NVSHMEM collectives",
+        role: NVSHMEM,
+        example: "void alltoall_on_stream_kernel<float>(int, float *, const float *, unsigned long)",
+        source: "NVIDIA NVSHMEM 3.x, the kernels nvshmemx_*_on_stream launches \
+                 (non_abi/device/coll): alltoall_, rdxn_, reducescatter_, fcollect_, \
+                 broadcast_, barrier_, sync_ and sync_all_on_stream_kernel (and their _warp, \
+                 _block, _threadgroup forms)",
+        matches: |short, _| short.contains("_on_stream_kernel"),
+        point_to_point: |_| false,
     },
     Library {
         name: "XLA ragged all-to-all",
@@ -170,6 +199,11 @@ mod tests {
             "ncclSymkDevKernel_AllReduce_AGxLL_R_sum_bf16",
             "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)",
             "ncclDevKernel_AllGather_RING_LL.kd",
+            "c10d::nvshmem_extension::exchangeSplitAndOffsetKernel(long *, long *, long *, int)",
+            "void c10d::nvshmem_extension::allToAllV_2d<(bool)1>(void *, void *, long *, long *, unsigned long, int, unsigned long, int)",
+            "void rdxn_on_stream_kernel<float, (rdxn_ops)0>(int, float *, const float *, unsigned long)",
+            "void barrier_on_stream_kernel_threadgroup<(threadgroup_t)2>(int, int)",
+            "sync_all_on_stream_kernel_block()",
         ];
         for name in comm {
             assert!(is_comm(short_name(name), name), "{name}");
@@ -179,6 +213,7 @@ mod tests {
             "void at::native::index_elementwise_kernel<(int)128, (int)4, dispatch_fn>(long, T3)",
             "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(T1::Params)",
             "combine_kernel",
+            "allToAllV",
         ];
         for name in compute {
             assert!(!is_comm(short_name(name), name), "{name}");

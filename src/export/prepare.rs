@@ -5,7 +5,8 @@
 //! its window (the same [`Usage`] classification that `streams` and `overlap` print), its CPU
 //! threads with events, its streams with the lanes first fit gives their operations, its NVTX
 //! start/end domains and GPUs with device-memory events, whether it ran kernels (its counters are
-//! drawn), which launches have both ends exported, and the latest exported time.
+//! drawn), which launches have both ends exported, the latest exported time, and where operators
+//! record their shapes, each kernel's FLOPs (the calls give each launch its operator).
 
 use super::Plan;
 use super::stream::{Event, Item, Kinds, Stream};
