@@ -103,14 +103,17 @@ pub fn rank_work(
 /// attribution for `mfu`'s tables and the traces' achieved-TFLOP/s counters.
 #[derive(Debug)]
 pub struct Shares<K> {
-    /// Per operator (its index): its work and its arithmetic kernels.
-    operators: FxHashMap<u32, (Work, Vec<K>)>,
+    /// Per operator (its index): its work and how many arithmetic kernels it launched.
+    operators: FxHashMap<u32, (Work, u32)>,
+    /// The arithmetic kernels, with their operator.
+    kernels: Vec<(u32, K)>,
 }
 
 impl<K> Default for Shares<K> {
     fn default() -> Self {
         Shares {
             operators: FxHashMap::default(),
+            kernels: Vec::new(),
         }
     }
 }
@@ -118,32 +121,29 @@ impl<K> Default for Shares<K> {
 impl<K> Shares<K> {
     /// A kernel the operator (index, work) launched; it gets a share when it does arithmetic.
     pub fn add(&mut self, (operator, work): (u32, Work), kernel: K, arithmetic: bool) {
-        let entry = self.operators.entry(operator).or_insert((work, Vec::new()));
+        let entry = self.operators.entry(operator).or_insert((work, 0));
         if arithmetic {
-            entry.1.push(kernel);
+            entry.1 += 1;
+            self.kernels.push((operator, kernel));
         }
     }
 
     /// Each arithmetic kernel with its share of its operator's work (split evenly); returns
     /// the operators none of whose kernels does arithmetic: how many, and their FLOPs.
     pub fn share(self, mut each: impl FnMut(K, Work)) -> (u64, f64) {
-        let mut without_arithmetic = (0, 0.0);
-        for (done, kernels) in self.operators.into_values() {
-            if kernels.is_empty() {
-                without_arithmetic.0 += 1;
-                without_arithmetic.1 += done.flops;
-                continue;
-            }
-            let n = kernels.len() as f64;
+        for (operator, kernel) in self.kernels {
+            let (done, n) = self.operators[&operator];
+            let n = f64::from(n);
             let share = Work {
                 flops: done.flops / n,
                 bytes: done.bytes.map(|b| b / n),
             };
-            for kernel in kernels {
-                each(kernel, share);
-            }
+            each(kernel, share);
         }
-        without_arithmetic
+        let idle = self.operators.values().filter(|(_, n)| *n == 0);
+        idle.fold((0, 0.0), |(count, flops), (done, _)| {
+            (count + 1, flops + done.flops)
+        })
     }
 }
 

@@ -6,16 +6,50 @@
 
 use super::activity::Activity;
 use crate::hash::FxHashMap;
-use crate::model::{ApiCall, ProcessId, ThreadId};
+use crate::model::{ApiCall, ProcessId, StringId, ThreadId};
 
 /// Per launch (correlation id) of one process: the operator that speaks for it (an index, the
 /// same for every launch of one operator) and what it says.
 #[derive(Debug)]
 pub struct LaunchOperators<T> {
     /// Per thread: the ranges that say something, (start, end, operator, what it says), in
-    /// start order.
-    ranges: FxHashMap<ThreadId, Vec<(i64, i64, u32, T)>>,
+    /// start order, and the sweep over them.
+    ranges: FxHashMap<ThreadId, (Vec<Range<T>>, Sweep)>,
     by_correlation: FxHashMap<u32, (u32, T)>,
+}
+
+/// An operator range that says something: (start, end, operator, what it says).
+type Range<T> = (i64, i64, u32, T);
+
+/// Where the calls of one thread have reached among its ranges: calls come in start order, so
+/// each range is opened and closed once (a thread's ranges nest).
+#[derive(Debug, Default)]
+struct Sweep {
+    /// The next range not yet opened.
+    next: usize,
+    /// The ranges opened and not yet known to be closed, outermost first.
+    open: Vec<usize>,
+    /// The last call's start.
+    last: i64,
+}
+
+impl Sweep {
+    /// The innermost range of `ranges` holding `t`, `t` at or after the last call's start.
+    fn innermost<R>(&mut self, ranges: &[(i64, i64, u32, R)], t: i64) -> Option<usize> {
+        while let Some(r) = ranges.get(self.next)
+            && r.0 <= t
+        {
+            self.open.push(self.next);
+            self.next += 1;
+        }
+        while let Some(&top) = self.open.last()
+            && ranges[top].1 < t
+        {
+            self.open.pop();
+        }
+        self.last = t;
+        self.open.last().copied()
+    }
 }
 
 impl<T: Copy> LaunchOperators<T> {
@@ -45,15 +79,23 @@ impl<T: Copy> LaunchOperators<T> {
         mut says: impl FnMut(&str, &str) -> Option<T>,
     ) -> LaunchOperators<T> {
         let timeline = activity.timeline;
-        let mut ranges: FxHashMap<ThreadId, Vec<(i64, i64, u32, T)>> = FxHashMap::default();
+        let mut ranges: FxHashMap<ThreadId, (Vec<Range<T>>, Sweep)> = FxHashMap::default();
+        // What each (text, payload) with a payload says, read once (torch.profiler's operators
+        // repeat; PyTorch's NVTX texts with shapes are unique per call and are not kept).
+        let mut read: FxHashMap<(StringId, StringId), Option<T>> = FxHashMap::default();
         for (index, n) in activity.nvtx(process).enumerate() {
             let Some(end) = n.end else {
                 continue;
             };
-            let said = says(timeline.text(n.text), timeline.text(n.payload));
+            let mut say = || says(timeline.text(n.text), timeline.text(n.payload));
+            let said = match n.payload == StringId::EMPTY {
+                true => say(),
+                false => *read.entry((n.text, n.payload)).or_insert_with(say),
+            };
             if let Some(said) = said {
                 let range = (n.start.0, end.0, index as u32, said);
-                ranges.entry(n.thread).or_default().push(range);
+                let on_thread = ranges.entry(n.thread).or_default();
+                on_thread.0.push(range);
             }
         }
         LaunchOperators {
@@ -68,11 +110,18 @@ impl<T: Copy> LaunchOperators<T> {
     }
 
     /// A call of the process, in start order: launched by the innermost range around it.
+    /// Calls of a thread in start order cost a sweep over its ranges; one out of order costs a
+    /// search.
     pub fn call(&mut self, call: &ApiCall) {
-        let Some(on_thread) = self.ranges.get(&call.thread) else {
+        let Some((ranges, sweep)) = self.ranges.get_mut(&call.thread) else {
             return;
         };
-        if let Some(&(_, _, op, said)) = innermost(on_thread, call.start.0) {
+        let t = call.start.0;
+        let found = match t >= sweep.last {
+            true => sweep.innermost(ranges, t),
+            false => innermost(ranges, t),
+        };
+        if let Some(&(_, _, op, said)) = found.map(|i| &ranges[i]) {
             self.by_correlation.insert(call.correlation, (op, said));
         }
     }
@@ -86,9 +135,9 @@ impl<T: Copy> LaunchOperators<T> {
 
 /// The innermost range (ranges nest on a thread: the latest start) holding `t`; `ranges` in
 /// start order, as the timeline keeps them.
-fn innermost<R>(ranges: &[(i64, i64, u32, R)], t: i64) -> Option<&(i64, i64, u32, R)> {
+fn innermost<R>(ranges: &[(i64, i64, u32, R)], t: i64) -> Option<usize> {
     let opened = ranges.partition_point(|r| r.0 <= t);
-    ranges[..opened].iter().rev().find(|r| t <= r.1)
+    (0..opened).rev().find(|&i| t <= ranges[i].1)
 }
 
 #[cfg(test)]
@@ -99,8 +148,25 @@ mod tests {
     fn the_innermost_range_holding_the_launch_decides() {
         // aten::linear (fp32) around aten::addmm (bf16) around the launch at 50.
         let ranges = [(0, 100, 0, "gemm_fp32_tf32"), (40, 60, 1, "gemm_bf16_fp16")];
-        assert_eq!(innermost(&ranges, 50).map(|r| r.3), Some("gemm_bf16_fp16"));
-        assert_eq!(innermost(&ranges, 70).map(|r| r.3), Some("gemm_fp32_tf32"));
+        assert_eq!(innermost(&ranges, 50), Some(1));
+        assert_eq!(innermost(&ranges, 70), Some(0));
         assert_eq!(innermost(&ranges, 101), None);
+    }
+
+    #[test]
+    fn a_sweep_finds_what_a_search_finds() {
+        // Nested and sibling ranges, probed at every time in order.
+        let ranges = [
+            (0, 100, 0, ()),
+            (10, 20, 1, ()),
+            (12, 15, 2, ()),
+            (20, 30, 3, ()),
+            (40, 40, 4, ()),
+            (150, 160, 5, ()),
+        ];
+        let mut sweep = Sweep::default();
+        for t in -5..170 {
+            assert_eq!(sweep.innermost(&ranges, t), innermost(&ranges, t), "{t}");
+        }
     }
 }

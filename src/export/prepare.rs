@@ -210,9 +210,31 @@ pub fn prepare_all(
 /// processes of other parts). The GPU operations (what lanes and roles need in time order) and
 /// the other events are gathered at once, on two threads, then joined.
 pub fn prepare(plan: &Plan, parts: &[&Joined]) -> io::Result<Vec<Option<Prepared>>> {
+    let timeline = plan.activity.timeline;
+    // The operators that record shapes, of each exported process of these parts (read once:
+    // the other events' pass gives them their calls, the GPU operations' pass keeps the kernels
+    // of processes that have any).
+    let mut operators: Vec<Option<Option<LaunchFlops>>> = (plan.exported.iter())
+        .map(|e| {
+            let report = timeline.process(e.process).report;
+            parts.iter().any(|p| p.report == report).then(|| {
+                Some(LaunchFlops::ranges(plan.activity, e.process)).filter(LaunchFlops::speaks)
+            })
+        })
+        .collect();
+    let shaped: Vec<Option<bool>> = (operators.iter())
+        .map(|o| o.as_ref().map(Option::is_some))
+        .collect();
     let (gpu, others) = std::thread::scope(|scope| {
-        let gpu = scope.spawn(|| gather(plan, parts, Kinds::GpuOperations));
-        let others = gather(plan, parts, Kinds::Others);
+        let gpu = scope.spawn(|| {
+            let shaped = shaped.iter().map(|s| s.map(|s| (s, None)));
+            gather(plan, parts, Kinds::GpuOperations, shaped.collect())
+        });
+        let with_operators = operators.iter_mut().map(|o| {
+            let o = o.as_mut().map(Option::take);
+            o.map(|o| (o.is_some(), o))
+        });
+        let others = gather(plan, parts, Kinds::Others, with_operators.collect());
         let gpu = gpu
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("preparing the GPU operations panicked")));
@@ -226,23 +248,22 @@ pub fn prepare(plan: &Plan, parts: &[&Joined]) -> io::Result<Vec<Option<Prepared
         .collect())
 }
 
-/// What the events of `kinds` of `parts` show of each exported process.
-fn gather(plan: &Plan, parts: &[&Joined], kinds: Kinds) -> io::Result<Vec<Option<Gathering>>> {
-    let timeline = plan.activity.timeline;
-    let mut gathering: Vec<Option<Gathering>> = plan
-        .exported
-        .iter()
-        .map(|e| {
-            let report = timeline.process(e.process).report;
-            parts.iter().any(|p| p.report == report).then(|| {
-                let operators =
-                    Some(LaunchFlops::ranges(plan.activity, e.process)).filter(LaunchFlops::speaks);
-                Gathering {
-                    usage: Usage::new(false),
-                    shaped: operators.as_ref().map(|_| Vec::new()),
-                    operators: operators.filter(|_| kinds == Kinds::Others),
-                    ..Gathering::default()
-                }
+/// What the events of `kinds` of `parts` show of each exported process: those of the processes
+/// `shapes` names (the others' are None), with whether it keeps kernels for their FLOPs and the
+/// operators that record shapes, which take the calls.
+fn gather(
+    plan: &Plan,
+    parts: &[&Joined],
+    kinds: Kinds,
+    shapes: Vec<Option<(bool, Option<LaunchFlops>)>>,
+) -> io::Result<Vec<Option<Gathering>>> {
+    let mut gathering: Vec<Option<Gathering>> = (shapes.into_iter())
+        .map(|shapes| {
+            shapes.map(|(shaped, operators)| Gathering {
+                usage: Usage::new(false),
+                shaped: shaped.then(Vec::new),
+                operators,
+                ..Gathering::default()
             })
         })
         .collect();
