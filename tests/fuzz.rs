@@ -268,8 +268,8 @@ fn analyse_and_export(path: &Path, check_perfetto: bool) {
     let captures = Captures::read(vec![report], 1, Budget::new(1 << 12), is_comm).unwrap();
     let activity = Activity::new(&captures.light);
     let ranks = classify::ranks::discover(&activity).unwrap_or_default();
-    let plan =
-        Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true).with_collective_flows();
+    let plan = Plan::new(&activity, &rules, &ranks, (&WindowSpec::Whole, &[]), true)
+        .with_collective_flows();
     if plan.exported.is_empty() {
         // `export::write` refuses it (nothing to export); the writers are not given it.
         return;

@@ -80,7 +80,7 @@ fn a_small_budget_spills_the_events_and_the_waiting_records() {
         let activity = Activity::new(&captures.light);
         let rules = RoleRules::default();
         let ranks = classify::ranks::discover(&activity).unwrap();
-        let plan = Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true);
+        let plan = Plan::new(&activity, &rules, &ranks, (&WindowSpec::Whole, &[]), true);
         let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
         let base = out.path().join(name);
         let trace = crate::util::write_apart(&plan, &captures.parts, &prepared, &base, budget);
@@ -112,7 +112,7 @@ fn writers_sharing_one_stream_write_what_a_stream_each_writes() {
         let activity = Activity::new(&captures.light);
         let rules = RoleRules::default();
         let ranks = classify::ranks::discover(&activity).unwrap();
-        let plan = Plan::new(&activity, &rules, &ranks, &WindowSpec::Whole, true);
+        let plan = Plan::new(&activity, &rules, &ranks, (&WindowSpec::Whole, &[]), true);
         let own = out.path().join("own");
         let prepared = prepare_all(&plan, &captures.parts, 1).unwrap();
         crate::util::write_apart(&plan, &captures.parts, &prepared, &own, budget);

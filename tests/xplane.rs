@@ -463,7 +463,8 @@ fn a_trace_with_nothing_to_draw_is_refused_by_convert() {
 /// Issue 29: JAX's step annotation returns once the jitted step is queued, so the step's range
 /// holds its dispatch, not its GPU work. The default window is then the median step's GPU
 /// projection: from xprof's own JSON, the GPU events whose correlation id is a launch inside
-/// `step` number 1, first start to last end, and the 14 GPU operations that run in it.
+/// `step` number 1, first start to last end, and the 14 GPU operations that run in it; `kernels`
+/// and `convert --steady` take that window.
 #[test]
 fn a_jax_step_that_only_dispatches_is_measured_on_the_gpu() {
     let Some(gpu) = crate::util::real("").map(|n| n.parent().unwrap().join("gpu")) else {
@@ -535,4 +536,18 @@ fn a_jax_step_that_only_dispatches_is_measured_on_the_gpu() {
     let by_module = json(cache.path(), &args);
     assert_eq!(by_module["windows"][0]["start"], window["start"]);
     assert_eq!(by_module["windows"][0]["name"], "jit_update:XLA GPU module");
+    // `convert --steady` draws the same window: the 14 operations, in both traces.
+    let base = cache.path().join("steady");
+    let converted = Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+        .args(["convert", "--steady", p, "-o", base.to_str().unwrap()])
+        .env("NSYS_LENS_CACHE", cache.path())
+        .output()
+        .unwrap();
+    let (_, stderr) = texts(&converted);
+    assert!(converted.status.success(), "{stderr}");
+    let wrote: Vec<&str> = stderr.lines().filter(|l| l.starts_with("wrote")).collect();
+    assert_eq!(wrote.len(), 2, "{stderr}");
+    for line in wrote {
+        assert!(line.contains(&format!(" {inside} kernels")), "{line}");
+    }
 }

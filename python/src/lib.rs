@@ -439,6 +439,7 @@ fn convert(inputs: &Inputs, o: &Options) -> anyhow::Result<String> {
     let ranks = o.ranks()?;
     let plan = query::conversion_plan(
         (&activity, &rules),
+        &captures,
         ranks.as_ref(),
         window,
         o.collective_flows,

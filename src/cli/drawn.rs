@@ -3,6 +3,7 @@
 use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules};
 use nsys_lens::export::Plan;
+use nsys_lens::input::capture::Captures;
 use nsys_lens::query::{RankList, conversion_plan};
 
 /// Options of `convert` that add analyses to the traces.
@@ -27,12 +28,12 @@ impl DrawnArgs {
     /// light: it lacks compute kernels).
     pub fn plan<'a, 't>(
         &self,
-        light: (&'a Activity<'t>, &'a RoleRules),
+        (light, captures): ((&'a Activity<'t>, &'a RoleRules), &Captures),
         ranks: Option<&RankList>,
         window: (Option<(i64, i64)>, Option<&str>, bool),
         inputs: &Inputs,
     ) -> anyhow::Result<Plan<'a, 't>> {
-        let plan = conversion_plan(light, ranks, window, self.collective_flows)?;
+        let plan = conversion_plan(light, captures, ranks, window, self.collective_flows)?;
         if !self.critical_path {
             return Ok(plan);
         }

@@ -6,6 +6,7 @@ use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules};
 use nsys_lens::export::Plan;
 use nsys_lens::export::conversion::Request;
+use nsys_lens::input::capture::Captures;
 use nsys_lens::query::RankList;
 
 /// How `--split-by` splits the traces.
@@ -48,7 +49,7 @@ impl SizeArgs {
     pub fn fallback<'a, 't>(
         &self,
         drawn: &DrawnArgs,
-        light: (&'a Activity<'t>, &'a RoleRules),
+        light: ((&'a Activity<'t>, &'a RoleRules), &Captures),
         ranks: Option<&RankList>,
         window: (Option<(i64, i64)>, Option<&str>, bool),
         inputs: &Inputs,

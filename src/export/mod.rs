@@ -47,6 +47,9 @@ pub struct Exported {
     pub slices: bool,
 }
 
+/// A process and the bounds of its window, merged-clock ns.
+pub type ProcessWindow = (ProcessId, (i64, i64));
+
 /// What an export covers, decided before any event is read.
 #[derive(Clone)]
 pub struct Plan<'a, 't> {
@@ -79,14 +82,15 @@ pub struct Plan<'a, 't> {
 
 impl<'a, 't> Plan<'a, 't> {
     /// The given ranks over their windows under `spec` (the whole capture for
-    /// [`WindowSpec::Whole`]), plus, when `others`, every other process with events. A process
+    /// [`WindowSpec::Whole`]; the bounds `given` for a process, where a rank's window was
+    /// projected onto the GPU), plus, when `others`, every other process with events. A process
     /// is exported when it drew something inside its window (its span meets the window); the
     /// rebase offset is the earliest such time.
     pub fn new(
         activity: &'a Activity<'t>,
         rules: &'a RoleRules,
         ranks: &[Rank],
-        spec: &WindowSpec,
+        (spec, given): (&WindowSpec, &[ProcessWindow]),
         others: bool,
     ) -> Plan<'a, 't> {
         let timeline = activity.timeline;
@@ -104,15 +108,18 @@ impl<'a, 't> Plan<'a, 't> {
         let mut offset = None::<i64>;
         let mut exported = Vec::new();
         for (process, rank) in processes {
-            let (start, end) = match spec {
+            let window = match (spec, given.iter().find(|g| g.0 == process)) {
+                (_, Some(&(_, bounds))) => bounds,
                 // A trace of the whole capture draws every event, those before its start too.
-                WindowSpec::Whole => crate::classify::window::span(activity, process),
-                _ => {
+                (WindowSpec::Whole, None) => {
+                    let (start, end) = crate::classify::window::span(activity, process);
+                    (start.0, end.0)
+                }
+                (spec, None) => {
                     let window = crate::classify::window::find(activity, process, spec);
-                    (window.start, window.end)
+                    (window.start.0, window.end.0)
                 }
             };
-            let window = (start.0, end.0);
             let Some(span) = span(activity, process) else {
                 continue;
             };

@@ -159,9 +159,12 @@ pub fn window_spec(
 /// What `convert` draws: the ranks of `activity` (only `ranks` when given; the others' processes
 /// are left out too), each over the window `start_end`, `anchor` or `steady` (the steady-state
 /// window, else the whole capture) asks for, with flows from each collective's last arrival
-/// when `collective_flows`. The CLI and the Python package plan conversions through it.
+/// when `collective_flows`. An anchor range that only dispatches its work (a JAX step) gives
+/// way to its GPU projection, found in the `captures`' calls and operations as the analyses find
+/// it. The CLI and the Python package plan conversions through it.
 pub fn conversion_plan<'a, 't>(
     (activity, rules): (&'a Activity<'t>, &'a RoleRules),
+    captures: &Captures,
     ranks: Option<&RankList>,
     (start_end, anchor, steady): (Option<(i64, i64)>, Option<&str>, bool),
     collective_flows: bool,
@@ -172,7 +175,23 @@ pub fn conversion_plan<'a, 't>(
     };
     let spec = window_spec(start_end, anchor, otherwise)?;
     let kept = keep_ranks(classify::ranks::discover(activity)?, ranks)?;
-    let plan = crate::export::Plan::new(activity, rules, &kept, &spec, ranks.is_none());
+    let mut windows: Vec<RankWindow> = Vec::new();
+    if !matches!(spec, WindowSpec::Whole) {
+        for &rank in &kept {
+            let window = classify::window::find(activity, rank.process, &spec);
+            let bounds = (window.start.0, window.end.0);
+            windows.push(RankWindow {
+                rank,
+                window,
+                bounds,
+            });
+        }
+        captured::project((captures, activity), &mut windows, false)?;
+    }
+    let bounds: Vec<crate::export::ProcessWindow> =
+        windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
+    let others = ranks.is_none();
+    let plan = crate::export::Plan::new(activity, rules, &kept, (&spec, &bounds), others);
     Ok(match collective_flows {
         true => plan.with_collective_flows(),
         false => plan,
