@@ -217,12 +217,32 @@ fn kineto(dir: &Path) {
     first.sort_by(|a, b| a.wall.total_cmp(&b.wall));
     let first = first.swap_remove(runs / 2);
     let cached = info(false);
+    // Commands on the cached translation: the trace records every operator's shapes, so each
+    // kernel's launching operator is looked up (precision, FLOPs, the traces' counters).
+    let out = cache.path().join("out");
+    let out = out.to_str().expect("utf-8");
+    let commands: [(&str, &[&str]); 3] = [
+        ("kernels", &["kernels", "--whole", "-q"]),
+        ("mfu", &["mfu", "--whole", "-q"]),
+        ("convert both", &["convert", "-q", "-o", out]),
+    ];
+    let analyses: Vec<(&str, Run)> = (commands.iter())
+        .map(|(name, args)| {
+            let mut command = Command::new(BIN);
+            command.args(*args).arg(&trace);
+            command.env("NSYS_LENS_CACHE", cache.path());
+            (*name, Run::from(timed_once(&mut command)))
+        })
+        .collect();
     let (floor, events) = parse(false);
     let (slice, _) = parse(true);
     print_row(KINETO, "serde_json floor", &floor, events, floor.wall);
     print_row(KINETO, "serde_json slice", &slice, events, floor.wall);
     print_row(KINETO, "first read", &first, events, floor.wall);
     print_row(KINETO, "cached read", &cached, events, floor.wall);
+    for (name, run) in &analyses {
+        print_row(KINETO, name, run, events, floor.wall);
+    }
 }
 
 /// The cluster path on a run of several nodes: `part` per node, `convert --encode` per node
