@@ -389,11 +389,13 @@ fn every_help_example_runs() {
         "bf16",
         "--preset ddp --nodes 1 --gpus-per-node 1 --mixed-precision",
     );
-    for (name, accum) in [("accum1", "1"), ("accum4", "4")] {
-        synth_into(
-            name,
-            &format!("--preset ddp --nodes 1 --gpus-per-node 1 --grad-accum {accum}"),
-        );
+    let one_node = "--preset ddp --nodes 1 --gpus-per-node 1";
+    for (name, extra) in [
+        ("accum1", "--grad-accum 1"),
+        ("accum4", "--grad-accum 4"),
+        ("train", "--shape-nvtx"),
+    ] {
+        synth_into(name, &format!("{one_node} {extra}"));
         std::fs::rename(
             here.join(name).join("node0.sqlite"),
             here.join(format!("{name}.sqlite")),

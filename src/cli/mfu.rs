@@ -8,6 +8,7 @@ use nsys_lens::query::mfu::{MfuOptions, mfu};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   nsys-lens mfu --whole traces/                        FLOPs and MFU per step and family (torch.profiler, record_shapes=True)
+  nsys-lens mfu --whole train.sqlite                   from nsys profile --pytorch=autograd-shapes-nvtx
   nsys-lens mfu --whole --peak-tflops 989 traces/      against a peak of your own
   nsys-lens mfu --whole --model-flops-per-step 6e12 traces/   a model-level MFU too")]
 pub struct Args {
