@@ -424,3 +424,51 @@ fn pipeline_transfers_are_paired_sender_to_receiver() {
         assert!(rows(&without).iter().all(|r| r["op"] != "p2p"));
     }
 }
+
+/// `--p2p` with NCCL's payloads (`--nccl-payloads`: each `ncclSend`/`ncclRecv` records its
+/// `Message size [bytes]`): every pair listed has its size, each true pair the size truth.json
+/// gives its transfer, and its bus bandwidth is bytes over its duration (factor 1, as
+/// nccl-tests gives send/receive).
+#[test]
+fn pipeline_transfers_carry_their_sizes() {
+    let dir = synth("--preset megatron --tp 2 --pp 2 --gpus-per-node 4 --chunks 4 --nccl-payloads");
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap())
+            .unwrap();
+    let truth: std::collections::BTreeMap<(i64, i64, i64, i64), i64> = truth["transfers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let f = |k: &str| int(&t[k]);
+            let key = (f("sender"), f("receiver"), f("send_start"), f("recv_start"));
+            (key, f("bytes"))
+        })
+        .collect();
+    let c = json(&[
+        "collectives",
+        "--whole",
+        "--p2p",
+        dir.path().to_str().unwrap(),
+    ]);
+    let pairs: Vec<&Value> = rows(&c).iter().filter(|r| r["op"] == "p2p").collect();
+    assert!(!pairs.is_empty());
+    let mut checked = 0;
+    for r in pairs {
+        let bytes = int(&r["bytes"]);
+        let m = members(&r["members"]);
+        let (first, last) = (int(&r["first_start_ns"]), int(&r["last_start_ns"]));
+        let (send, recv) = match int(&r["last_rank"]) == m[0] {
+            true => (last, first),
+            false => (first, last),
+        };
+        if let Some(&want) = truth.get(&(m[0], m[1], send, recv)) {
+            assert_eq!(bytes, want, "{r}");
+            checked += 1;
+        }
+        let busbw = r["busbw_gbps"].as_f64().unwrap();
+        let want = bytes as f64 / int(&r["duration_ns"]) as f64;
+        assert!((busbw - want).abs() <= 1e-9 * want, "{busbw} vs {want}");
+    }
+    assert!(checked * 2 >= truth.len(), "{checked} of {}", truth.len());
+}

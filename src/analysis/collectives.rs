@@ -470,9 +470,12 @@ pub const P2P_OP: &str = "p2p";
 
 /// Adds the point-to-point transfers matched sender to receiver ([`layout::pairs`]) as
 /// two-member instances, one communicator per (sender, receiver), sequence numbers in time
-/// order; `transfers` holds each member's (same order as the processes matched).
+/// order, each the size its send's record gives (else its receive's); `transfers` holds each
+/// member's (same order as the processes matched).
 pub fn add_transfers(collectives: &mut Collectives, transfers: &[Vec<Transfer>]) {
-    let mut by_pair: BTreeMap<(usize, usize), Vec<[Arrival; 2]>> = BTreeMap::new();
+    // Per (sender, receiver): each exchange's arrivals and size.
+    type Exchanges = Vec<([Arrival; 2], Option<u64>)>;
+    let mut by_pair: BTreeMap<(usize, usize), Exchanges> = BTreeMap::new();
     for p in layout::pairs(transfers) {
         let arrival = |(rank, i): (usize, usize)| {
             let t = transfers[rank][i];
@@ -484,10 +487,12 @@ pub fn add_transfers(collectives: &mut Collectives, transfers: &[Vec<Transfer>])
             }
         };
         let pair = [arrival(p.sender), arrival(p.receiver)];
+        let bytes = |(rank, i): (usize, usize)| transfers[rank][i].bytes;
+        let size = bytes(p.sender).or(bytes(p.receiver));
         by_pair
             .entry((p.sender.0, p.receiver.0))
             .or_default()
-            .push(pair);
+            .push((pair, size));
     }
     for ((sender, receiver), mut exchanges) in by_pair {
         let id = collectives.communicators.len();
@@ -497,20 +502,36 @@ pub fn add_transfers(collectives: &mut Collectives, transfers: &[Vec<Transfer>])
             members: vec![sender, receiver],
             matched_by: MatchedBy::Transfer,
         });
-        exchanges.sort_by_key(|[send, _]| send.start);
-        for (sequence, arrivals) in exchanges.into_iter().enumerate() {
+        exchanges.sort_by_key(|([send, _], _)| send.start);
+        for (sequence, (arrivals, bytes)) in exchanges.into_iter().enumerate() {
             collectives.instances.push(Instance {
                 communicator: id,
                 sequence: sequence as u32,
                 arrivals: arrivals.to_vec(),
                 ranks: 2,
-                bytes: None,
+                bytes,
             });
         }
     }
     collectives
         .instances
         .sort_by_key(|i| (i.first_last().0.start, i.communicator));
+}
+
+/// Gives each transfer of `transfers` (per rank, as `processes`) the size its call's record
+/// says ([`NcclPayloads`]: NCCL's `Message size [bytes]`, PyTorch's element counts and type).
+pub fn size_transfers(
+    activity: &Activity,
+    processes: &[ProcessId],
+    transfers: &mut [Vec<Transfer>],
+) {
+    let payloads = NcclPayloads::new(activity, processes);
+    for (&process, mine) in processes.iter().zip(transfers) {
+        for t in mine {
+            let size = payloads.args(process, t.correlation).size;
+            t.bytes = size.map(|s| s.buffer_bytes(P2P_OP, 2));
+        }
+    }
 }
 
 /// One rank's totals over instances.

@@ -50,6 +50,11 @@ pub struct Transfer {
     pub end: i64,
     /// It sends (else it receives).
     pub sends: bool,
+    /// Its launch's correlation id.
+    pub correlation: u32,
+    /// What it moves, bytes, when its call's record says (NCCL's payload, PyTorch's
+    /// `record_param_comms`); set apart from finding it.
+    pub bytes: Option<u64>,
 }
 
 /// Every rank's pipeline transfers over the whole capture ([`transfers`]).
@@ -88,6 +93,8 @@ pub fn transfers(streams: &RankStreams, rules: &RoleRules) -> Vec<Transfer> {
                     start: k.start,
                     end: k.end,
                     sends: sends > 0,
+                    correlation: k.correlation,
+                    bytes: None,
                 })
             }
             _ => None,
@@ -387,12 +394,16 @@ mod tests {
             start: end - 100_000,
             end,
             sends: true,
+            correlation: 0,
+            bytes: None,
         });
         t[to].push(Transfer {
             stream: StreamId(0),
             start: end - 300_000,
             end,
             sends: false,
+            correlation: 0,
+            bytes: None,
         });
     }
 
@@ -444,6 +455,8 @@ mod tests {
             start,
             end,
             sends,
+            correlation: 0,
+            bytes: None,
         };
         let t = vec![
             vec![x(0, 1_000_000, true), x(500_000, 1_050_000, false)],
@@ -480,6 +493,8 @@ mod tests {
                 start: 0,
                 end: 10,
                 sends: true,
+                correlation: 0,
+                bytes: None,
             }],
             vec![],
         ];

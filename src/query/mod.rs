@@ -11,6 +11,7 @@ pub mod page;
 use crate::analysis::bubbles::{self, ideal_pct, micro_batches, rank_bubbles};
 use crate::analysis::collectives::{
     Collectives, Instance, WHOLE, add_transfers, by_rank, match_classified, match_instances,
+    size_transfers,
 };
 use crate::analysis::idle::{Gap, GapContext, StreamIdle, gap_context, rank_idle};
 use crate::analysis::kernels::{rank_kernels, unclassified_share};
@@ -776,10 +777,9 @@ fn match_with_notes(
     let Loaded::Captures(captures) = loaded else {
         let mut collectives = match_instances(activity, &processes, rules);
         if p2p {
-            add_transfers(
-                &mut collectives,
-                &layout::rank_transfers(activity, ranks, rules),
-            );
+            let mut transfers = layout::rank_transfers(activity, ranks, rules);
+            size_transfers(activity, &processes, &mut transfers);
+            add_transfers(&mut collectives, &transfers);
         }
         return Ok((collectives, unclassified_warnings(activity, windows.iter())));
     };
@@ -798,10 +798,11 @@ fn match_with_notes(
     let (whole, transfer) = gathered.streams.split_at(processes.len());
     let mut collectives = match_classified(activity, &processes, rules, whole);
     if p2p {
-        let transfers: Vec<_> = transfer
+        let mut transfers: Vec<_> = transfer
             .iter()
             .map(|s| layout::transfers(s, rules))
             .collect();
+        size_transfers(activity, &processes, &mut transfers);
         add_transfers(&mut collectives, &transfers);
     }
     let notes = unclassified_notes(windows.iter(), gathered.shares.into_iter());

@@ -78,8 +78,8 @@ pub struct Style {
     pub shape_nvtx: bool,
 }
 
-/// One point-to-point transfer as the simulator ran it: who sent it, who received it, and when
-/// each kernel started.
+/// One point-to-point transfer as the simulator ran it: who sent it, who received it, when
+/// each kernel started, and its size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct PlacedTransfer {
     /// The sending rank.
@@ -90,6 +90,8 @@ pub struct PlacedTransfer {
     pub receiver: usize,
     /// Its kernel's start, ns.
     pub recv_start: i64,
+    /// What it moves, bytes (NCCL's `Message size [bytes]` of both calls).
+    pub bytes: u64,
 }
 
 /// One collective as the simulator ran it: its members and when each one's kernel started.
@@ -403,6 +405,7 @@ fn run_local(
                     send_start,
                     receiver: rank.index,
                     recv_start,
+                    bytes,
                 });
             }
             Op::Send {

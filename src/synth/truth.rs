@@ -12,7 +12,8 @@
 //!   busy) and the FLOPs of the GEMM and attention kernels launched in it;
 //! - `collectives`: every collective instance with its members' arrivals (kernel starts), the
 //!   last to arrive and the skew (last minus first arrival);
-//! - `transfers`: every point-to-point transfer: sender, receiver, and each kernel's start;
+//! - `transfers`: every point-to-point transfer: sender, receiver, each kernel's start, and
+//!   its size;
 //! - `operators`: every GEMM and attention kernel with the operator that launched it (`aten::mm`,
 //!   `aten::_scaled_dot_product_flash_attention`, its `_backward`) and that operator's FLOPs
 //!   (from the shapes the Kineto trace and the shape NVTX record), its launch's correlation id,
