@@ -87,7 +87,7 @@ fn says(text: &str, payload: &str) -> Option<Work> {
 }
 
 /// Whether `name` is an operator whose work its inputs give.
-pub fn counted(name: &str) -> bool {
+fn counted(name: &str) -> bool {
     matches!(
         name,
         "aten::mm"
@@ -106,7 +106,7 @@ pub fn counted(name: &str) -> bool {
 }
 
 /// The work of an operator with these recorded inputs; None when they do not fit it.
-pub fn work(inputs: &OperatorInputs) -> Option<Work> {
+fn work(inputs: &OperatorInputs) -> Option<Work> {
     let dims = &inputs.dims;
     match inputs.name {
         "aten::mm" | "aten::_scaled_mm" | "aten::bmm" => product(inputs, 0, &[]),

@@ -35,7 +35,7 @@ struct Sweep {
 
 impl Sweep {
     /// The innermost range of `ranges` holding `t`, `t` at or after the last call's start.
-    fn innermost<R>(&mut self, ranges: &[(i64, i64, u32, R)], t: i64) -> Option<usize> {
+    fn innermost<R>(&mut self, ranges: &[Range<R>], t: i64) -> Option<usize> {
         while let Some(r) = ranges.get(self.next)
             && r.0 <= t
         {
@@ -135,7 +135,7 @@ impl<T: Copy> LaunchOperators<T> {
 
 /// The innermost range (ranges nest on a thread: the latest start) holding `t`; `ranges` in
 /// start order, as the timeline keeps them.
-fn innermost<R>(ranges: &[(i64, i64, u32, R)], t: i64) -> Option<usize> {
+fn innermost<R>(ranges: &[Range<R>], t: i64) -> Option<usize> {
     let opened = ranges.partition_point(|r| r.0 <= t);
     (0..opened).rev().find(|&i| t <= ranges[i].1)
 }

@@ -8,7 +8,6 @@
 
 use super::activity::Activity;
 use super::operators::LaunchOperators;
-use crate::hash::FxHashMap;
 use crate::model::{ApiCall, ProcessId};
 
 /// The GEMM families the evidence gives, narrowest first (the taxonomy's precision names).
@@ -25,13 +24,13 @@ pub struct LaunchPrecisions(LaunchOperators<&'static str>);
 impl LaunchPrecisions {
     /// The launches of `process` inside an operator range whose inputs name a precision.
     pub fn new(activity: &Activity, process: ProcessId) -> LaunchPrecisions {
-        LaunchPrecisions(LaunchOperators::new(activity, process, precision_of()))
+        LaunchPrecisions(LaunchOperators::new(activity, process, precision_of))
     }
 
     /// [`LaunchPrecisions::new`] with no launch yet ([`LaunchOperators::ranges`]): calls are
     /// added with [`LaunchPrecisions::call`].
     pub fn ranges(activity: &Activity, process: ProcessId) -> LaunchPrecisions {
-        LaunchPrecisions(LaunchOperators::ranges(activity, process, precision_of()))
+        LaunchPrecisions(LaunchOperators::ranges(activity, process, precision_of))
     }
 
     /// Whether any operator range names a precision (no call needs adding otherwise).
@@ -50,19 +49,12 @@ impl LaunchPrecisions {
     }
 }
 
-/// What an operator range says of its launches' precision, each distinct payload parsed once.
-fn precision_of() -> impl FnMut(&str, &str) -> Option<&'static str> {
-    let mut parsed: FxHashMap<String, Option<&'static str>> = FxHashMap::default();
-    move |_, payload| {
-        if payload.is_empty() {
-            return None;
-        }
-        if let Some(&family) = parsed.get(payload) {
-            return family;
-        }
-        let family = family_of(payload);
-        parsed.insert(payload.to_string(), family);
-        family
+/// What an operator range says of its launches' precision: its payload's input types (each
+/// distinct text and payload is read once, by [`LaunchOperators`]).
+fn precision_of(_: &str, payload: &str) -> Option<&'static str> {
+    match payload {
+        "" => None,
+        payload => family_of(payload),
     }
 }
 

@@ -47,30 +47,12 @@ pub fn write(run: &Generated, dir: &Path) -> Result<Vec<PathBuf>> {
         file.head(&timeline, rank, ranks.len(), base)?;
         files[rank.process.index()] = Some(file);
     }
-    let torch_calls = run
-        .torch_calls
-        .iter()
-        .flat_map(|((host, pid), calls)| {
-            calls
-                .iter()
-                .map(move |c| ((host.as_str(), *pid, c.correlation), c))
-        })
-        .collect();
-    let operators = run
-        .operators
-        .iter()
-        .flat_map(|((host, pid), operators)| {
-            operators
-                .iter()
-                .map(move |o| ((host.as_str(), *pid, o.correlation), o))
-        })
-        .collect();
     let mut sink = Sink {
         timeline: &timeline,
         activity: &activity,
         files,
-        torch_calls,
-        operators,
+        torch_calls: by_launch(&run.torch_calls, |c| c.correlation),
+        operators: by_launch(&run.operators, |o| o.correlation),
     };
     sink.events()?;
     let mut written = Vec::new();
@@ -157,6 +139,19 @@ fn micros(ns: i64) -> Value {
 
 fn times(start: Ns, end: Ns) -> (Value, Value) {
     (micros(start.0), micros(end.0 - start.0))
+}
+
+/// What each rank (host name, pid) recorded, by (host, pid, correlation id) of its launch.
+fn by_launch<T>(
+    per_rank: &[((String, u32), Vec<T>)],
+    correlation: impl Fn(&T) -> u32 + Copy,
+) -> FxHashMap<(&str, u32, u32), &T> {
+    per_rank
+        .iter()
+        .flat_map(|((host, pid), records)| {
+            (records.iter()).map(move |r| ((host.as_str(), *pid, correlation(r)), r))
+        })
+        .collect()
 }
 
 /// Sends every event of a rank's process to its file.
