@@ -11,18 +11,91 @@ type Paths = BTreeMap<i64, ((i64, i64), BTreeMap<(i64, String, String), i64>)>;
 
 fn paths(dir: &Path) -> Paths {
     let out = json(&["critical-path", "--whole", dir.to_str().unwrap()]);
+    by_step(rows(&out), "path_ns")
+}
+
+/// The simulator's own paths (truth.json's `critical_paths`): what truly set each start.
+fn truth_paths(dir: &Path) -> Paths {
+    let text = std::fs::read_to_string(dir.join("truth.json")).unwrap();
+    let truth: serde_json::Value = serde_json::from_str(&text).unwrap();
+    by_step(truth["critical_paths"].as_array().unwrap(), "step_ns")
+}
+
+/// Path rows per step: (step_ns, the path's length from column `path`) and the time per
+/// (rank, category, name).
+fn by_step(rows: &[serde_json::Value], path: &str) -> Paths {
     let mut paths = Paths::new();
-    for r in rows(&out) {
+    for r in rows {
         let int = |k: &str| r[k].as_i64().unwrap();
         let text = |k: &str| r[k].as_str().unwrap().to_string();
         let step = paths.entry(int("step")).or_default();
-        step.0 = (int("step_ns"), int("path_ns"));
+        step.0 = (int("step_ns"), int(path));
         *step
             .1
             .entry((int("rank"), text("category"), text("name")))
             .or_default() += int("ns");
     }
     paths
+}
+
+/// The path `critical-path` finds on `dir` against the simulator's: the same steps, each as
+/// long; per step, each rank's time in each category, and in each family and role, within 5 %
+/// of the simulator's (or 0.1 % of the step). CPU time is compared by category only: the
+/// analysis names it by NVTX range, which the simulator does not know.
+fn assert_path_is_the_simulators(dir: &Path, run: &str) {
+    let (found, truth) = (paths(dir), truth_paths(dir));
+    assert_eq!(
+        found.keys().collect::<Vec<_>>(),
+        truth.keys().collect::<Vec<_>>(),
+        "{run}"
+    );
+    for (step, ((step_ns, _), parts)) in &found {
+        let ((true_ns, _), true_parts) = &truth[step];
+        assert_eq!(step_ns, true_ns, "{run} step {step}");
+        let by = |parts: &BTreeMap<(i64, String, String), i64>, named: bool| {
+            let mut by: BTreeMap<(i64, String, String), i64> = BTreeMap::new();
+            for ((rank, category, name), ns) in parts {
+                let named = named && matches!(category.as_str(), "compute" | "comm");
+                let name = if named { name.clone() } else { String::new() };
+                *by.entry((*rank, category.clone(), name)).or_default() += ns;
+            }
+            by
+        };
+        for named in [false, true] {
+            let (a, t) = (by(parts, named), by(true_parts, named));
+            for key in a.keys().chain(t.keys()) {
+                let (a, t) = (
+                    a.get(key).copied().unwrap_or(0),
+                    t.get(key).copied().unwrap_or(0),
+                );
+                let tolerance = (0.05 * t as f64).max(0.001 * *step_ns as f64);
+                assert!(
+                    (a - t).abs() as f64 <= tolerance,
+                    "{run} step {step} {key:?}: found {a}, the simulator's {t}"
+                );
+            }
+        }
+    }
+}
+
+/// On every preset with steps, and with each way of capturing that changes the evidence
+/// (streams numbered per process, no NVTX of NCCL's, communication on the compute stream,
+/// CUDA graphs, a deep launch queue, torch.profiler's JSON, whose stream waits name no
+/// stream), the path is the simulator's.
+#[test]
+fn the_path_is_the_one_the_simulator_ran() {
+    for run in [
+        "--preset ddp --nodes 2 --gpus-per-node 2 --steps 2",
+        "--preset fsdp --nodes 1 --gpus-per-node 4 --steps 2",
+        "--preset fsdp --nodes 1 --gpus-per-node 4 --steps 2 --renumber-streams --no-overlap",
+        "--preset megatron --tp 2 --pp 2 --nodes 1 --gpus-per-node 4 --steps 2",
+        "--preset ddp --nodes 1 --gpus-per-node 2 --steps 2 --nccl-on-compute --cuda-graphs",
+        "--preset ddp --nodes 1 --gpus-per-node 2 --steps 2 --launch-ahead 5 --grad-accum 2",
+        "--preset fsdp --nodes 1 --gpus-per-node 2 --steps 2 --format kineto",
+    ] {
+        let dir = synth(run);
+        assert_path_is_the_simulators(dir.path(), run);
+    }
 }
 
 /// A path's time on `rank` in `category` (any name; every rank with None).
@@ -136,6 +209,7 @@ fn the_real_three_node_run_has_a_path_as_long_as_its_step() {
 fn a_slow_rank_is_on_the_path_and_the_median_speed_predicts_the_clean_run() {
     let run = "--preset ddp --nodes 2 --gpus-per-node 2 --steps 4";
     let (clean, slow) = (synth(run), synth(&format!("{run} --slow-rank 1:1.3")));
+    assert_path_is_the_simulators(slow.path(), "--slow-rank 1:1.3");
     let (clean_paths, slow_paths) = (paths(clean.path()), paths(slow.path()));
     for (step, (_, parts)) in &slow_paths {
         let clean_compute = time(&clean_paths[step].1, None, "compute");
@@ -164,6 +238,7 @@ fn a_slow_rank_is_on_the_path_and_the_median_speed_predicts_the_clean_run() {
 #[test]
 fn a_straggler_s_delay_is_idle_on_its_rank() {
     let dir = synth("--preset ddp --nodes 2 --gpus-per-node 2 --steps 3 --straggler 1:5000000");
+    assert_path_is_the_simulators(dir.path(), "--straggler 1:5000000");
     for (step, (_, parts)) in paths(dir.path()) {
         let idle = parts
             .get(&(1, "idle".to_string(), "unexplained".to_string()))
@@ -174,17 +249,25 @@ fn a_straggler_s_delay_is_idle_on_its_rank() {
 }
 
 /// `--launch-bound 2:400000`: rank 2's CPU works 0.4 ms more before each launch; the path
-/// shows rank 2 launch-bound in every step, for at least the time the step grew by; the clean
-/// run's path holds next to none of it; `launch=0` brings the steps back to the clean run's
-/// (its CPU gaps gone too: at most as long, within 3 %).
+/// shows rank 2 launch-bound in every step, as long as the simulator's path has it (within
+/// 5 %) and at least the time the step grew by; the clean run's path holds next to none of it;
+/// `launch=0` brings the steps back to the clean run's (its CPU gaps gone too: at most as
+/// long, within 3 %).
 #[test]
 fn a_launch_bound_rank_is_launch_time_on_the_path() {
     let run = "--preset ddp --nodes 2 --gpus-per-node 2 --steps 3";
     let (clean, bound) = (synth(run), synth(&format!("{run} --launch-bound 2:400000")));
+    assert_path_is_the_simulators(bound.path(), "--launch-bound 2:400000");
     let (clean_paths, bound_paths) = (paths(clean.path()), paths(bound.path()));
+    let truth = truth_paths(bound.path());
     for (step, ((step_ns, _), parts)) in &bound_paths {
         let grew = step_ns - clean_paths[step].0.0;
         let launch = time(parts, Some(2), "launch");
+        let true_launch = time(&truth[step].1, Some(2), "launch");
+        assert!(
+            close(launch, true_launch, 0.05),
+            "step {step}: {launch} vs {true_launch}"
+        );
         assert!(
             grew > 0 && launch >= grew,
             "step {step}: {launch} vs +{grew}"

@@ -9,12 +9,17 @@
 //!   to another, as the main thread hands the backward pass to autograd's), and a host wait (`cudaStreamSynchronize`, `cudaDeviceSynchronize`,
 //!   `cudaEventSynchronize`) returns once the GPU operation it waited for ended: the operation
 //!   of its rank that ended last before the call returned;
-//! - **another stream**: a `cudaStreamWaitEvent` its rank called just before launching it
-//!   (after its previous launch or host wait, on any thread) makes it wait for the work already launched on the
-//!   rank's other streams: of the last operation launched on each other stream before the wait,
-//!   the one that ended last before it started. A rank whose trace holds no stream waits falls
-//!   back to timing: an operation of another stream that ended at most [`CROSS_STREAM_NS`]
-//!   before it started, after its own stream's and its launch's constraints;
+//! - **another stream**: a `cudaStreamWaitEvent` makes the first operation launched after it
+//!   on the waiting stream wait for the work already launched on the rank's other streams: of
+//!   the last operation launched on each other stream before the wait, the one that ended last
+//!   before it started. The waiting stream is the one CUPTI's synchronization record of the
+//!   call names (nsys's `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`, torch.profiler's `cuda_sync`
+//!   events; joined by correlation id), so launches on other streams may come between the
+//!   wait and the operation; a record naming a stream that ran no GPU work makes nothing wait,
+//!   and a call without a record counts for every stream. A rank whose trace holds no stream
+//!   waits falls back to timing: an operation of another stream that ended at most
+//!   [`CROSS_STREAM_NS`] before it started, after its own stream's and its launch's
+//!   constraints;
 //! - **a collective's members**: no member's transfer starts before the last member arrived
 //!   ([`collectives::match_instances`]); a point-to-point receive's before its matched send.
 //!
@@ -32,7 +37,7 @@ use crate::classify::families::FamilyCache;
 use crate::classify::layout;
 use crate::classify::{Activity, Rank, RankStreams, RoleRules, streams};
 use crate::hash::FxHashMap;
-use crate::model::{ApiCall, StreamId, StringId, ThreadId};
+use crate::model::{ApiCall, ProcessId, StreamId, StringId, ThreadId};
 use indexmap::IndexSet;
 
 /// No index.
@@ -150,6 +155,8 @@ pub struct Evidence {
     pub host_waits: u64,
     /// Stream waits from `cudaStreamWaitEvent` calls.
     pub stream_waits: u64,
+    /// Of those, the ones whose waiting stream a synchronization record names.
+    pub waits_on_stream: u64,
     /// Stream waits inferred from timing (a rank without `cudaStreamWaitEvent` calls).
     pub timed_waits: u64,
     /// Collective instances matched across ranks.
@@ -235,10 +242,18 @@ impl Graph {
         }
     }
 
-    /// Launches (by correlation id) and host waits, each rank's calls in order; returns the
-    /// start of each rank's `cudaStreamWaitEvent` calls, in order.
-    fn add_cpu(&mut self, activity: &Activity, ranks: &[Rank], ends: &ByEnd) -> Vec<Vec<i64>> {
+    /// Launches (by correlation id) and host waits, each rank's calls in order; returns each
+    /// rank's `cudaStreamWaitEvent` calls, in order.
+    fn add_cpu(&mut self, activity: &Activity, ranks: &[Rank], ends: &ByEnd) -> Vec<Vec<Wait>> {
         let timeline = activity.timeline;
+        // The stream each stream wait made wait, by (process, correlation id): None for a
+        // stream that ran no GPU work.
+        let waiting: FxHashMap<(ProcessId, u32), Option<StreamId>> = timeline
+            .syncs
+            .iter()
+            .filter(|s| s.sync_type == STREAM_WAIT_EVENT)
+            .map(|s| ((s.process, s.correlation), s.stream))
+            .collect();
         let mut calls: Vec<(CpuCall, u32)> = Vec::new();
         for (i, node) in self.nodes.iter().enumerate() {
             let process = ranks[node.rank as usize].process;
@@ -258,7 +273,12 @@ impl Graph {
                     )
                 });
                 if wait {
-                    waits[r].push(call.start.0);
+                    let stream = waiting.get(&(rank.process, call.correlation)).copied();
+                    self.evidence.waits_on_stream += u64::from(stream.is_some());
+                    waits[r].push(Wait {
+                        at: call.start.0,
+                        stream,
+                    });
                 }
                 if !sync {
                     continue;
@@ -280,7 +300,7 @@ impl Graph {
             self.cpu.push(*call);
         }
         for list in &mut waits {
-            list.sort_unstable();
+            list.sort_unstable_by_key(|w| w.at);
         }
         waits
     }
@@ -334,7 +354,7 @@ impl Graph {
 
     /// Each operation's stream wait (from the rank's `cudaStreamWaitEvent` calls `waits`, else
     /// from timing) and binding constraint.
-    fn bind(&mut self, waits: &[Vec<i64>], ends: &ByEnd) {
+    fn bind(&mut self, waits: &[Vec<Wait>], ends: &ByEnd) {
         let streams = self.stream_ranges();
         for i in 0..self.nodes.len() {
             let node = self.nodes[i];
@@ -373,29 +393,31 @@ impl Graph {
     }
 
     /// What `node` waited for on another stream: when its rank called `cudaStreamWaitEvent`
-    /// (on any thread) after its previous launch or host wait and before this launch, the work launched
-    /// on the rank's other streams before that wait, each stream's last operation; of those,
-    /// the one that ended last before `node` started.
+    /// for its stream (or for an unknown one) after the stream's previous launch and before
+    /// this launch, the work launched on the rank's other streams before that wait, each
+    /// stream's last operation; of those, the one that ended last before `node` started.
     fn stream_wait(
         &self,
         node: &Node,
-        waits: &[i64],
+        waits: &[Wait],
         streams: &[(u32, StreamId, u32, u32)],
     ) -> Option<u32> {
         let call = self.cpu.get(node.launch as usize)?;
-        let after = match node.launch.checked_sub(1).map(|b| &self.cpu[b as usize]) {
-            Some(before) if before.rank == call.rank => before.start,
-            _ => i64::MIN,
-        };
-        let at = waits.partition_point(|&w| w < call.start);
-        let &wait = waits.get(at.checked_sub(1)?)?;
-        if wait <= after {
-            return None;
-        }
         let launched = |n: &Node| match n.launch {
             NONE => n.start,
             l => self.cpu[l as usize].start,
         };
+        let after_on_stream = match node.prev {
+            NONE => i64::MIN,
+            p => launched(&self.nodes[p as usize]),
+        };
+        let at = waits.partition_point(|w| w.at < call.start);
+        let wait = waits[..at]
+            .iter()
+            .rev()
+            .take_while(|w| w.at > after_on_stream)
+            .find(|w| w.stream.is_none_or(|s| s == Some(node.stream)))?
+            .at;
         // The rank's streams (the ranges are in (rank, stream) order).
         let first = streams.partition_point(|s| s.0 < node.rank);
         let last = streams.partition_point(|s| s.0 <= node.rank);
@@ -447,6 +469,17 @@ impl Graph {
     pub fn replay(&self, scale: &[f64], cpu_scale: &[f64]) -> Vec<(i64, i64)> {
         Replay::new(self).run(scale, cpu_scale)
     }
+}
+
+/// `CUpti_ActivitySynchronizationType`'s stream wait (`cudaStreamWaitEvent`).
+const STREAM_WAIT_EVENT: u8 = 2;
+
+/// A `cudaStreamWaitEvent` call: when it was made, and the stream it made wait when a
+/// synchronization record names it (`Some(None)`: a stream that ran no GPU work).
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    at: i64,
+    stream: Option<Option<StreamId>>,
 }
 
 /// Node indices ordered by (rank, end).

@@ -56,19 +56,30 @@ impl<'t> Run<'t> {
             launches,
             host_waits,
             stream_waits,
+            waits_on_stream,
             timed_waits,
             collectives,
             transfers,
         } = self.graph.evidence;
         let mut notes = vec![format!(
             "edges: stream order; {launches} launches; {host_waits} host waits; {stream_waits} \
-             stream waits from cudaStreamWaitEvent, {timed_waits} from timing; {collectives} \
+             stream waits from cudaStreamWaitEvent ({waits_on_stream} calls with their stream \
+             from synchronization records), {timed_waits} from timing; {collectives} \
              collective instances and {transfers} transfers matched across ranks"
         )];
         if launches == 0 {
             notes.push(
                 "no launch is linked to its operation: CPU launch-bound time cannot show \
                  (capture with --trace=cuda)"
+                    .into(),
+            );
+        }
+        if stream_waits > 0 && waits_on_stream == 0 {
+            notes.push(
+                "no cudaStreamWaitEvent call has a synchronization record naming the stream it \
+                 made wait, so each counts for every stream (nsys records them with \
+                 --trace=cuda; torch.profiler with experimental_config=torch._C._profiler.\
+                 _ExperimentalConfig(enable_cuda_sync_events=True))"
                     .into(),
             );
         }

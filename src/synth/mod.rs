@@ -10,6 +10,7 @@
 //! A preset ([`Preset`]) writes one `program::Program` per rank; `sim` runs them on one
 //! clock, coupling collectives and point-to-point transfers across ranks and nodes.
 
+mod causes;
 mod kernels;
 pub use kernels::Names;
 pub mod kineto;
@@ -294,7 +295,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
         (start, options.seed),
         (style, &options.faults),
     )?;
-    truth::write(dir, &schedules, &places)?;
+    truth::write(dir, &schedules, &places, options.framework_nvtx)?;
     for (schedule, place) in schedules.iter().zip(&places) {
         let node = &mut nodes[place.node];
         if options.gpu_metrics {

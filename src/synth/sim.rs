@@ -4,15 +4,17 @@
 //! followed by the kernel once the stream is free. A [`Op::Comm`] waits until every member of its
 //! group has reached its own matching operation: then all members' kernels start when each is
 //! ready and end together, when the last member was ready plus the transfer time, so a receive
-//! never ends before its send started and a collective ends almost together everywhere.
+//! never ends before its send started and a collective ends almost together everywhere. Each
+//! GPU operation is kept with what set its start ([`causes`](super::causes)).
 
+use super::causes::{HostCall, Lane, Members, OpRef, Ran, SetBy};
 use super::kernels::{KernelKind, NCCL_SENDRECV};
 use super::node::{AccRow, DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText, P2pFields};
 use super::operators::{Operator, Shapes};
 use super::program::{Call, GroupId, Groups, Launcher, Op, Program};
 use super::rng::Rng;
 use super::{Faults, MpiTrace};
-use crate::classify::families::{MEMCPY, MEMSET, in_group};
+use crate::classify::families::{CUDA_GRAPH, MEMCPY, MEMSET, in_group};
 use crate::hash::FxHashMap;
 use crate::model::AccTable;
 use anyhow::{Result, bail};
@@ -172,6 +174,12 @@ pub struct Schedule {
     pub torch_calls: Vec<TorchCall>,
     /// Every GEMM and attention kernel it ran, with the operator that launched it.
     pub operators: Vec<Operator>,
+    /// Every GPU operation (kernels, copies, sets) with what set its start.
+    pub ops: Vec<Ran>,
+    /// Its launches and host waits, in order.
+    pub calls: Vec<HostCall>,
+    /// The collectives whose first member it is and the transfers it received: their members.
+    pub exchanges: Vec<Members>,
 }
 
 impl Style {
@@ -234,7 +242,7 @@ struct RankState {
     pc: usize,
     cpu: i64,
     launcher: Launcher,
-    streams: Vec<(u32, i64)>,
+    streams: Vec<Lane>,
     correlation: u32,
     open: Vec<(i64, u32, String)>,
     rng: Rng,
@@ -270,15 +278,38 @@ impl RankState {
         }
     }
 
-    fn stream_free(&mut self, stream: u32) -> &mut i64 {
-        let index = match self.streams.iter().position(|s| s.0 == stream) {
+    fn lane(&mut self, stream: u32) -> &mut Lane {
+        let index = match self.streams.iter().position(|s| s.id == stream) {
             Some(i) => i,
             None => {
-                self.streams.push((stream, 0));
+                self.streams.push(Lane::new(stream));
                 self.streams.len() - 1
             }
         };
-        &mut self.streams[index].1
+        &mut self.streams[index]
+    }
+
+    /// Records a GPU operation launched by the rank's latest call, on `stream` over `span`,
+    /// whose start `set_by` set; returns its index.
+    fn ran(
+        &mut self,
+        stream: u32,
+        span: (i64, i64),
+        (label, comm): (&'static str, bool),
+        set_by: SetBy,
+    ) -> usize {
+        let op = self.schedule.ops.len();
+        let prev = self.lane(stream).last();
+        self.schedule.ops.push(Ran {
+            span,
+            label,
+            comm,
+            launch: self.schedule.calls.len() - 1,
+            prev,
+            set_by,
+        });
+        self.lane(stream).occupy(op, span.1);
+        op
     }
 
     fn gpu(&self, stream: u32) -> (u32, u32, u32) {
@@ -367,9 +398,19 @@ pub fn run(
     }
 }
 
-/// Sends not yet received, per channel, in order: (end, sender, start, bytes).
+/// A send not yet received.
+struct Sent {
+    /// The send's operation.
+    op: OpRef,
+    /// Its kernel's start and end, ns.
+    span: (i64, i64),
+    /// Its size, bytes.
+    bytes: u64,
+}
+
+/// Sends not yet received, per channel, in order.
 #[derive(Default)]
-struct Mailboxes(FxHashMap<GroupId, VecDeque<(i64, usize, i64, u64)>>);
+struct Mailboxes(FxHashMap<GroupId, VecDeque<Sent>>);
 
 /// Runs a rank's operations until it reaches a collective (returned), a receive whose send has
 /// not happened yet (returns None and stays there), or its end (None).
@@ -387,9 +428,7 @@ fn run_local(
                 stream,
                 role,
             } => {
-                let Some((sent, sender, send_start, bytes)) =
-                    mailboxes.0.get_mut(channel).and_then(VecDeque::pop_front)
-                else {
+                let Some(sent) = mailboxes.0.get_mut(channel).and_then(VecDeque::pop_front) else {
                     return Ok(None);
                 };
                 rank.pc += 1;
@@ -397,15 +436,20 @@ fn run_local(
                     stream: *stream,
                     api: "ncclRecv",
                     purpose: *role,
-                    message: (*channel, bytes),
+                    message: (*channel, sent.bytes),
                 };
-                let (recv_start, _) = p2p(rank, node, transfer, RECV_MIN_NS, sent)?;
+                let (recv_start, _) = p2p(rank, node, transfer, RECV_MIN_NS, sent.span.1)?;
+                let recv = (rank.index, rank.schedule.ops.len() - 1);
+                rank.schedule.exchanges.push(Members {
+                    ops: vec![sent.op, recv],
+                    sender: Some(sent.op),
+                });
                 rank.schedule.transfers.push(PlacedTransfer {
-                    sender,
-                    send_start,
+                    sender: sent.op.0,
+                    send_start: sent.span.0,
                     receiver: rank.index,
                     recv_start,
-                    bytes,
+                    bytes: sent.bytes,
                 });
             }
             Op::Send {
@@ -423,8 +467,9 @@ fn run_local(
                     message: (*channel, bytes),
                 };
                 // The receive can end no earlier than the send (started then, plus the transfer).
-                let (start, sent) = p2p(rank, node, transfer, *dur, i64::MIN)?;
-                let send = (sent, rank.index, start, bytes);
+                let span = p2p(rank, node, transfer, *dur, i64::MIN)?;
+                let op = (rank.index, rank.schedule.ops.len() - 1);
+                let send = Sent { op, span, bytes };
                 mailboxes.0.entry(*channel).or_default().push_back(send);
             }
             _ => {
@@ -508,20 +553,21 @@ fn p2p(
     let payload = nccl_payload(rank, transfer.api, channel, bytes);
     let text = NvtxText::Registered(transfer.api);
     node.nccl_range((range_start, rank.cpu), who, text, payload.as_deref())?;
-    let start = ready.max(*rank.stream_free(stream));
+    let (start, set_by) = rank.lane(stream).start(ready);
     let end = (start + dur).max(earliest_end);
-    *rank.stream_free(stream) = end;
     node.kernel((start, end), rank.gpu(stream), correlation, &NCCL_SENDRECV)?;
     let role = match (transfer.purpose, rank.style.framework_nvtx) {
         (Some(purpose), true) => purpose,
         _ => "p2p",
     };
+    let family = comm_family(role, &NCCL_SENDRECV);
+    rank.ran(stream, (start, end), (family, true), set_by);
     rank.schedule.kernels.push(Placed {
         start,
         end,
         stream,
         role,
-        family: comm_family(role, &NCCL_SENDRECV),
+        family,
     });
     Ok((start, end))
 }
@@ -566,8 +612,11 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
                 false => "cudaLaunchKernel_v7000",
             };
             let (ready, correlation) = launch(rank, node, api, 0)?;
-            let start = ready.max(*rank.stream_free(*stream));
-            *rank.stream_free(*stream) = start + dur;
+            let (start, set_by) = rank.lane(*stream).start(ready);
+            let family = node.family(kind);
+            // A graph traced whole shows the graph, not its kernel.
+            let label = if graph { CUDA_GRAPH } else { family };
+            rank.ran(*stream, (start, start + dur), (label, false), set_by);
             if let Some(shapes) = Shapes::of(kind, nominal) {
                 let (launch, end) = rank.last_call;
                 let operator = Operator {
@@ -605,14 +654,13 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
                 end: start + dur,
                 stream: *stream,
                 role: "compute",
-                family: node.family(kind),
+                family,
             });
         }
         Op::Wait { stream, on } => {
             let (_, correlation) = launch(rank, node, "cudaStreamWaitEvent_v3020", 0)?;
-            let until = *rank.stream_free(*on);
-            let waiter = rank.stream_free(*stream);
-            *waiter = (*waiter).max(until);
+            let other = *rank.lane(*on);
+            rank.lane(*stream).wait_for(&other);
             let at = rank.cpu;
             node.sync((at - 900, at - 300), rank.gpu(*stream), correlation, 2)?;
         }
@@ -632,20 +680,29 @@ fn run_op(rank: &mut RankState, op: &Op, node: &mut NodeExport) -> Result<()> {
                 let (b, e) = rank.last_call;
                 node.openacc((b - 150, e + 150), (rank.place.pid, rank.tid()), &upload)?;
             }
-            let start = ready.max(*rank.stream_free(*stream));
-            *rank.stream_free(*stream) = start + dur;
+            let (start, set_by) = rank.lane(*stream).start(ready);
+            rank.ran(*stream, (start, start + dur), (MEMCPY, false), set_by);
             node.memcpy((start, start + dur), rank.gpu(*stream), correlation, *bytes)?;
         }
         Op::Memset { stream, bytes, dur } => {
             let dur = rank.faulted(*dur, MEMSET);
             let (ready, correlation) = launch(rank, node, "cudaMemsetAsync_v3020", 0)?;
-            let start = ready.max(*rank.stream_free(*stream));
-            *rank.stream_free(*stream) = start + dur;
+            let (start, set_by) = rank.lane(*stream).start(ready);
+            rank.ran(*stream, (start, start + dur), (MEMSET, false), set_by);
             node.memset((start, start + dur), rank.gpu(*stream), correlation, *bytes)?;
         }
         Op::Sync(stream) => {
             let begin = rank.cpu;
-            let until = (*rank.stream_free(*stream)).max(begin) + 2_000;
+            let lane = *rank.lane(*stream);
+            let until = lane.free.max(begin) + 2_000;
+            // A host wait when the stream still had work: for the operation that frees it.
+            if let Some(waited) = lane.setter().filter(|_| lane.free > begin) {
+                let waited = Some(waited);
+                rank.schedule.calls.push(HostCall {
+                    span: (begin, until),
+                    waited,
+                });
+            }
             rank.correlation += 1;
             let who = (rank.place.pid, rank.tid());
             node.api(
@@ -779,6 +836,11 @@ fn launch(
     let who = (rank.place.pid, rank.tid());
     node.api((begin, end), who, rank.correlation, name, class)?;
     rank.last_call = (begin, end);
+    let call = HostCall {
+        span: (begin, end),
+        waited: None,
+    };
+    rank.schedule.calls.push(call);
     rank.cpu = end + rank.rng.around(1_500, 0.5);
     let ready = end + rank.rng.around(3_000, 0.3) + rank.style.launch_ahead;
     Ok((ready, rank.correlation))
@@ -845,7 +907,8 @@ fn resolve_comm(
             Some((straggler, ns)) if straggler == m => ns,
             _ => 0,
         };
-        let ready = ready.max(*rank.stream_free(stream)) + delay;
+        let (ready, set_by) = rank.lane(stream).start(ready);
+        let ready = ready + delay;
         last_ready = last_ready.max(ready);
         if let Some(sized) = sized {
             bytes = Some(sized.buffer);
@@ -857,7 +920,7 @@ fn resolve_comm(
                 group: (*group, members.to_vec()),
             });
         }
-        launches.push((m, stream, *kind, ready, correlation, role));
+        launches.push((m, stream, *kind, ready, correlation, role, set_by));
     }
     let role = launches.first().map_or("", |l| l.5);
     let end = last_ready + ranks[members[0]].scaled(transfer, role);
@@ -870,20 +933,24 @@ fn resolve_comm(
         end,
         bytes,
     };
-    for (m, stream, kind, ready, correlation, role) in launches {
+    let mut ops = Vec::with_capacity(members.len());
+    for (m, stream, kind, ready, correlation, role, set_by) in launches {
         let rank = &mut ranks[m];
-        *rank.stream_free(stream) = end;
         let kind: &KernelKind = kind;
+        let family = comm_family(role, kind);
+        ops.push((m, rank.ran(stream, (ready, end), (family, true), set_by)));
         nodes[rank.place.node].kernel((ready, end), rank.gpu(stream), correlation, kind)?;
         rank.schedule.kernels.push(Placed {
             start: ready,
             end,
             stream,
             role,
-            family: comm_family(role, kind),
+            family,
         });
         rank.schedule.collectives.push(placed.clone());
     }
+    let first = &mut ranks[members[0]].schedule.exchanges;
+    first.push(Members { ops, sender: None });
     Ok(())
 }
 

@@ -17,7 +17,10 @@
 //! - `operators`: every GEMM and attention kernel with the operator that launched it (`aten::mm`,
 //!   `aten::_scaled_dot_product_flash_attention`, its `_backward`) and that operator's FLOPs
 //!   (from the shapes the Kineto trace and the shape NVTX record), its launch's correlation id,
-//!   and when its launch and the kernel started.
+//!   and when its launch and the kernel started;
+//! - `critical_paths`: per step, its critical path's time by (rank, category, name): the
+//!   analysis's definition of a path over what truly set each operation's start
+//!   ([`causes`](super::causes)); none when the capture shows no step (no framework NVTX).
 //!
 //! Pipeline transfers are the kernels whose role is `pp_p2p`, or point-to-point traffic that no
 //! framework evidence names (`p2p`): the definition `bubbles` documents.
@@ -91,8 +94,18 @@ pub struct KernelTruth {
     pub role: &'static str,
 }
 
-/// Writes `truth.json` into `dir`.
-pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result<()> {
+/// Writes `truth.json` into `dir`; `steps_shown`: whether the capture shows the steps
+/// (`ProfilerStep#N` ranges).
+pub fn write(
+    dir: &Path,
+    schedules: &[Schedule],
+    places: &[Placement],
+    steps_shown: bool,
+) -> Result<()> {
+    let paths = match steps_shown {
+        true => super::causes::critical_paths(schedules),
+        false => Vec::new(),
+    };
     let path = dir.join("truth.json");
     let truth = serde_json::json!({
         "ranks": ranks(schedules, places),
@@ -101,6 +114,7 @@ pub fn write(dir: &Path, schedules: &[Schedule], places: &[Placement]) -> Result
         "collectives": collectives(schedules),
         "transfers": schedules.iter().flat_map(|s| &s.transfers).collect::<Vec<_>>(),
         "operators": operators(schedules),
+        "critical_paths": paths,
     });
     let text = serde_json::to_string(&truth)?;
     std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
