@@ -425,6 +425,40 @@ fn pipeline_transfers_are_paired_sender_to_receiver() {
     }
 }
 
+/// torch.profiler's JSON has no NCCL call ranges: PyTorch's own `nccl:send 0->1` and
+/// `nccl:recv 1<-0` around the launches tell sends from receives. Every pair listed runs in a
+/// direction the generator's transfers run (its clock starts elsewhere, so pairs are compared
+/// by sender and receiver), at least half of them are found, and `ranks` reads the pipeline
+/// from them.
+#[test]
+fn torch_profiler_transfers_are_paired_by_pytorch_s_ranges() {
+    let dir = synth("--preset megatron --tp 2 --pp 2 --gpus-per-node 4 --chunks 4 --format kineto");
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap())
+            .unwrap();
+    let mut left: BTreeMap<(i64, i64), usize> = BTreeMap::new();
+    for t in truth["transfers"].as_array().unwrap() {
+        *left
+            .entry((int(&t["sender"]), int(&t["receiver"])))
+            .or_default() += 1;
+    }
+    let total: usize = left.values().sum();
+    let path = dir.path().to_str().unwrap();
+    let c = json(&["collectives", "--whole", "--p2p", path]);
+    let pairs: Vec<&Value> = rows(&c).iter().filter(|r| r["op"] == "p2p").collect();
+    for r in &pairs {
+        let m = members(&r["members"]);
+        let count = left.get_mut(&(m[0], m[1])).expect("a true direction");
+        *count = count.checked_sub(1).expect("no more pairs than truth");
+    }
+    assert!(pairs.len() * 2 >= total, "{} of {total}", pairs.len());
+    let ranks = json(&["ranks", path]);
+    for r in rows(&ranks) {
+        assert_eq!(r["pp_source"], "p2p", "{r}");
+        assert_eq!(int(&r["pp_size"]), 2, "{r}");
+    }
+}
+
 /// `--p2p` with NCCL's payloads (`--nccl-payloads`: each `ncclSend`/`ncclRecv` records its
 /// `Message size [bytes]`): every pair listed has its size, each true pair the size truth.json
 /// gives its transfer, and its bus bandwidth is bytes over its duration (factor 1, as

@@ -81,7 +81,8 @@ fn assert_path_is_the_simulators(dir: &Path, run: &str) {
 /// On every preset with steps, and with each way of capturing that changes the evidence
 /// (streams numbered per process, no NVTX of NCCL's, communication on the compute stream,
 /// CUDA graphs, a deep launch queue, torch.profiler's JSON, whose stream waits name no
-/// stream), the path is the simulator's.
+/// stream and whose transfers' direction only PyTorch's ranges give), the path is the
+/// simulator's.
 #[test]
 fn the_path_is_the_one_the_simulator_ran() {
     for run in [
@@ -92,6 +93,7 @@ fn the_path_is_the_one_the_simulator_ran() {
         "--preset ddp --nodes 1 --gpus-per-node 2 --steps 2 --nccl-on-compute --cuda-graphs",
         "--preset ddp --nodes 1 --gpus-per-node 2 --steps 2 --launch-ahead 5 --grad-accum 2",
         "--preset fsdp --nodes 1 --gpus-per-node 2 --steps 2 --format kineto",
+        "--preset megatron --pp 2 --nodes 1 --gpus-per-node 2 --steps 2 --format kineto",
     ] {
         let dir = synth(run);
         assert_path_is_the_simulators(dir.path(), run);

@@ -4,7 +4,8 @@
 //! A pipeline transfer completes on both sides at once: a receive that was waiting ends when the
 //! data of its send has arrived, so the two kernels end within a few microseconds of each other
 //! (on one clock: give `--align collectives` across nodes). Each receive (NCCL's `ncclRecv` call
-//! around its launch says which kernels receive and which send) votes for the rank of the send
+//! around its launch, or PyTorch's `nccl:recv 1<-0` range in a torch.profiler trace, says which
+//! kernels receive and which send) votes for the rank of the send
 //! that ended closest to it, within [`TOLERANCE_NS`] and with no tie; two ranks are pipeline
 //! neighbours when a clear share of their transfers matched. The neighbour graph must then be
 //! chains of one length: that length is the pipeline size, and each chain is ordered from the
@@ -106,7 +107,7 @@ pub fn transfers(streams: &RankStreams, rules: &RoleRules) -> Vec<Transfer> {
 /// `ranks`); Err says why the transfers do not show a pipeline.
 pub fn pipeline(ranks: &[Rank], transfers: &[Vec<Transfer>]) -> Result<Vec<PipelineCoord>, String> {
     if transfers.iter().all(Vec::is_empty) {
-        return Err("no pipeline transfer with NCCL's send/receive calls around its launch".into());
+        return Err("no pipeline transfer with NCCL's send/receive calls (or PyTorch's nccl:send/nccl:recv range) around its launch".into());
     }
     let votes = votes(transfers);
     let neighbours = neighbours(ranks, transfers, &votes)?;

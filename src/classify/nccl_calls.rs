@@ -72,6 +72,26 @@ pub enum Pattern {
     },
 }
 
+impl Pattern {
+    /// The direction PyTorch's range around a point-to-point call shows: ProcessGroupNCCL
+    /// names its `send` and `recv` `nccl:send <rank>-><peer>` and `nccl:recv <rank><-<peer>`
+    /// (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), its dispatcher ops are `c10d::send`
+    /// and `c10d::recv_`.
+    pub fn of_torch_range(text: &str) -> Option<Pattern> {
+        let is = |prefix: &str| {
+            text.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+        };
+        if is("nccl:send") || is("c10d::send") {
+            Some(Pattern::PointToPoint { sends: 1, recvs: 0 })
+        } else if is("nccl:recv") || is("c10d::recv_") {
+            Some(Pattern::PointToPoint { sends: 0, recvs: 1 })
+        } else {
+            None
+        }
+    }
+}
+
 /// The NCCL call a launch sat in, and what it shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NcclEvidence {
@@ -223,5 +243,13 @@ mod tests {
         assert_eq!(Call::parse("ncclSend"), Some(Call::Send));
         assert_eq!(Call::parse("ncclCommCount"), None);
         assert_eq!(Call::parse("nccl:all_to_all"), None);
+        // PyTorch's ranges, as ProcessGroupNCCL names them.
+        let send = Pattern::PointToPoint { sends: 1, recvs: 0 };
+        let recv = Pattern::PointToPoint { sends: 0, recvs: 1 };
+        assert_eq!(Pattern::of_torch_range("nccl:send 0->1"), Some(send));
+        assert_eq!(Pattern::of_torch_range("nccl:recv 1<-0"), Some(recv));
+        assert_eq!(Pattern::of_torch_range("c10d::recv_"), Some(recv));
+        assert_eq!(Pattern::of_torch_range("nccl:sendrecv"), None);
+        assert_eq!(Pattern::of_torch_range("nccl:all_reduce"), None);
     }
 }

@@ -151,8 +151,9 @@ pub struct CommKernel {
     pub stage: Option<Stage>,
     /// Whether it is a point-to-point kernel (`SendRecv`): it spins until its peers arrive.
     pub point_to_point: bool,
-    /// What NCCL's NVTX calls around its launch show (a send, a receive, ...), whatever
-    /// decided its role.
+    /// What NCCL's NVTX calls around its launch show (a send, a receive, ...), else the
+    /// direction of PyTorch's point-to-point range around it ([`Pattern::of_torch_range`]),
+    /// whatever decided its role.
     pub call: Option<Pattern>,
     /// Whether it ran on a compute stream, blocking the compute queued behind it.
     pub in_stream: bool,
@@ -453,7 +454,14 @@ fn label_kernels(
                     Some((pattern_role(found.pattern, rules), Evidence::Nccl(found)))
                 })
                 .unwrap_or((named, Evidence::KernelName));
-            let torch = by_tier[Tier::Torch as usize][i].map(|(p, _)| p);
+            let torch_hit = by_tier[Tier::Torch as usize][i];
+            let torch = torch_hit.map(|(p, _)| p);
+            let torch_direction = || match torch_hit?.1 {
+                Evidence::Rule { range, .. } => {
+                    Pattern::of_torch_range(activity.timeline.text(range))
+                }
+                _ => None,
+            };
             CommKernel {
                 start,
                 end,
@@ -469,7 +477,7 @@ fn label_kernels(
                 evidence,
                 stage: by_stage[i],
                 point_to_point: launches[i].1,
-                call: call.map(|c| c.pattern),
+                call: call.map(|c| c.pattern).or_else(torch_direction),
                 in_stream: false,
             }
         })
