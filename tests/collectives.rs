@@ -426,20 +426,22 @@ fn pipeline_transfers_are_paired_sender_to_receiver() {
 }
 
 /// torch.profiler's JSON has no NCCL call ranges: PyTorch's own `nccl:send 0->1` and
-/// `nccl:recv 1<-0` around the launches tell sends from receives. Every pair listed runs in a
-/// direction the generator's transfers run (its clock starts elsewhere, so pairs are compared
-/// by sender and receiver), at least half of them are found, and `ranks` reads the pipeline
-/// from them.
+/// `nccl:recv 1<-0` around the launches tell sends from receives, and its `record_param_comms`
+/// (`Collective name` `send`/`recv`, element counts, dtype) gives their size. Every pair listed
+/// is one of the generator's transfers, by direction and size (its clock starts elsewhere, so
+/// not by time), at least half of them are found, each pair's bus bandwidth is bytes over its
+/// duration, and `ranks` reads the pipeline from them.
 #[test]
-fn torch_profiler_transfers_are_paired_by_pytorch_s_ranges() {
+fn torch_profiler_transfers_are_paired_and_sized_by_pytorch_s_records() {
     let dir = synth("--preset megatron --tp 2 --pp 2 --gpus-per-node 4 --chunks 4 --format kineto");
     let truth: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap())
             .unwrap();
-    let mut left: BTreeMap<(i64, i64), usize> = BTreeMap::new();
+    let mut left: BTreeMap<(i64, i64, i64), usize> = BTreeMap::new();
     for t in truth["transfers"].as_array().unwrap() {
+        let f = |k: &str| int(&t[k]);
         *left
-            .entry((int(&t["sender"]), int(&t["receiver"])))
+            .entry((f("sender"), f("receiver"), f("bytes")))
             .or_default() += 1;
     }
     let total: usize = left.values().sum();
@@ -447,9 +449,12 @@ fn torch_profiler_transfers_are_paired_by_pytorch_s_ranges() {
     let c = json(&["collectives", "--whole", "--p2p", path]);
     let pairs: Vec<&Value> = rows(&c).iter().filter(|r| r["op"] == "p2p").collect();
     for r in &pairs {
-        let m = members(&r["members"]);
-        let count = left.get_mut(&(m[0], m[1])).expect("a true direction");
+        let (m, bytes) = (members(&r["members"]), int(&r["bytes"]));
+        let count = left.get_mut(&(m[0], m[1], bytes)).expect("a true transfer");
         *count = count.checked_sub(1).expect("no more pairs than truth");
+        let busbw = r["busbw_gbps"].as_f64().unwrap();
+        let want = bytes as f64 / int(&r["duration_ns"]) as f64;
+        assert!((busbw - want).abs() <= 1e-9 * want, "{busbw} vs {want}");
     }
     assert!(pairs.len() * 2 >= total, "{} of {total}", pairs.len());
     let ranks = json(&["ranks", path]);

@@ -290,7 +290,7 @@ pub fn generate(dir: &Path, options: &Options) -> Result<Generated> {
     let schedules = sim::run(
         &workload.programs,
         &places,
-        &workload.groups,
+        (&workload.groups, &workload.channels),
         &mut nodes,
         (start, options.seed),
         (style, &options.faults),

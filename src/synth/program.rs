@@ -274,6 +274,12 @@ impl Channels {
         let next = self.ids.len() as GroupId;
         *self.ids.entry((sender, receiver)).or_insert(next)
     }
+
+    /// The sender and receiver of `channel`.
+    pub fn ends(&self, channel: GroupId) -> Option<[usize; 2]> {
+        let found = self.ids.iter().find(|&(_, &id)| id == channel);
+        found.map(|(&(sender, receiver), _)| [sender, receiver])
+    }
 }
 
 impl Groups {

@@ -11,7 +11,7 @@ use super::causes::{HostCall, Lane, Members, OpRef, Ran, SetBy};
 use super::kernels::{KernelKind, NCCL_SENDRECV};
 use super::node::{AccRow, DEFAULT_STREAM, NCCL_DOMAIN, NodeExport, NvtxText, P2pFields};
 use super::operators::{Operator, Shapes};
-use super::program::{Call, GroupId, Groups, Launcher, Op, Program};
+use super::program::{Call, Channels, GroupId, Groups, Launcher, Op, Program};
 use super::rng::Rng;
 use super::{Faults, MpiTrace};
 use crate::classify::families::{CUDA_GRAPH, MEMCPY, MEMSET, in_group};
@@ -116,18 +116,20 @@ pub struct PlacedCollective {
     pub bytes: Option<u64>,
 }
 
-/// What PyTorch's `record_param_comms` says of a collective one rank called.
+/// What PyTorch's `record_param_comms` says of a collective, a send or a receive one rank
+/// called.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TorchCall {
     /// The launch's correlation id.
     pub correlation: u32,
-    /// PyTorch's name for the collective (`allreduce`, `all_to_all`, ...).
+    /// PyTorch's name for the call (`allreduce`, `all_to_all`, `send`, `recv`, ...).
     pub name: &'static str,
     /// Input and output elements.
     pub nelems: (u64, u64),
     /// PyTorch's name of their type (`c10::ScalarType`: `Float`, `BFloat16`).
     pub dtype: &'static str,
-    /// Its process group: the group's number and its member ranks.
+    /// Its process group: the group's number and its member ranks (a transfer's: its channel,
+    /// sender and receiver).
     pub group: (GroupId, Vec<usize>),
 }
 
@@ -170,7 +172,7 @@ pub struct Schedule {
     pub transfers: Vec<PlacedTransfer>,
     /// (start, end) of every `ProfilerStep#N` range, in order.
     pub steps: Vec<(i64, i64)>,
-    /// The collectives it called as PyTorch records them.
+    /// The collectives, sends and receives it called, as PyTorch records them.
     pub torch_calls: Vec<TorchCall>,
     /// Every GEMM and attention kernel it ran, with the operator that launched it.
     pub operators: Vec<Operator>,
@@ -326,7 +328,7 @@ impl RankState {
 pub fn run(
     programs: &[Program],
     places: &[Placement],
-    groups: &Groups,
+    (groups, channels): (&Groups, &Channels),
     nodes: &mut [NodeExport],
     (start, seed): (i64, u64),
     (style, faults): (Style, &Faults),
@@ -365,7 +367,7 @@ pub fn run(
             if blocked[r].is_none() {
                 let pc = rank.pc;
                 let node = &mut nodes[rank.place.node];
-                blocked[r] = run_local(rank, &programs[r], node, &mut mailboxes)?;
+                blocked[r] = run_local(rank, &programs[r], node, (&mut mailboxes, channels))?;
                 progressed |= rank.pc != pc;
             }
         }
@@ -418,7 +420,7 @@ fn run_local(
     rank: &mut RankState,
     program: &Program,
     node: &mut NodeExport,
-    mailboxes: &mut Mailboxes,
+    (mailboxes, channels): (&mut Mailboxes, &Channels),
 ) -> Result<Option<GroupId>> {
     while let Some(op) = program.ops.get(rank.pc) {
         match op {
@@ -437,6 +439,7 @@ fn run_local(
                     api: "ncclRecv",
                     purpose: *role,
                     message: (*channel, sent.bytes),
+                    ends: channels.ends(*channel),
                 };
                 let (recv_start, _) = p2p(rank, node, transfer, RECV_MIN_NS, sent.span.1)?;
                 let recv = (rank.index, rank.schedule.ops.len() - 1);
@@ -465,6 +468,7 @@ fn run_local(
                     api: "ncclSend",
                     purpose: *role,
                     message: (*channel, bytes),
+                    ends: channels.ends(*channel),
                 };
                 // The receive can end no earlier than the send (started then, plus the transfer).
                 let span = p2p(rank, node, transfer, *dur, i64::MIN)?;
@@ -531,6 +535,8 @@ struct Transfer {
     purpose: Option<&'static str>,
     /// Its channel (the communicator of its pair) and size, bytes.
     message: (GroupId, u64),
+    /// The channel's sender and receiver.
+    ends: Option<[usize; 2]>,
 }
 
 /// Shortest receive kernel, ns.
@@ -551,6 +557,20 @@ fn p2p(
     let who = (rank.place.pid, rank.tid());
     let (channel, bytes) = transfer.message;
     let payload = nccl_payload(rank, transfer.api, channel, bytes);
+    // PyTorch records a send's and a receive's tensor as it does a collective's.
+    let (dtype, width) = data_type(NCCL_SENDRECV.short);
+    let elements = bytes / width;
+    rank.schedule.torch_calls.push(TorchCall {
+        correlation,
+        name: if transfer.api == "ncclSend" {
+            "send"
+        } else {
+            "recv"
+        },
+        nelems: (elements, elements),
+        dtype,
+        group: (channel, transfer.ends.map_or_else(Vec::new, Vec::from)),
+    });
     let text = NvtxText::Registered(transfer.api);
     node.nccl_range((range_start, rank.cpu), who, text, payload.as_deref())?;
     let (start, set_by) = rank.lane(stream).start(ready);
