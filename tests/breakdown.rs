@@ -202,8 +202,7 @@ fn bubbles_and_truth(dir: &Path, pp: usize) -> (Vec<Vec<f64>>, Vec<Vec<f64>>, Va
             .or_default()
             .push(r["bubble_pct"].as_f64().unwrap());
     }
-    let truth: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("truth.json")).unwrap()).unwrap();
+    let truth: Value = crate::util::truth(dir);
     let mut expected: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
     for s in truth["steps"].as_array().unwrap() {
         let pct = 100.0 * int(s, "bubble_ns") as f64 / int(s, "step_ns") as f64;

@@ -133,8 +133,7 @@ type ByArrival = BTreeMap<(Vec<i64>, i64), Vec<(i64, i64)>>;
 
 /// The truth's collective instances (not point-to-point transfers).
 fn truth_instances(dir: &Path) -> ByArrival {
-    let truth: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("truth.json")).unwrap()).unwrap();
+    let truth: Value = crate::util::truth(dir);
     truth["collectives"]
         .as_array()
         .unwrap()
@@ -222,10 +221,7 @@ fn bytes_and_bus_bandwidth_come_from_the_records_and_equal_the_truth() {
         for form in ["--format kineto", "--nccl-payloads"] {
             let args = format!("{preset} {form}");
             let dir = synth(&args);
-            let truth: Value = serde_json::from_str(
-                &std::fs::read_to_string(dir.path().join("truth.json")).unwrap(),
-            )
-            .unwrap();
+            let truth: Value = crate::util::truth(dir.path());
             let mut want: BTreeMap<Vec<i64>, Vec<&Value>> = BTreeMap::new();
             for c in truth["collectives"].as_array().unwrap() {
                 if c["point_to_point"] == false {
@@ -380,9 +376,7 @@ fn pipeline_transfers_are_paired_sender_to_receiver() {
         "--preset megatron --tp 2 --pp 4 --dp 2 --gpus-per-node 4 --chunks 6 --renumber-streams",
     ] {
         let dir = synth(args);
-        let truth: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap())
-                .unwrap();
+        let truth: Value = crate::util::truth(dir.path());
         let truth: std::collections::BTreeSet<(i64, i64, i64, i64)> = truth["transfers"]
             .as_array()
             .unwrap()
@@ -434,9 +428,7 @@ fn pipeline_transfers_are_paired_sender_to_receiver() {
 #[test]
 fn torch_profiler_transfers_are_paired_and_sized_by_pytorch_s_records() {
     let dir = synth("--preset megatron --tp 2 --pp 2 --gpus-per-node 4 --chunks 4 --format kineto");
-    let truth: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap())
-            .unwrap();
+    let truth: Value = crate::util::truth(dir.path());
     let mut left: BTreeMap<(i64, i64, i64), usize> = BTreeMap::new();
     for t in truth["transfers"].as_array().unwrap() {
         let f = |k: &str| int(&t[k]);
@@ -471,9 +463,7 @@ fn torch_profiler_transfers_are_paired_and_sized_by_pytorch_s_records() {
 #[test]
 fn pipeline_transfers_carry_their_sizes() {
     let dir = synth("--preset megatron --tp 2 --pp 2 --gpus-per-node 4 --chunks 4 --nccl-payloads");
-    let truth: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("truth.json")).unwrap())
-            .unwrap();
+    let truth: Value = crate::util::truth(dir.path());
     let truth: std::collections::BTreeMap<(i64, i64, i64, i64), i64> = truth["transfers"]
         .as_array()
         .unwrap()

@@ -16,8 +16,7 @@ fn paths(dir: &Path) -> Paths {
 
 /// The simulator's own paths (truth.json's `critical_paths`): what truly set each start.
 fn truth_paths(dir: &Path) -> Paths {
-    let text = std::fs::read_to_string(dir.join("truth.json")).unwrap();
-    let truth: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let truth = crate::util::truth(dir);
     by_step(truth["critical_paths"].as_array().unwrap(), "step_ns")
 }
 

@@ -279,8 +279,7 @@ struct FlopsTruth {
 }
 
 fn flops_truth(dir: &Path) -> FlopsTruth {
-    let text = std::fs::read_to_string(dir.join("truth.json")).unwrap();
-    let truth: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let truth = crate::util::truth(dir);
     let key = |v: &serde_json::Value, second: &str| {
         (v["rank"].as_u64().unwrap(), v[second].as_u64().unwrap())
     };

@@ -77,10 +77,7 @@ fn every_communication_kernel_gets_the_role_its_evidence_supports() {
         for variant in VARIANTS {
             let args = format!("{preset} {variant}");
             let dir = synth(&args);
-            let truth: Value = serde_json::from_str(
-                &std::fs::read_to_string(dir.path().join("truth.json")).unwrap(),
-            )
-            .unwrap();
+            let truth: Value = crate::util::truth(dir.path());
             let files = exports(dir.path());
             let ours = our_roles(&files);
             // The confusion matrix: (truth, ours) -> kernels; only the diagonal may be filled.

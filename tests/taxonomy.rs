@@ -393,10 +393,7 @@ fn synth_runs_under_every_name_set_give_truths_families() {
     for names in ["2022", "2026", "rocm"] {
         for run in runs {
             let dir = crate::util::synth(&format!("{run} --steps 2 --names {names}"));
-            let truth: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(dir.path().join("truth.json")).unwrap(),
-            )
-            .unwrap();
+            let truth: serde_json::Value = crate::util::truth(dir.path());
             let v = json(&["kernels", "--whole", dir.path().to_str().unwrap()]);
             for rank in truth["ranks"].as_array().unwrap() {
                 let r = int(&rank["rank"]);

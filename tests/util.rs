@@ -213,6 +213,12 @@ pub fn synth(args: &str) -> tempfile::TempDir {
     dir
 }
 
+/// The `truth.json` a synth run wrote into `dir`: the simulator's own ground truth.
+pub fn truth(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("truth.json")).expect("truth.json");
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
 /// NCCL kernels per role over the whole capture, from `streams --whole --format json`'s
 /// `comm_roles`.
 pub fn comm_roles(reports: &[&str]) -> std::collections::BTreeMap<String, u64> {

@@ -107,7 +107,11 @@ pub fn transfers(streams: &RankStreams, rules: &RoleRules) -> Vec<Transfer> {
 /// `ranks`); Err says why the transfers do not show a pipeline.
 pub fn pipeline(ranks: &[Rank], transfers: &[Vec<Transfer>]) -> Result<Vec<PipelineCoord>, String> {
     if transfers.iter().all(Vec::is_empty) {
-        return Err("no pipeline transfer with NCCL's send/receive calls (or PyTorch's nccl:send/nccl:recv range) around its launch".into());
+        return Err(
+            "no pipeline transfer with NCCL's send/receive calls (or PyTorch's \
+                    nccl:send/nccl:recv range) around its launch"
+                .into(),
+        );
     }
     let votes = votes(transfers);
     let neighbours = neighbours(ranks, transfers, &votes)?;
