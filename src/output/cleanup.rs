@@ -108,19 +108,41 @@ impl Temporary {
         &self.path
     }
 
-    /// Renames the file to `dest`, under the registry's lock.
-    pub(super) fn rename(self, dest: &Path, lock: &mut Lock) -> std::io::Result<()> {
-        std::fs::rename(&self.path, dest)?;
-        // Not dropped: its Drop would remove the file and take the lock held here.
+    /// Renames the file to `dest`, under the registry's lock. A file already at `dest` is first
+    /// moved aside (beside this one, `.old` added): the path it returns then, for the caller to
+    /// remove once every output is in place. It is put back if the rename fails.
+    ///
+    /// Why not rename over it: when a rename replaces a file, ext4 (`auto_da_alloc`, on by
+    /// default) writes the new file's data back before the call returns, so that a crash does
+    /// not leave it empty; for a trace of hundreds of megabytes that is a second or more of
+    /// the run, while neither rename here replaces anything.
+    pub(super) fn rename(self, dest: &Path, lock: &mut Lock) -> std::io::Result<Option<PathBuf>> {
+        let mut aside = self.path.clone().into_os_string();
+        aside.push(".old");
+        let aside = PathBuf::from(aside);
+        let moved = match std::fs::rename(dest, &aside) {
+            Ok(()) => Some(aside),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let renamed = std::fs::rename(&self.path, dest);
+        // Not dropped: its Drop would take the lock held here.
         let path = std::mem::take(&mut std::mem::ManuallyDrop::new(self).path);
         lock.0.files.retain(|p| *p != path);
-        Ok(())
+        if let Err(e) = renamed {
+            let _ = std::fs::remove_file(&path);
+            if let Some(aside) = &moved {
+                let _ = std::fs::rename(aside, dest);
+            }
+            return Err(e);
+        }
+        Ok(moved)
     }
 
     /// Renames the file, which another program wrote (`nsys export`), to `dest`.
     pub fn persist(self, dest: &Path) -> std::io::Result<()> {
-        let mut lock = lock();
-        self.rename(dest, &mut lock)
+        let replaced = self.rename(dest, &mut lock())?;
+        replaced.map_or(Ok(()), std::fs::remove_file)
     }
 }
 
@@ -258,6 +280,24 @@ mod tests {
         let path = temp.path().to_path_buf();
         drop(temp);
         assert!(!path.exists(), "dropped, the file is removed");
+    }
+
+    #[test]
+    fn a_failed_rename_puts_the_replaced_file_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("run.prv");
+        std::fs::write(&dest, b"old").unwrap();
+        let (temp, _file) = Temporary::beside(&dest, "").unwrap();
+        // Gone before its rename, which then fails after the old file was moved aside.
+        std::fs::remove_file(temp.path()).unwrap();
+        let error = temp.rename(&dest, &mut lock()).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(std::fs::read(&dest).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "nothing aside"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! - **An input is never replaced.** Every file a run reads is noted ([`note_input`]); an output
 //!   that is, or resolves to, one of them (the same device and inode, whatever the name: a `./`
 //!   path, a symbolic or a hard link) is refused before anything is written.
-//! - **Only a regular file or a missing path is ever renamed over.** A character or block
+//! - **Only a regular file or a missing path is ever replaced.** A character or block
 //!   device, a FIFO or a socket is written in place (`-o /dev/null` discards, `-o /dev/stdout`
 //!   streams); `-` is standard output; a symbolic link is followed, so the file it names is
 //!   replaced and the link stays.
@@ -11,7 +11,9 @@
 //!   its destination ([`cleanup::Temporary`]) and renamed into place only when complete; the
 //!   files of one result (a Paraver trace's three, both formats of a conversion) are renamed
 //!   together ([`Staged`]), all or none. An error, a terminating signal and, after a SIGKILL,
-//!   the next run remove the temporary files ([`cleanup`]).
+//!   the next run remove the temporary files ([`cleanup`]). The file an output replaces is
+//!   moved aside just before, and removed once all are in place (put back if the rename
+//!   fails): renaming over it would make ext4 write the whole new file to disk first.
 
 mod background;
 pub mod cleanup;
@@ -291,14 +293,36 @@ impl Staged {
     /// of them renamed or none.
     pub fn commit(self) -> anyhow::Result<()> {
         let ready = self.ready.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut replaced = Vec::new();
+        let mut renamed = Ok(());
+        // Those left after a failure are dropped (their files removed) once the lock is
+        // released: a temporary file's drop takes it.
+        let mut outputs = ready.into_iter();
         let mut lock = cleanup::lock();
-        for output in ready {
-            if let Some((temp, dest)) = output.beside {
-                temp.rename(&dest, &mut lock)
-                    .with_context(|| format!("cannot write {}", output.shown.display()))?;
+        for output in outputs.by_ref() {
+            let Some((temp, dest)) = output.beside else {
+                continue;
+            };
+            match temp.rename(&dest, &mut lock) {
+                Ok(old) => replaced.extend(old),
+                Err(e) => {
+                    let shown = output.shown.display();
+                    renamed = Err(e).with_context(|| format!("cannot write {shown}"));
+                    break;
+                }
             }
         }
-        Ok(())
+        drop(lock);
+        drop(outputs);
+        for old in replaced {
+            if let Err(e) = std::fs::remove_file(&old) {
+                eprintln!(
+                    "nsys-lens: warning: cannot remove {}, the file this run replaced ({e})",
+                    old.display()
+                );
+            }
+        }
+        renamed
     }
 }
 
@@ -368,6 +392,66 @@ mod tests {
         staged.commit().unwrap();
         assert!(names.iter().all(|n| n.is_file()));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn a_replaced_file_is_not_written_to_and_leaves_nothing_behind() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("run.prv");
+        std::fs::write(&dest, b"old").unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let kept = dir.path().join("kept.prv");
+        std::fs::hard_link(&dest, &kept).unwrap();
+        let mut out = Output::create(&dest).unwrap();
+        out.write_all(b"new").unwrap();
+        out.commit().unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"new");
+        assert_eq!(
+            std::fs::read(&kept).unwrap(),
+            b"old",
+            "a new file, not rewritten"
+        );
+        let mode = std::fs::metadata(&dest).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o640, "the replaced file's permissions");
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["kept.prv", "run.prv"], "nothing moved aside is left");
+    }
+
+    #[test]
+    fn a_failed_rename_is_an_error_and_the_rest_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = ["a.prv", "a.pcf", "a.row"].map(|n| dir.path().join(n));
+        std::fs::write(&names[1], b"old").unwrap();
+        let staged = Staged::default();
+        for name in &names {
+            let out = Output::create(name).unwrap();
+            if name == &names[1] {
+                // Its rename fails: the file is gone.
+                std::fs::remove_file(out.path()).unwrap();
+            }
+            staged.add(out).unwrap();
+        }
+        let error = format!("{:#}", staged.commit().unwrap_err());
+        assert!(
+            error.contains("cannot write") && error.contains("a.pcf"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read(&names[1]).unwrap(), b"old", "put back");
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["a.pcf", "a.prv"],
+            "the first renamed, the last removed"
+        );
     }
 
     #[test]
