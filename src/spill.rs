@@ -180,8 +180,14 @@ impl<T: Record> Sorter<T> {
         Ok(())
     }
 
-    /// Ends the input: the records in order, the last of them kept in memory.
+    /// Ends the input: the records in order. Those of a sorter that never spilled stay in
+    /// memory; once it spilled (its records outgrew the budget), the last of them go to disk
+    /// too, so that the passes that read them back hold only a buffer per run.
     pub fn finish(mut self) -> Sorted<T> {
+        if !self.runs.is_empty() && self.failed.is_none() {
+            // A failed write leaves the records in memory, sorted, where they serve as well.
+            let _ = self.spill();
+        }
         self.buffer.sort_unstable();
         self.buffer.shrink_to_fit();
         Sorted {
@@ -699,7 +705,8 @@ mod tests {
             .collect()
     }
 
-    fn sorted_with(budget: usize, records: &[Pair]) -> (Vec<Pair>, usize) {
+    /// The records sorted under `budget`: in order, the runs on disk, the records in memory.
+    fn sorted_with(budget: usize, records: &[Pair]) -> (Vec<Pair>, usize, usize) {
         let budget = Budget::new(budget);
         let mut sorter = Sorter::new(budget.clone());
         for &r in records {
@@ -710,7 +717,7 @@ mod tests {
         // Read twice: each reader has its own position.
         let again: Vec<Pair> = sorted.iter().map(Result::unwrap).collect();
         assert_eq!(out, again);
-        (out, sorted.runs())
+        (out, sorted.runs(), sorted.memory.len())
     }
 
     #[test]
@@ -718,14 +725,14 @@ mod tests {
         let records = pseudo_random(10_000);
         let mut want = records.clone();
         want.sort();
-        let (all_in_memory, runs) = sorted_with(usize::MAX / 2, &records);
-        assert_eq!(runs, 0);
+        let (all_in_memory, runs, in_memory) = sorted_with(usize::MAX / 2, &records);
+        assert_eq!((runs, in_memory), (0, 10_000));
         assert_eq!(all_in_memory, want);
-        // 17 records per run (the push that overdraws the budget spills): 588 runs and 4
-        // records left in memory; merged 16 at a time, 588 = 2·256 + 4·16 + 12, so 2 + 4 + 12
-        // runs remain.
-        let (spilled, runs) = sorted_with(16 * size_of::<Pair>(), &records);
-        assert_eq!(runs, 18);
+        // 17 records per run (the push that overdraws the budget spills): 588 runs, and the 4
+        // records left go to a run of their own when the input ends; merged 16 at a time,
+        // 589 = 2·256 + 4·16 + 13, so 2 + 4 + 13 runs remain, and nothing in memory.
+        let (spilled, runs, in_memory) = sorted_with(16 * size_of::<Pair>(), &records);
+        assert_eq!((runs, in_memory), (19, 0));
         assert_eq!(spilled, want);
     }
 

@@ -9,7 +9,7 @@
 //! one (as [`Timeline::load`] merges reports), and each capture keeps the [`Translation`] and
 //! time shift that carry its events onto the merged ones when they are read.
 
-use crate::hash::FxHashSet;
+use crate::hash::{FxHashMap, FxHashSet};
 use crate::model::records::{Fits, Limits};
 use crate::model::{
     AccEvent, AccTable, ApiCall, GraphLaunch, Kernel, Memcpy, MemoryEvent, Memset, MetricSample,
@@ -363,6 +363,8 @@ struct Spill {
     comm: Vec<Kernel>,
     /// Which kernels go to `comm` (and the light timeline).
     light: LightKernels,
+    /// `light`'s answer per (short name, name) already asked: kernels repeat a few names.
+    light_names: FxHashMap<(StringId, StringId), bool>,
     /// Sends, receives and waits: what MPI messages are matched from.
     messaging: Vec<MpiCall>,
     /// (process, correlation id) of every NCCL kernel (kernels are read before API calls).
@@ -392,6 +394,7 @@ impl Spill {
             thread_runs: Sorter::new(budget),
             comm: Vec::new(),
             light,
+            light_names: FxHashMap::default(),
             messaging: Vec::new(),
             nccl_launches: FxHashSet::default(),
             launches: Vec::new(),
@@ -421,7 +424,13 @@ impl crate::nsys::Sink for Spill {
 
     fn kernel(&mut self, k: Kernel, process: ProcessId, (short, name): (&str, &str)) {
         self.names.add(k.short_name, Names::KERNEL);
-        if (self.light)(short, name) {
+        let light = self.light;
+        let names = (k.short_name, k.name);
+        if *self
+            .light_names
+            .entry(names)
+            .or_insert_with(|| light(short, name))
+        {
             self.comm.push(k);
             self.nccl_launches.insert((process, k.correlation));
         }
@@ -520,12 +529,21 @@ impl crate::nsys::Sink for Spill {
         timeline.api_calls = self.launches;
         timeline.nvtx = self.nvtx;
         timeline.mpi_calls = self.messaging;
+        // The two largest sorts, kernels and API calls, on two cores.
+        let (kernels, api_calls) = std::thread::scope(|scope| {
+            let kernels = scope.spawn(|| self.kernels.finish());
+            let api_calls = self.api_calls.finish();
+            let kernels = kernels
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            (kernels, api_calls)
+        });
         Ok(Events {
-            kernels: self.kernels.finish(),
+            kernels,
             memcpys: self.memcpys.finish(),
             memsets: self.memsets.finish(),
             graph_launches: self.graph_launches.finish(),
-            api_calls: self.api_calls.finish(),
+            api_calls,
             syncs: self.syncs.finish(),
             os_calls: self.os_calls.finish(),
             mpi_calls: self.mpi_calls.finish(),
