@@ -9,7 +9,9 @@
 //! block, the shape of real training; 1 M GPU-metric samples; and 4 nodes x 250 k, on which
 //! the cluster path runs too: `part`, `--encode`, `--merge`). The floor is the `sqlite3` shell summing
 //! every column the reader reads, table by table (C speed, nothing done per row): every figure
-//! is printed as a multiple of it (`x floor`). Without `sqlite3` on PATH the floor is a bare
+//! is printed as a multiple of it (`x floor`). Each size's `write floor` row is `dd` writing
+//! as many bytes as `convert` (both formats) wrote: what putting the output in the page cache
+//! alone costs. Without `sqlite3` on PATH the floor is a bare
 //! rusqlite scan of the same rows, and the output says so. `NSYS_LENS_BENCH_SIZES=10k,100k`
 //! picks sizes; `NSYS_LENS_BENCH_RUNS=3` runs every command (and the floor) three times and
 //! keeps the run of median wall time, for a machine whose speed varies.
@@ -143,6 +145,8 @@ fn main() {
         let mut both = measure(&["convert", "-q", "-o", base], &files);
         both.output_bytes = dir_size(out.path());
         print_row(size.name, "convert both", &both, events, floor);
+        let written = write_floor(out.path(), both.output_bytes);
+        print_row(size.name, "write floor", &written, events, floor);
         if files.len() > 1 {
             parts(size.name, &files, events, floor);
         }
@@ -520,6 +524,23 @@ fn timed_once(command: &mut Command) -> Timed {
         // instance), an answer as worth timing as any.
         succeeded: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) <= 1,
     }
+}
+
+/// The write floor: `dd` writing as many bytes as `bytes`, in 1 MiB blocks, to a new file in
+/// `dir` (the copy into the page cache that every output pays, whatever wrote it).
+fn write_floor(dir: &Path, bytes: u64) -> Run {
+    let blocks = bytes.div_ceil(1 << 20);
+    let script = format!("dd if=/dev/zero of=\"$1/floor-$$\" bs=1M count={blocks} status=none");
+    let mut command = Command::new("sh");
+    command.args(["-c", &script, "sh", dir.to_str().expect("utf-8")]);
+    let mut run: Run = timed(command).into();
+    run.output_bytes = bytes;
+    for entry in std::fs::read_dir(dir).expect("list").flatten() {
+        if entry.file_name().to_string_lossy().starts_with("floor-") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    run
 }
 
 fn dir_size(dir: &Path) -> u64 {
