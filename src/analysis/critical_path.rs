@@ -124,6 +124,36 @@ impl StepPath {
         }
         parts
     }
+
+    /// What the tables show of it, without a stretch per operation.
+    pub fn summary(&self) -> PathSummary {
+        PathSummary {
+            step: self.step,
+            step_ns: self.step_ns(),
+            path_ns: self.path_ns(),
+            parts: self.parts(),
+            ranks: self.ranks(),
+            crossings: self.crossings.clone(),
+        }
+    }
+}
+
+/// One step's critical path summed per rank, category and name ([`StepPath::summary`]): what
+/// a run's every step keeps, where its stretches would hold one entry per operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathSummary {
+    /// The step's index, from 0.
+    pub step: usize,
+    /// The step's time, ns.
+    pub step_ns: i64,
+    /// The summed stretches, ns.
+    pub path_ns: i64,
+    /// Time per (rank, category, name), ns.
+    pub parts: BTreeMap<(u32, Category, Name), i64>,
+    /// The ranks on the path, in the order the path meets them from the step's end.
+    pub ranks: Vec<u32>,
+    /// Where it crosses ranks ([`StepPath::crossings`]).
+    pub crossings: Vec<(u32, u32)>,
 }
 
 /// A run's steps on its graph.
@@ -423,18 +453,18 @@ pub struct Names<'a> {
 }
 
 impl<'a> Names<'a> {
-    /// Names for the stretches of `paths` on `graph`, of `ranks` in `activity`: every launch's
+    /// Names for the parts of `paths` on `graph`, of `ranks` in `activity`: every launch's
     /// range is found in one sweep per thread.
     pub fn new(
         graph: &'a Graph,
         activity: &'a Activity<'a>,
         ranks: &[Rank],
-        paths: &[StepPath],
+        paths: &[PathSummary],
     ) -> Names<'a> {
         let timeline = activity.timeline;
         let mut by_thread: BTreeMap<(u32, ThreadId), Vec<u32>> = BTreeMap::new();
-        for s in paths.iter().flat_map(|p| &p.stretches) {
-            if let (Category::Launch, Name::Call(j)) = (s.category, s.name) {
+        for &(_, category, name) in paths.iter().flat_map(|p| p.parts.keys()) {
+            if let (Category::Launch, Name::Call(j)) = (category, name) {
                 let call = graph.cpu[j as usize];
                 by_thread
                     .entry((call.rank, call.thread))

@@ -2,7 +2,7 @@
 //! replay of the run's dependency graph predicts with changed durations.
 
 use super::{NothingFound, Selection, ranks};
-use crate::analysis::critical_path::{Names, StepPath, Steps, step_ranges, walk};
+use crate::analysis::critical_path::{Names, PathSummary, Steps, step_ranges, walk};
 use crate::analysis::graph::{Evidence, Graph};
 use crate::analysis::what_if::{Change, Factors};
 use crate::classify::families::{Families, FamilyCache};
@@ -160,8 +160,10 @@ impl<'t> Run<'t> {
 /// (`from_rank`, whose operation arrived last at `at_ns`) to another (`to_rank`).
 pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
     let run = Run::new(timeline, selection)?;
-    let paths: Vec<StepPath> = (0..run.steps.bounds.len())
-        .map(|k| walk(&run.graph, &run.steps, k))
+    // Summed as each is walked: a step's stretches (one per operation on its path) are not
+    // kept for every step at once.
+    let paths: Vec<PathSummary> = (0..run.steps.bounds.len())
+        .map(|k| walk(&run.graph, &run.steps, k).summary())
         .collect();
     let names = Names::new(&run.graph, &run.activity, &run.ranks, &paths);
     let mut table = Table::new(&[
@@ -193,22 +195,22 @@ pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Resu
                 "to_rank": run.rank(left.rank),
             }));
         }
-        let mut parts: Vec<_> = path.parts().into_iter().collect();
+        let mut parts: Vec<_> = path.parts.iter().map(|(&key, &ns)| (key, ns)).collect();
         parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         for ((r, category, name), ns) in parts.into_iter().filter(|p| wanted(p.0.0)) {
             table.push(vec![
                 Cell::Int(path.step as i64),
-                Cell::Duration(path.step_ns()),
-                Cell::Duration(path.path_ns()),
+                Cell::Duration(path.step_ns),
+                Cell::Duration(path.path_ns),
                 Cell::Int(run.rank(r)),
                 Cell::text(category.name()),
                 Cell::Text(names.text(name)),
                 Cell::Duration(ns),
-                Cell::Percent(100.0 * ns as f64 / path.step_ns().max(1) as f64),
+                Cell::Percent(100.0 * ns as f64 / path.step_ns.max(1) as f64),
             ]);
         }
         let ranks: Vec<String> = path
-            .ranks()
+            .ranks
             .iter()
             .map(|&r| run.rank(r).to_string())
             .collect();
@@ -282,21 +284,21 @@ fn path_views(run: &Run) -> Vec<PathView> {
     if longest != median {
         shown.push((longest, "longest"));
     }
-    let paths: Vec<StepPath> = shown
+    let paths: Vec<PathSummary> = shown
         .iter()
-        .map(|&(k, _)| walk(&run.graph, &run.steps, k))
+        .map(|&(k, _)| walk(&run.graph, &run.steps, k).summary())
         .collect();
     let names = Names::new(&run.graph, &run.activity, &run.ranks, &paths);
     paths
         .iter()
         .zip(shown)
         .map(|(path, (k, which))| {
-            let mut parts: Vec<_> = path.parts().into_iter().collect();
+            let mut parts: Vec<_> = path.parts.iter().map(|(&key, &ns)| (key, ns)).collect();
             parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             PathView {
                 title: format!("step {k} ({which})"),
-                step_ns: path.step_ns(),
-                ranks: path.ranks().iter().map(|&r| run.rank(r) as u32).collect(),
+                step_ns: path.step_ns,
+                ranks: path.ranks.iter().map(|&r| run.rank(r) as u32).collect(),
                 parts: parts
                     .into_iter()
                     .take(PAGE_PARTS)
