@@ -141,7 +141,8 @@ impl Temporary {
 
     /// Renames the file, which another program wrote (`nsys export`), to `dest`.
     pub fn persist(self, dest: &Path) -> std::io::Result<()> {
-        let replaced = self.rename(dest, &mut lock())?;
+        let mut lock = lock();
+        let replaced = self.rename(dest, &mut lock)?;
         replaced.map_or(Ok(()), std::fs::remove_file)
     }
 }

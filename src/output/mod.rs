@@ -312,8 +312,8 @@ impl Staged {
                 }
             }
         }
-        drop(lock);
-        drop(outputs);
+        // Still under the lock: a signal finds the replaced files gone, or their outputs not
+        // yet in place.
         for old in replaced {
             if let Err(e) = std::fs::remove_file(&old) {
                 eprintln!(
@@ -322,6 +322,8 @@ impl Staged {
                 );
             }
         }
+        drop(lock);
+        drop(outputs);
         renamed
     }
 }
