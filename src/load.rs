@@ -102,14 +102,25 @@ impl Inputs {
     /// clock, with `Align::Collectives` each host's clock corrected; with the input each
     /// joined capture came from.
     pub fn captures(&self, budget: Arc<Budget>) -> anyhow::Result<(Captures, Vec<usize>)> {
+        let (captures, inputs, _) = self.captures_aligned(budget)?;
+        Ok((captures, inputs))
+    }
+
+    /// [`Inputs::captures`], and the alignment estimate when `--align collectives` asked for
+    /// one.
+    pub fn captures_aligned(
+        &self,
+        budget: Arc<Budget>,
+    ) -> anyhow::Result<(Captures, Vec<usize>, Option<Alignment>)> {
         let (inputs, captures): (Vec<usize>, Vec<Capture>) =
             self.read_captures(budget)?.into_iter().unzip();
         let mut joined = Captures::join(captures).context("cannot load the reports")?;
-        if self.align == Align::Collectives {
-            let alignment = align::estimate(&joined.light);
-            joined.shift_hosts(&alignment.corrections());
+        if self.align == Align::Session {
+            return Ok((joined, inputs, None));
         }
-        Ok((joined, inputs))
+        let alignment = align::estimate(&joined.light);
+        joined.shift_hosts(&alignment.corrections());
+        Ok((joined, inputs, Some(alignment)))
     }
 
     /// Fails unless every path of `outputs` may be written ([`crate::output::check`]): none is

@@ -199,3 +199,74 @@ fn the_same_report_twice_is_refused() {
         "{stderr}"
     );
 }
+
+/// (input, pid, device, stream) and its kernels, copies and sets.
+type StreamOps = BTreeSet<((usize, u64, u64, u64), [u64; 3])>;
+
+/// Each stream's kernels, copies and sets by `SELECT ... GROUP BY` over each export.
+fn sql_stream_ops(paths: &[std::path::PathBuf]) -> StreamOps {
+    let mut ops: std::collections::BTreeMap<(usize, u64, u64, u64), [u64; 3]> = Default::default();
+    for (input, path) in paths.iter().enumerate() {
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+        let conn = rusqlite::Connection::open_with_flags(path, flags).unwrap();
+        for (i, table) in ["KERNEL", "MEMCPY", "MEMSET"].iter().enumerate() {
+            let sql = format!(
+                "SELECT (globalPid >> 24) & 16777215, deviceId, streamId, count(*) \
+                 FROM CUPTI_ACTIVITY_KIND_{table} GROUP BY 1, 2, 3"
+            );
+            let Ok(mut statement) = conn.prepare(&sql) else {
+                continue; // nsys creates tables lazily: none of this kind
+            };
+            let rows = statement.query_map([], |r| {
+                let n = |i| r.get::<_, i64>(i).map(|v| v as u64);
+                Ok(((input, n(0)?, n(1)?, n(2)?), n(3)?))
+            });
+            for row in rows.unwrap() {
+                let (key, n) = row.unwrap();
+                ops.entry(key).or_default()[i] += n;
+            }
+        }
+    }
+    ops.into_iter().collect()
+}
+
+/// Each stream's kernels, copies and sets in `info --format json` of the reports together.
+fn info_stream_ops(paths: &[std::path::PathBuf]) -> StreamOps {
+    let mut args = vec!["info", "--format", "json"];
+    args.extend(paths.iter().map(|p| p.to_str().unwrap()));
+    let out = nsys_lens(&args);
+    assert!(out.status.success(), "{}", texts(&out).1);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let mut ops = StreamOps::new();
+    for (input, row) in json["rows"].as_array().unwrap().iter().enumerate() {
+        for process in row["processes"].as_array().unwrap() {
+            for s in process["streams"].as_array().unwrap() {
+                let key = (input, n(&process["pid"]), n(&s["device"]), n(&s["stream"]));
+                ops.insert((key, [n(&s["kernels"]), n(&s["memcpy"]), n(&s["memset"])]));
+            }
+        }
+    }
+    ops
+}
+
+/// `info` reads for streaming (its events counted, never held): each stream's kernels, copies
+/// and sets still equal SQL's, on every real export alone and on the 3-node run's nine
+/// together (streams numbered across reports).
+#[test]
+fn info_counts_each_streams_kernels_copies_and_sets_as_sqlite() {
+    let mut runs: Vec<Vec<_>> = FILES
+        .iter()
+        .filter_map(|f| real(f.0))
+        .map(|p| vec![p])
+        .collect();
+    runs.extend(fs24());
+    for paths in runs {
+        assert_eq!(
+            info_stream_ops(&paths),
+            sql_stream_ops(&paths),
+            "{}",
+            paths[0].display()
+        );
+    }
+}

@@ -3,6 +3,7 @@
 use super::Outcome;
 use super::inputs::Inputs;
 use nsys_lens::report::{self, AlignmentSummary, Format, InfoOutput};
+use nsys_lens::spill::Budget;
 use std::io::Write;
 
 /// Options of `info`.
@@ -37,9 +38,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         InfoFormat::Table => Format::Table,
         InfoFormat::Json => Format::Json,
     };
-    let (timeline, alignment) = args.inputs.load_aligned()?;
-    let mut output = InfoOutput::new(&timeline);
-    output.alignment = alignment.map(|a| AlignmentSummary::new(&timeline, &a));
+    // Read for streaming: memory stays bounded however many events the reports hold.
+    let (mut captures, alignment) = args.inputs.captures_aligned(Budget::new(Budget::DEFAULT))?;
+    captures.warn_repeated_gpu_ops()?;
+    let timeline = &captures.light;
+    let mut output = InfoOutput::new(timeline, &captures.copies_per_stream()?);
+    output.alignment = alignment.map(|a| AlignmentSummary::new(timeline, &a));
     let mut stdout = std::io::stdout().lock();
     match format {
         Format::Json => report::write_json(&output, &mut stdout)?,

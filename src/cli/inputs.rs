@@ -88,6 +88,17 @@ impl Inputs {
         self.library().captures(budget)
     }
 
+    /// [`Inputs::captures`], and the alignment estimate when `--align collectives` asked for
+    /// one.
+    pub fn captures_aligned(
+        &self,
+        budget: Arc<Budget>,
+    ) -> anyhow::Result<(Captures, Option<Alignment>)> {
+        let _progress = self.reading();
+        let (captures, _, alignment) = self.library().captures_aligned(budget)?;
+        Ok((captures, alignment))
+    }
+
     /// Fails unless every path of `outputs` may be written: none is an input, and only the null
     /// device takes several ([`nsys_lens::output`]).
     pub fn check_outputs(&self, outputs: &[PathBuf]) -> anyhow::Result<()> {

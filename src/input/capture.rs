@@ -231,6 +231,23 @@ impl Captures {
         Ok(())
     }
 
+    /// Each merged stream's memory copies and sets, counted in one pass over those events.
+    pub fn copies_per_stream(&self) -> Result<Vec<[u64; 2]>> {
+        let mut counts = vec![[0u64; 2]; self.light.streams.len()];
+        for part in &self.parts {
+            let first = part.translation.stream as usize;
+            for m in part.events.memcpys.iter() {
+                let m = m.map_err(|e| part.error(e))?;
+                counts[first + m.stream.index()][0] += 1;
+            }
+            for m in part.events.memsets.iter() {
+                let m = m.map_err(|e| part.error(e))?;
+                counts[first + m.stream.index()][1] += 1;
+            }
+        }
+        Ok(counts)
+    }
+
     /// Puts captures (in input order) on the merged clock (DESIGN.md, Clock) with the same ids a
     /// [`Timeline::load`] of their reports would give.
     pub fn join(captures: Vec<Capture>) -> Result<Captures> {

@@ -208,18 +208,13 @@ pub struct StreamSummary {
 }
 
 impl InfoOutput {
-    /// Summarises a loaded timeline.
-    pub fn new(timeline: &Timeline) -> InfoOutput {
-        let mut per_stream = vec![[0u64; 3]; timeline.streams.len()];
-        for k in &timeline.kernels {
-            per_stream[k.stream.index()][0] += 1;
-        }
-        for m in &timeline.memcpys {
-            per_stream[m.stream.index()][1] += 1;
-        }
-        for m in &timeline.memsets {
-            per_stream[m.stream.index()][2] += 1;
-        }
+    /// Summarises the reports of `timeline` (its entities and reports: the light timeline of
+    /// captures read for streaming does), with each stream's memory copies and sets `copies`
+    /// (its kernels it counts itself).
+    pub fn new(timeline: &Timeline, copies: &[[u64; 2]]) -> InfoOutput {
+        let per_stream: Vec<[u64; 3]> = (timeline.streams.iter().zip(copies))
+            .map(|(s, &[memcpy, memset])| [s.kernels, memcpy, memset])
+            .collect();
         let rows = (0..timeline.reports.len())
             .map(|r| summarize(timeline, r, &per_stream))
             .collect();
