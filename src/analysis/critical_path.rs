@@ -156,6 +156,15 @@ pub struct PathSummary {
     pub crossings: Vec<(u32, u32)>,
 }
 
+impl PathSummary {
+    /// Its parts, longest first (ties in (rank, category, name) order).
+    pub fn longest_parts(&self) -> Vec<((u32, Category, Name), i64)> {
+        let mut parts: Vec<_> = self.parts.iter().map(|(&key, &ns)| (key, ns)).collect();
+        parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        parts
+    }
+}
+
 /// A run's steps on its graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Steps {

@@ -235,14 +235,14 @@ impl Captures {
     pub fn copies_per_stream(&self) -> Result<Vec<[u64; 2]>> {
         let mut counts = vec![[0u64; 2]; self.light.streams.len()];
         for part in &self.parts {
-            let first = part.translation.stream as usize;
+            // Checked and moved onto the merged ids, as every pass reads events back.
             for m in part.events.memcpys.iter() {
-                let m = m.map_err(|e| part.error(e))?;
-                counts[first + m.stream.index()][0] += 1;
+                let m = m.and_then(|m| part.checked(m)).map_err(|e| part.error(e))?;
+                counts[m.stream.index()][0] += 1;
             }
             for m in part.events.memsets.iter() {
-                let m = m.map_err(|e| part.error(e))?;
-                counts[first + m.stream.index()][1] += 1;
+                let m = m.and_then(|m| part.checked(m)).map_err(|e| part.error(e))?;
+                counts[m.stream.index()][1] += 1;
             }
         }
         Ok(counts)

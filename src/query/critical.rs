@@ -195,8 +195,7 @@ pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Resu
                 "to_rank": run.rank(left.rank),
             }));
         }
-        let mut parts: Vec<_> = path.parts.iter().map(|(&key, &ns)| (key, ns)).collect();
-        parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let parts = path.longest_parts();
         for ((r, category, name), ns) in parts.into_iter().filter(|p| wanted(p.0.0)) {
             table.push(vec![
                 Cell::Int(path.step as i64),
@@ -293,8 +292,7 @@ fn path_views(run: &Run) -> Vec<PathView> {
         .iter()
         .zip(shown)
         .map(|(path, (k, which))| {
-            let mut parts: Vec<_> = path.parts.iter().map(|(&key, &ns)| (key, ns)).collect();
-            parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let parts = path.longest_parts();
             PathView {
                 title: format!("step {k} ({which})"),
                 step_ns: path.step_ns,
