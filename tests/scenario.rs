@@ -92,6 +92,27 @@ impl Scenario {
         self
     }
 
+    /// A memory copy of `bytes` on `stream` of device `device`, of `ENUM_CUDA_MEMCPY_OPER` kind
+    /// `kind` (1 host-to-device, 8 device-to-device, 10 peer-to-peer), launched with correlation
+    /// id `correlation`.
+    pub fn copy(
+        &mut self,
+        (pid, device, stream): (u32, u32, u32),
+        (start, end): (i64, i64),
+        (kind, bytes): (u32, u64),
+        correlation: u32,
+    ) -> &mut Self {
+        self.sql += &format!(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, contextId, streamId, \
+             correlationId, globalPid, bytes, copyKind, srcKind, dstKind, srcDeviceId, \
+             dstDeviceId) VALUES ({start}, {end}, {device}, 1, {stream}, {correlation}, {}, \
+             {bytes}, {kind}, 2, 2, {device}, {});\n",
+            global_tid(pid, 0),
+            device + 1
+        );
+        self
+    }
+
     /// The CUDA API call (on thread `tid` of `pid`) that launched correlation id `correlation`.
     pub fn launch(&mut self, thread: (u32, u32), start: i64, correlation: u32) -> &mut Self {
         self.launch_returning(thread, start, correlation, 0)

@@ -28,6 +28,7 @@ mod paramedir;
 mod paraver;
 mod parts;
 mod payloads;
+mod peer_copies;
 mod perfetto;
 mod python;
 mod real_data;

@@ -4,7 +4,9 @@
 //! summed kernel time beyond the union of kernels, which concurrent streams produce).
 
 use crate::classify::Activity;
-use crate::classify::families::{CUDA_GRAPH, FamilyCache, GEMM_UNKNOWN, MEMCPY, MEMSET, OTHER};
+use crate::classify::families::{
+    CUDA_GRAPH, FamilyCache, GEMM_UNKNOWN, MEMCPY, MEMCPY_PEER, MEMSET, OTHER,
+};
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::clip;
 use crate::classify::{RankStreams, RoleRules};
@@ -93,9 +95,10 @@ pub fn each_operation(
         namer.kernel(k, families, &mut each);
     }
     for m in activity.memcpys(process) {
+        let family = if m.is_peer() { MEMCPY_PEER } else { MEMCPY };
         namer.other(
             (m.stream, (m.start, m.end), m.correlation),
-            MEMCPY,
+            family,
             &mut each,
         );
     }
@@ -172,21 +175,26 @@ impl<'c> Namer<'c> {
         }
     }
 
-    /// A copy, set or graph launch (stream, span, correlation id) of `family`.
+    /// A copy, set or graph launch (stream, span, correlation id) of `family`; a copy between
+    /// GPUs ([`MEMCPY_PEER`]) is communication, named by its role.
     pub fn other(
         &self,
         (stream, span, correlation): (StreamId, (Ns, Ns), u32),
         family: &str,
         each: &mut impl FnMut(Operation, &str),
     ) {
+        let span = (span.0.0, span.1.0);
+        let role = clip(span, self.window)
+            .filter(|_| family == MEMCPY_PEER)
+            .and_then(|(s, _)| self.roles.get(&(stream, s)));
         let op = Operation {
             stream,
-            span: (span.0.0, span.1.0),
+            span,
             correlation,
-            comm: false,
+            comm: role.is_some(),
             kernel: None,
         };
-        self.emit(op, family, each);
+        self.emit(op, role.map_or(family, |r| r), each);
     }
 
     /// `op`, clipped, when it lies in the window.

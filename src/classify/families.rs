@@ -22,6 +22,8 @@ use std::sync::LazyLock;
 
 /// The family of memory copies.
 pub const MEMCPY: &str = "memcpy";
+/// A copy between GPUs, until its communication role names it (as a transfer kernel's does).
+pub const MEMCPY_PEER: &str = "memcpy_peer";
 /// The family of memory sets.
 pub const MEMSET: &str = "memset";
 /// The family of CUDA graph launches traced as a whole (their kernels are not listed).

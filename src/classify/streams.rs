@@ -8,9 +8,13 @@
 //! then NCCL's own NVTX calls on the launching thread (collective, point-to-point `p2p`, or
 //! `nccl:AllToAll` for one group with transfers to several peers), then the kernel name.
 //!
+//! A copy between two GPUs (memcpy kind peer-to-peer: `cudaMemcpyPeerAsync`, a CUDA IPC
+//! pointer) moves data between GPUs as a transfer kernel does: it is communication, `p2p`
+//! unless a range around its launch names its purpose (a pipeline rule's `pp_p2p`).
+//!
 //! A stream running any non-NCCL kernel is `compute`; one running only copies and sets is
-//! `copy`; one running only NCCL kernels (and maybe copies) gets the role its kernels agree on,
-//! else `mixed`. An NCCL kernel on a compute stream runs in-stream: a point-to-point one keeps
+//! `copy`; one running only NCCL kernels and peer copies (and maybe other copies) gets the role
+//! they agree on, else `mixed`. An NCCL kernel on a compute stream runs in-stream: a point-to-point one keeps
 //! its role (it spins until its peers arrive: pipeline wait when it is pipeline traffic), any
 //! other collective there is `barrier` communication.
 
@@ -61,13 +65,13 @@ pub struct StreamUse {
     pub stream: StreamId,
     /// Its role.
     pub role: Role,
-    /// NCCL kernels.
+    /// Communication operations: NCCL (and other transfer) kernels, peer copies.
     pub n_comm: u64,
     /// Other kernels.
     pub n_comp: u64,
-    /// Memory copies and sets.
+    /// Memory copies (other than peer copies) and sets.
     pub n_copy: u64,
-    /// Summed duration of NCCL kernels, ns.
+    /// Summed duration of communication operations, ns.
     pub comm_ns: i64,
     /// Summed duration of other kernels, ns.
     pub comp_ns: i64,
@@ -93,6 +97,8 @@ pub enum Evidence {
     Stream,
     /// Only the kernel name (`ncclDevKernel_AllReduce...`).
     KernelName,
+    /// A copy between GPUs, by its kind alone.
+    CopyKind,
 }
 
 impl Evidence {
@@ -103,6 +109,7 @@ impl Evidence {
             Evidence::Nccl(_) => "nccl_nvtx",
             Evidence::Stream => "stream",
             Evidence::KernelName => "kernel_name",
+            Evidence::CopyKind => "copy_kind",
         }
     }
 
@@ -121,11 +128,12 @@ impl Evidence {
             }
             Evidence::Stream => "launched before the capture; as its stream's other kernels".into(),
             Evidence::KernelName => "kernel name".to_string(),
+            Evidence::CopyKind => "peer-to-peer copy".to_string(),
         }
     }
 }
 
-/// One communication kernel inside the window.
+/// One communication operation inside the window: a kernel, or a copy between GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommKernel {
     /// Start, clipped to the window.
@@ -134,14 +142,14 @@ pub struct CommKernel {
     pub end: i64,
     /// Its stream.
     pub stream: StreamId,
-    /// Its short name.
+    /// Its short name ([`StringId::EMPTY`] for a peer copy).
     pub name: StringId,
     /// Its launch's correlation id.
     pub correlation: u32,
     /// The collective it is one member's part of, from the evidence that names a collective
     /// rather than a purpose: NCCL's call (`ncclAllReduce`; a group of sends and receives to
     /// several peers is `nccl:AllToAll`), else PyTorch's collective range (`nccl:all_to_all`),
-    /// else the kernel name. None for a point-to-point transfer.
+    /// else the kernel name. None for a point-to-point transfer (and a peer copy).
     pub op: Option<Purpose>,
     /// Its own role (the stream's role is what its kernels agree on).
     pub purpose: Purpose,
@@ -149,7 +157,8 @@ pub struct CommKernel {
     pub evidence: Evidence,
     /// The stage range its launch sits in, when any.
     pub stage: Option<Stage>,
-    /// Whether it is a point-to-point kernel (`SendRecv`): it spins until its peers arrive.
+    /// Whether it is a point-to-point kernel (`SendRecv`: it spins until its peers arrive) or a
+    /// peer copy.
     pub point_to_point: bool,
     /// What NCCL's NVTX calls around its launch show (a send, a receive, ...), else the
     /// direction of PyTorch's point-to-point range around it ([`Pattern::of_torch_range`]),
@@ -247,8 +256,14 @@ pub fn classify(
             usage.graph(g.stream, span);
         }
     }
+    for m in activity.memcpys(process).filter(|m| m.is_peer()) {
+        if let Some(span) = clip((m.start.0, m.end.0), window) {
+            usage.peer_copy((m.stream, m.start.0, m.correlation), span);
+        }
+    }
     let copies = activity
         .memcpys(process)
+        .filter(|m| !m.is_peer())
         .map(|m| (m.stream, m.start.0, m.end.0))
         .chain(
             activity
@@ -270,8 +285,8 @@ pub fn classify(
 pub struct Usage {
     /// Each stream's counts, and with `intervals` its operations' intervals.
     per_stream: PerStream,
-    /// The communication kernels, clipped.
-    comm: Vec<(Kernel, i64, i64)>,
+    /// The communication operations, clipped.
+    comm: Vec<(Transfer, i64, i64)>,
     /// The other kernels and graph launches, when `intervals`.
     compute: Gathered,
     /// Whether to keep the intervals that give busy time and the compute set.
@@ -297,7 +312,7 @@ impl Usage {
         if comm {
             usage.n_comm += 1;
             usage.comm_ns += e - s;
-            self.comm.push((*k, s, e));
+            self.comm.push((Transfer::Kernel(*k), s, e));
         } else {
             usage.n_comp += 1;
             usage.comp_ns += e - s;
@@ -319,7 +334,28 @@ impl Usage {
         }
     }
 
-    /// A memory copy or set, clipped to `span`.
+    /// A copy between GPUs ([`crate::model::Memcpy::is_peer`]: its stream, start and launch's correlation id),
+    /// clipped to `(s, e)`: communication.
+    pub fn peer_copy(
+        &mut self,
+        (stream, start, correlation): (StreamId, i64, u32),
+        (s, e): (i64, i64),
+    ) {
+        let (usage, busy) = entry(&mut self.per_stream, stream);
+        usage.n_comm += 1;
+        usage.comm_ns += e - s;
+        if self.intervals {
+            busy.add((s, e));
+        }
+        let copy = Transfer::PeerCopy {
+            stream,
+            start,
+            correlation,
+        };
+        self.comm.push((copy, s, e));
+    }
+
+    /// A memory copy (other than between GPUs) or set, clipped to `span`.
     pub fn copy(&mut self, stream: StreamId, span: (i64, i64)) {
         let (usage, busy) = entry(&mut self.per_stream, stream);
         usage.n_copy += 1;
@@ -370,6 +406,51 @@ impl Usage {
     }
 }
 
+/// A communication operation as gathered, before its role is known.
+#[derive(Debug, Clone, Copy)]
+enum Transfer {
+    /// A kernel that moves data between GPUs.
+    Kernel(Kernel),
+    /// A copy between GPUs: its stream, start and launch's correlation id.
+    PeerCopy {
+        stream: StreamId,
+        start: i64,
+        correlation: u32,
+    },
+}
+
+impl Transfer {
+    fn stream(&self) -> StreamId {
+        match self {
+            Transfer::Kernel(k) => k.stream,
+            Transfer::PeerCopy { stream, .. } => *stream,
+        }
+    }
+
+    /// Its start (unclipped), ns.
+    fn start(&self) -> i64 {
+        match self {
+            Transfer::Kernel(k) => k.start.0,
+            Transfer::PeerCopy { start, .. } => *start,
+        }
+    }
+
+    fn correlation(&self) -> u32 {
+        match self {
+            Transfer::Kernel(k) => k.correlation,
+            Transfer::PeerCopy { correlation, .. } => *correlation,
+        }
+    }
+
+    /// A kernel's short name; a copy has none.
+    fn short_name(&self) -> StringId {
+        match self {
+            Transfer::Kernel(k) => k.short_name,
+            Transfer::PeerCopy { .. } => StringId::EMPTY,
+        }
+    }
+}
+
 /// Each stream's use being accumulated, with its busy intervals.
 type PerStream = BTreeMap<StreamId, (StreamUse, Gathered)>;
 
@@ -415,45 +496,53 @@ fn role(usage: &StreamUse, comm: &[CommKernel]) -> Role {
 fn label_kernels(
     activity: &Activity,
     process: ProcessId,
-    kernels: &[(Kernel, i64, i64)],
+    kernels: &[(Transfer, i64, i64)],
     rules: &RoleRules,
 ) -> Vec<CommKernel> {
     let timeline = activity.timeline;
     let calls: Vec<Option<&ApiCall>> = kernels
         .iter()
-        .map(|(k, ..)| activity.launch_call(process, k.correlation))
+        .map(|(t, ..)| activity.launch_call(process, t.correlation()))
         .collect();
     // What each distinct kernel's names say: its role by name, and whether it is a transfer.
     let mut by_name: FxHashMap<(StringId, StringId), (Purpose, bool)> = FxHashMap::default();
-    let mut named = |k: &Kernel| {
-        *by_name.entry((k.short_name, k.name)).or_insert_with(|| {
+    let mut named = |t: &Transfer| match t {
+        Transfer::Kernel(k) => *by_name.entry((k.short_name, k.name)).or_insert_with(|| {
             let (short, name) = (timeline.text(k.short_name), timeline.text(k.name));
             let p2p = comm_kind(short, name).is_some_and(|c| c.point_to_point);
             (rules.by_name(short, name), p2p)
-        })
+        }),
+        Transfer::PeerCopy { .. } => (rules.named(P2P), true),
     };
-    let names: Vec<(Purpose, bool)> = kernels.iter().map(|(k, ..)| named(k)).collect();
+    let names: Vec<(Purpose, bool)> = kernels.iter().map(|(t, ..)| named(t)).collect();
     let launches: Vec<(i64, bool)> = kernels
         .iter()
         .zip(&calls)
         .zip(&names)
-        .map(|(((k, ..), call), &(_, p2p))| (call.map_or(k.start.0, |c| c.start.0), p2p))
+        .map(|(((t, ..), call), &(_, p2p))| (call.map_or(t.start(), |c| c.start.0), p2p))
         .collect();
     let (by_tier, by_stage) = range_evidence(activity, process, &launches, rules);
     let nccl_calls = NcclCalls::new(activity, process);
     let mut labelled: Vec<CommKernel> = kernels
         .iter()
         .enumerate()
-        .map(|(i, &(ref k, start, end))| {
-            let call = calls[i].and_then(|c| nccl_calls.around(c));
+        .map(|(i, &(ref t, start, end))| {
+            let copy = matches!(t, Transfer::PeerCopy { .. });
+            let call = calls[i]
+                .and_then(|c| nccl_calls.around(c))
+                .filter(|_| !copy);
             let (named, point_to_point) = names[i];
             let by_rule = by_tier.iter().find_map(|hits| hits[i]);
+            let by_name = match copy {
+                true => (named, Evidence::CopyKind),
+                false => (named, Evidence::KernelName),
+            };
             let (purpose, evidence) = by_rule
                 .or_else(|| {
                     let found = call?;
                     Some((pattern_role(found.pattern, rules), Evidence::Nccl(found)))
                 })
-                .unwrap_or((named, Evidence::KernelName));
+                .unwrap_or(by_name);
             let torch_hit = by_tier[Tier::Torch as usize][i];
             let torch = torch_hit.map(|(p, _)| p);
             let torch_direction = || match torch_hit?.1 {
@@ -465,14 +554,15 @@ fn label_kernels(
             CommKernel {
                 start,
                 end,
-                stream: k.stream,
-                name: k.short_name,
-                correlation: k.correlation,
+                stream: t.stream(),
+                name: t.short_name(),
+                correlation: t.correlation(),
                 op: collective_op(
                     (call.map(|c| c.pattern), torch),
                     (named, point_to_point),
                     rules,
-                ),
+                )
+                .filter(|_| !copy),
                 purpose,
                 evidence,
                 stage: by_stage[i],
@@ -485,7 +575,7 @@ fn label_kernels(
     // Launched before the capture, and named by nothing else: as its stream's other kernels.
     let consensus = stream_consensus(&labelled, kernels);
     for i in 0..kernels.len() {
-        let key = (labelled[i].stream, kernels[i].0.short_name);
+        let key = (labelled[i].stream, kernels[i].0.short_name());
         let unlaunched = calls[i].is_none() && labelled[i].evidence == Evidence::KernelName;
         if let (true, Some(&Some(role))) = (unlaunched, consensus.get(&key)) {
             labelled[i].purpose = role;
@@ -570,13 +660,13 @@ fn range_evidence(
 /// `Some` when they agree, `None` when they do not.
 fn stream_consensus(
     labelled: &[CommKernel],
-    kernels: &[(Kernel, i64, i64)],
+    kernels: &[(Transfer, i64, i64)],
 ) -> FxHashMap<(StreamId, StringId), Option<Purpose>> {
     let mut consensus: FxHashMap<(StreamId, StringId), Option<Purpose>> = FxHashMap::default();
-    for (l, (k, ..)) in labelled.iter().zip(kernels) {
+    for (l, (t, ..)) in labelled.iter().zip(kernels) {
         if !matches!(l.evidence, Evidence::KernelName | Evidence::Stream) {
             consensus
-                .entry((l.stream, k.short_name))
+                .entry((l.stream, t.short_name()))
                 .and_modify(|role| *role = role.filter(|&r| r == l.purpose))
                 .or_insert(Some(l.purpose));
         }

@@ -174,7 +174,7 @@ impl Counters {
         self.achieves_at_all
     }
 
-    /// A kernel or graph launch starts (clipped times); its end is due later.
+    /// A kernel, graph launch or peer copy starts (clipped times); its end is due later.
     pub fn add(&mut self, plan: &Plan, prepared: &Prepared, item: &Item) {
         if let Event::Kernel(k) = item.event
             && let Some(&flops) = prepared.flops.get(&k.correlation)
@@ -185,9 +185,16 @@ impl Counters {
             self.pending
                 .push(Reverse((item.end, -rate, Change::Achieved)));
         }
-        let moves = match item.event {
-            Event::Kernel(k) if plan.activity.is_comm_kernel(&k) => {
-                let Some(n) = prepared.streams.comm_at(k.stream, item.start) else {
+        // Communication: a transfer kernel or a copy between GPUs, by its stream.
+        let transfer = match item.event {
+            Event::Kernel(k) if plan.activity.is_comm_kernel(&k) => Some(k.stream),
+            Event::Memcpy(m) if m.is_peer() => Some(m.stream),
+            Event::Kernel(_) | Event::Graph(_) => None,
+            _ => return,
+        };
+        let moves = match transfer {
+            Some(stream) => {
+                let Some(n) = prepared.streams.comm_at(stream, item.start) else {
                     return;
                 };
                 let role = n.role_name(plan.rules);
@@ -197,8 +204,7 @@ impl Counters {
                     comm: !n.is_barrier(),
                 }
             }
-            Event::Kernel(_) | Event::Graph(_) => Moves::Compute,
-            _ => return,
+            None => Moves::Compute,
         };
         self.apply(Change::Kernel(moves), 1);
         self.pending

@@ -137,7 +137,8 @@ impl Events {
 }
 
 /// Which kernels the light timeline keeps, by (short name, full name): those classification
-/// reads (`classify::comm::is_comm`, the communication kernels), which the caller knows.
+/// reads (`classify::comm::is_comm`, the communication kernels), which the caller knows. It
+/// keeps every copy between GPUs too, and the launches of both.
 pub type LightKernels = fn(&str, &str) -> bool;
 
 impl Capture {
@@ -287,6 +288,7 @@ impl Captures {
     pub fn into_timeline(self) -> Result<Timeline> {
         let mut timeline = self.light;
         timeline.kernels.clear();
+        timeline.memcpys.clear();
         timeline.api_calls.clear();
         timeline.mpi_calls.clear();
         for part in &self.parts {
@@ -378,14 +380,17 @@ struct Spill {
     samples: Sorter<SampleEvent>,
     thread_runs: Sorter<ThreadRun>,
     comm: Vec<Kernel>,
+    /// Copies between GPUs (communication too), for the light timeline.
+    peer_copies: Vec<Memcpy>,
     /// Which kernels go to `comm` (and the light timeline).
     light: LightKernels,
     /// `light`'s answer per (short name, name) already asked: kernels repeat a few names.
     light_names: FxHashMap<(StringId, StringId), bool>,
     /// Sends, receives and waits: what MPI messages are matched from.
     messaging: Vec<MpiCall>,
-    /// (process, correlation id) of every NCCL kernel (kernels are read before API calls).
-    nccl_launches: FxHashSet<(ProcessId, u32)>,
+    /// (process, correlation id) of every communication kernel and peer copy (they are read
+    /// before API calls).
+    comm_launches: FxHashSet<(ProcessId, u32)>,
     launches: Vec<ApiCall>,
     nvtx: Vec<NvtxEvent>,
     names: Names,
@@ -410,10 +415,11 @@ impl Spill {
             samples: Sorter::new(budget.clone()),
             thread_runs: Sorter::new(budget),
             comm: Vec::new(),
+            peer_copies: Vec::new(),
             light,
             light_names: FxHashMap::default(),
             messaging: Vec::new(),
-            nccl_launches: FxHashSet::default(),
+            comm_launches: FxHashSet::default(),
             launches: Vec::new(),
             nvtx: Vec::new(),
             names: Names::default(),
@@ -449,14 +455,18 @@ impl crate::nsys::Sink for Spill {
             .or_insert_with(|| light(short, name))
         {
             self.comm.push(k);
-            self.nccl_launches.insert((process, k.correlation));
+            self.comm_launches.insert((process, k.correlation));
         }
         let pushed = self.kernels.push(k);
         self.check(pushed);
     }
 
-    fn memcpy(&mut self, m: Memcpy) {
+    fn memcpy(&mut self, m: Memcpy, process: ProcessId) {
         self.names.copy_kinds.insert(m.copy_kind);
+        if m.is_peer() {
+            self.peer_copies.push(m);
+            self.comm_launches.insert((process, m.correlation));
+        }
         let pushed = self.memcpys.push(m);
         self.check(pushed);
     }
@@ -480,7 +490,7 @@ impl crate::nsys::Sink for Spill {
 
     fn api_call(&mut self, a: ApiCall, process: ProcessId) {
         self.names.add(a.name, Names::API);
-        if self.nccl_launches.contains(&(process, a.correlation)) {
+        if self.comm_launches.contains(&(process, a.correlation)) {
             self.launches.push(a);
         }
         let pushed = self.api_calls.push(a);
@@ -543,6 +553,7 @@ impl crate::nsys::Sink for Spill {
             return Err(e);
         }
         timeline.kernels = self.comm;
+        timeline.memcpys = self.peer_copies;
         timeline.api_calls = self.launches;
         timeline.nvtx = self.nvtx;
         timeline.mpi_calls = self.messaging;

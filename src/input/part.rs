@@ -3,9 +3,9 @@
 //! and every analysis, take part files wherever they take exports.
 //!
 //! A part file holds what [`Capture::read`] made of each of its reports: the light timeline
-//! (entities, NVTX events, NCCL kernels and their launches, on the report's own clock and ids)
-//! and every event, each kind one sorted run, read back from the file as it is needed (a part
-//! is never loaded whole). Layout: [`MAGIC`], the length of the light section, the light
+//! (entities, NVTX events, communication kernels, peer copies and their launches, on the
+//! report's own clock and ids) and every event, each kind one sorted run, read back from the
+//! file as it is needed (a part is never loaded whole). Layout: [`MAGIC`], the length of the light section, the light
 //! section, then the runs, report by report and kind by kind, in the order the light section
 //! lists their lengths, then the seal ([`super::seal`]: a checksum of the whole file, and the
 //! fingerprint of its light section, which stands for the reports it was made from). Every
@@ -17,7 +17,7 @@ use super::seal::{self, Sealing};
 use crate::input::Format;
 use crate::model::records::{Fits, Limits};
 use crate::model::{
-    ApiCall, ClockMapping, Frame, GpuId, Host, HostId, Kernel, MetricSeries, MpiCall, Ns,
+    ApiCall, ClockMapping, Frame, GpuId, Host, HostId, Kernel, Memcpy, MetricSeries, MpiCall, Ns,
     NvtxEvent, NvtxKind, Process, ProcessId, ReportId, ReportInfo, RowCounts, Stream, StringId,
     StringTable, Thread, ThreadId, TimeBase, Timeline,
 };
@@ -31,8 +31,9 @@ use std::sync::Arc;
 /// The extension `nsys-lens part` gives a part file (without its dot).
 pub const PART_EXTENSION: &str = "lens-part";
 
-/// The first bytes of every part file (format 4: sealed, [`super::seal`]).
-pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x09";
+/// The first bytes of every part file: the format's number last (10: sealed, [`super::seal`],
+/// with the peer copies in the light section).
+pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x0a";
 
 /// A part file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -247,8 +248,8 @@ pub fn fingerprint(t: &Timeline, sizes: impl IntoIterator<Item = u64>) -> u64 {
     seal::fingerprint(&p.0)
 }
 
-/// Writes the light timeline of one report (its heavy event vectors are empty but for the NCCL
-/// kernels and their launches).
+/// Writes the light timeline of one report (its heavy event vectors are empty but for the
+/// communication kernels, the peer copies and their launches).
 fn put_timeline(p: &mut Put, t: &Timeline, paths: Paths) {
     p.u64(t.strings.len() as u64);
     for i in 0..t.strings.len() as u32 {
@@ -317,6 +318,8 @@ fn put_timeline(p: &mut Put, t: &Timeline, paths: Paths) {
     }
     p.u64(t.kernels.len() as u64);
     t.kernels.iter().for_each(|k| p.record(k));
+    p.u64(t.memcpys.len() as u64);
+    t.memcpys.iter().for_each(|m| p.record(m));
     p.u64(t.api_calls.len() as u64);
     t.api_calls.iter().for_each(|a| p.record(a));
     p.u64(t.mpi_calls.len() as u64);
@@ -570,6 +573,11 @@ fn get_timeline(g: &mut Get) -> Got<Timeline> {
         let k: Kernel = g.record()?;
         fits(&k, &limits)?;
         t.kernels.push(k);
+    }
+    for _ in 0..g.count(Memcpy::SIZE)? {
+        let m: Memcpy = g.record()?;
+        fits(&m, &limits)?;
+        t.memcpys.push(m);
     }
     for _ in 0..g.count(ApiCall::SIZE)? {
         let a: ApiCall = g.record()?;

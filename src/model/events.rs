@@ -55,6 +55,17 @@ pub struct Memcpy {
 /// `ENUM_CUDA_MEM_KIND`'s Unknown, also for a memory kind not recorded or out of range.
 pub const MEMORY_KIND_UNKNOWN: u8 = 7;
 
+/// `ENUM_CUDA_MEMCPY_OPER`'s peer-to-peer: a copy from one GPU's memory to another's.
+pub const COPY_PEER: u8 = 10;
+
+impl Memcpy {
+    /// Whether it copies between two GPUs (`cudaMemcpyPeer*`, a CUDA IPC pointer): data moved
+    /// between GPUs, so communication, as a transfer kernel is.
+    pub fn is_peer(&self) -> bool {
+        self.copy_kind == COPY_PEER
+    }
+}
+
 /// One memory set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Memset {

@@ -361,8 +361,8 @@ pub(crate) trait Sink: Default {
     type Output;
     /// A kernel of `process`, with its short and full names.
     fn kernel(&mut self, k: Kernel, process: ProcessId, names: (&str, &str));
-    /// A memory copy.
-    fn memcpy(&mut self, m: Memcpy);
+    /// A memory copy of `process`.
+    fn memcpy(&mut self, m: Memcpy, process: ProcessId);
     /// A memory set.
     fn memset(&mut self, m: Memset);
     /// A CUDA graph launch.
@@ -402,7 +402,7 @@ impl Sink for Vecs {
         self.0.kernels.push(k);
     }
 
-    fn memcpy(&mut self, m: Memcpy) {
+    fn memcpy(&mut self, m: Memcpy, _: ProcessId) {
         self.0.memcpys.push(m);
     }
 
@@ -612,7 +612,8 @@ impl<S: Sink> Builder<S> {
         let memcpy = report.read_memcpys(chunking, warnings, clock, |m| {
             span.add(m.op.start, m.op.end);
             let stream = self.gpu_op(id, &m.op);
-            self.sink.memcpy(Memcpy {
+            let process = self.timeline.streams[stream.index()].process;
+            let memcpy = Memcpy {
                 start: m.op.start,
                 end: m.op.end,
                 stream,
@@ -620,7 +621,8 @@ impl<S: Sink> Builder<S> {
                 bytes: m.bytes,
                 copy_kind: m.copy_kind,
                 memory_kinds: m.memory_kinds,
-            });
+            };
+            self.sink.memcpy(memcpy, process);
         })?;
         let memset = report.read_memsets(chunking, warnings, clock, |m| {
             span.add(m.op.start, m.op.end);

@@ -11,14 +11,14 @@ use crate::analysis::collectives::WHOLE;
 use crate::analysis::idle::{Gap, GapContext, GapWitness, IdleTally, StreamIdle};
 use crate::analysis::kernels::{KernelTally, Namer, RankKernels, UnclassifiedShare};
 use crate::analysis::metrics::{MetricSummary, MetricTally};
-use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMSET};
+use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMCPY_PEER, MEMSET};
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
 use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::input::capture::{Captures, Joined};
 use crate::model::records::Fits;
-use crate::model::{ApiCall, Kernel, Ns, ProcessId, StreamId, ThreadId};
+use crate::model::{ApiCall, Kernel, Memcpy, Ns, ProcessId, StreamId, ThreadId};
 use crate::nsys::Moved;
 use crate::report::RankWindow;
 use crate::spill::{Record, Sorted};
@@ -66,6 +66,9 @@ pub fn gather(
             match op {
                 Operation::Kernel(k) => usages[i].kernel(k, comm, clipped),
                 Operation::Other(_, CUDA_GRAPH) => usages[i].graph(stream, clipped),
+                Operation::Other((_, (start, _), correlation), MEMCPY_PEER) => {
+                    usages[i].peer_copy((stream, start.0, *correlation), clipped)
+                }
                 Operation::Other(..) => usages[i].copy(stream, clipped),
             }
         }
@@ -246,7 +249,7 @@ enum Operation {
     /// A kernel.
     Kernel(Kernel),
     /// A copy, set or graph launch, (stream, span, correlation id), and its family (`MEMCPY`,
-    /// `MEMSET` or `CUDA_GRAPH`).
+    /// `MEMCPY_PEER`, `MEMSET` or `CUDA_GRAPH`).
     Other((StreamId, (Ns, Ns), u32), &'static str),
 }
 
@@ -302,13 +305,19 @@ fn kinds(part: &Joined) -> [Kind<'_>; 4] {
             Operation::Other((stream, (start, end), correlation), family)
         }
     };
-    let (memcpy, memset, graph) = (other(MEMCPY), other(MEMSET), other(CUDA_GRAPH));
+    let (memcpy, peer) = (other(MEMCPY), other(MEMCPY_PEER));
+    let (memset, graph) = (other(MEMSET), other(CUDA_GRAPH));
+    let copy = move |m: Memcpy| {
+        let ends = (m.stream, m.start, m.end, m.correlation);
+        if m.is_peer() {
+            peer(ends)
+        } else {
+            memcpy(ends)
+        }
+    };
     [
         Box::new(moved(part, &e.kernels).map(|k| k.map(Operation::Kernel))),
-        Box::new(
-            moved(part, &e.memcpys)
-                .map(move |m| m.map(|m| memcpy((m.stream, m.start, m.end, m.correlation)))),
-        ),
+        Box::new(moved(part, &e.memcpys).map(move |m| m.map(copy))),
         Box::new(
             moved(part, &e.memsets)
                 .map(move |m| m.map(|m| memset((m.stream, m.start, m.end, m.correlation)))),

@@ -122,8 +122,9 @@ fn stream_notes(ranks: &[(RankWindow, RankStreams, RankExposure)]) -> Vec<String
     let mut parts = Vec::new();
     if in_stream > barrier {
         parts.push(format!(
-            "{} point-to-point kernel(s) keep their role and count as exposed where no other \
-             stream's compute covers them (they block the compute queued behind them)",
+            "{} point-to-point kernel(s) or peer copies keep their role and count as exposed \
+             where no other stream's compute covers them (they block the compute queued behind \
+             them)",
             in_stream - barrier
         ));
     }
@@ -134,7 +135,8 @@ fn stream_notes(ranks: &[(RankWindow, RankStreams, RankExposure)]) -> Vec<String
         ));
     }
     vec![format!(
-        "{in_stream} NCCL kernel(s) ran in-stream, on compute streams (in_stream = yes): {}",
+        "{in_stream} communication kernel(s) or peer copies ran in-stream, on compute streams \
+         (in_stream = yes): {}",
         parts.join("; ")
     )]
 }

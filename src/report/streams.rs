@@ -47,8 +47,9 @@ pub fn streams_output(
     }
     let mut output = per_rank_output(timeline, table, ranks.iter().map(|(w, _)| w));
     output.notes.push(
-        "comm_roles: the stream's NCCL kernels by role, with the evidence that decided it (rule, \
-         framework, torch, nccl_nvtx, stream, kernel_name; see docs/roles.md)"
+        "comm_roles: the stream's communication kernels and peer copies by role, with the \
+         evidence that decided it (rule, framework, torch, nccl_nvtx, stream, kernel_name, \
+         copy_kind; see docs/roles.md)"
             .to_string(),
     );
     output

@@ -12,6 +12,7 @@
 use super::gate::{Key, Remote};
 use super::layout::{GpuName, Task, Values};
 use super::types;
+use crate::classify::CommKernel;
 use crate::classify::mpi::MpiClass;
 use crate::classify::payloads::MAX_FIELDS;
 use crate::export::Plan;
@@ -477,7 +478,10 @@ enum EndKind {
         /// The payload fields set, a bit each.
         payload: u8,
     },
-    Memop,
+    Memop {
+        /// A peer copy, with its communication role.
+        comm: bool,
+    },
     Graph,
 }
 
@@ -1103,13 +1107,9 @@ fn begin_pairs(
             pairs.push(role);
             let nccl = prepared.streams.comm_at(k.stream, item.start);
             if let Some(n) = nccl {
-                let kind = n.evidence.kind();
-                let evidence = types::EVIDENCE_KINDS.iter().position(|&e| e == kind);
-                let role = values.role(n.role_name(plan.rules));
-                body.used.roles.insert(role as u32);
-                pairs.push((types::COMM_ROLE, role));
-                pairs.push((types::ROLE_EVIDENCE, evidence.map_or(0, |i| i as u64 + 1)));
+                comm_role_pairs(body, n, pairs);
             }
+            let values = &body.values;
             let stage = nccl.and_then(|n| n.stage).map(|s| values.stage(s));
             if let Some(stage) = stage {
                 body.used.stages.insert(stage as u32);
@@ -1155,6 +1155,11 @@ fn begin_pairs(
         }
         Event::Memcpy(_) | Event::Memset(_) => {
             body.counts.memops += 1;
+            // A copy between GPUs is communication: its role as a transfer kernel's.
+            let transfer = match item.event {
+                Event::Memcpy(m) if m.is_peer() => prepared.streams.comm_at(m.stream, item.start),
+                _ => None,
+            };
             let (name, bytes, correlation, (source, destination)) = match item.event {
                 Event::Memcpy(m) => {
                     let name = copy_names(m.copy_kind).0;
@@ -1178,10 +1183,26 @@ fn begin_pairs(
             if let Event::Memcpy(_) = item.event {
                 pairs.push((types::SOURCE_MEMORY, u64::from(source) + 1));
             }
-            (EndKind::Memop, types::TAG_MEMOP, bytes, None)
+            if let Some(n) = transfer {
+                comm_role_pairs(body, n, pairs);
+            }
+            let kind = EndKind::Memop {
+                comm: transfer.is_some(),
+            };
+            (kind, types::TAG_MEMOP, bytes, None)
         }
         _ => unreachable!("a GPU operation"),
     }
+}
+
+/// A communication kernel's or peer copy's own role and what decided it.
+fn comm_role_pairs(body: &mut Body<'_, '_, '_, '_>, n: &CommKernel, pairs: &mut Pairs) {
+    let kind = n.evidence.kind();
+    let evidence = types::EVIDENCE_KINDS.iter().position(|&e| e == kind);
+    let role = body.values.role(n.role_name(body.plan.rules));
+    body.used.roles.insert(role as u32);
+    pairs.push((types::COMM_ROLE, role));
+    pairs.push((types::ROLE_EVIDENCE, evidence.map_or(0, |i| i as u64 + 1)));
 }
 
 /// The closing pairs of a GPU operation: every type of its begin, at 0.
@@ -1195,7 +1216,7 @@ fn end_pairs(kind: EndKind) -> Pairs {
             }
             &[types::REGISTERS, types::CORRELATION, types::STREAM_ROLE]
         }
-        EndKind::Memop => &[
+        EndKind::Memop { .. } => &[
             types::MEMOP,
             types::MEMOP_BYTES,
             types::CORRELATION,
@@ -1213,6 +1234,10 @@ fn end_pairs(kind: EndKind) -> Pairs {
     };
     for &t in types {
         pairs.push((t, 0));
+    }
+    if let EndKind::Memop { comm: true } = kind {
+        pairs.push((types::COMM_ROLE, 0));
+        pairs.push((types::ROLE_EVIDENCE, 0));
     }
     if let EndKind::Kernel {
         nccl,

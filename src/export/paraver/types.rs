@@ -44,19 +44,20 @@ pub const STREAM_ROLE: u32 = 63_100_001;
 pub const STAGE: u32 = 63_100_002;
 /// nsys-lens: NVTX marks (punctual).
 pub const NVTX_MARK: u32 = 63_100_003;
-/// nsys-lens: an NCCL kernel's own role (`barrier` for a collective on a compute stream); its
-/// values are the stream roles' table.
+/// nsys-lens: a communication kernel's or peer copy's own role (`barrier` for a collective on
+/// a compute stream); its values are the stream roles' table.
 pub const COMM_ROLE: u32 = 63_100_004;
-/// nsys-lens: what decided an NCCL kernel's role.
+/// nsys-lens: what decided a communication kernel's or peer copy's role.
 pub const ROLE_EVIDENCE: u32 = 63_100_005;
 /// Values of [`ROLE_EVIDENCE`], from 1.
-pub const EVIDENCE_KINDS: [&str; 6] = [
+pub const EVIDENCE_KINDS: [&str; 7] = [
     "rule",
     "framework",
     "torch",
     "nccl_nvtx",
     "stream",
     "kernel_name",
+    "copy_kind",
 ];
 /// nsys-lens counters on the per-rank analysis thread.
 pub const COMPUTE_IN_FLIGHT: u32 = 63_100_010;

@@ -402,7 +402,7 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
 
     /// Draws one event (of a process drawn by its counters only: what the counters count).
     fn item(&mut self, _: &mut (), item: &Item) -> io::Result<()> {
-        if let (Event::Kernel(_) | Event::Graph(_), Some((counters, _))) =
+        if let (Event::Kernel(_) | Event::Graph(_) | Event::Memcpy(_), Some((counters, _))) =
             (item.event, &mut self.counters)
         {
             counters.add(self.core.plan, self.core.prepared, item);
@@ -478,6 +478,15 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                 args.extend(
                     memory_kind(destination).map(|k| (Arg::DestinationMemory, Value::Fixed(k))),
                 );
+                // A copy between GPUs is communication: its role as a transfer kernel's.
+                let streams = &self.core.prepared.streams;
+                if let Some(n) = streams
+                    .comm_at(m.stream, item.start)
+                    .filter(|_| m.is_peer())
+                {
+                    args.push((Arg::CommRole, Value::Purpose(n.purpose)));
+                    args.push((Arg::RoleEvidence, Value::Fixed(n.evidence.kind())));
+                }
                 self.core.counts.memcpy += 1;
                 let label = (Name::Fixed(name), Category::Memcpy);
                 self.gpu_slice(m.stream, item, label, &args, m.correlation, false)
