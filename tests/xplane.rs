@@ -460,6 +460,94 @@ fn a_trace_with_nothing_to_draw_is_refused_by_convert() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// The events of xprof's Chrome JSON, parsed here.
+fn xprof_events(path: &Path) -> Vec<Value> {
+    let mut text = String::new();
+    let file = std::fs::File::open(path).unwrap();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["traceEvents"].as_array().unwrap().clone()
+}
+
+/// Start and end (ns) of an xprof JSON event.
+fn xprof_span(e: &Value) -> (i64, i64) {
+    let ns = |key: &str| (e[key].as_f64().unwrap_or(0.0) * 1000.0).round() as i64;
+    (ns("ts"), ns("ts") + ns("dur"))
+}
+
+/// JAX step `number`'s range, and its GPU projection: the GPU events whose correlation id is
+/// a host event's inside the range, first start to last end (ns, the JSON's clock).
+fn xprof_step(events: &[Value], number: u32) -> ((i64, i64), (i64, i64)) {
+    let step = events
+        .iter()
+        .find(|e| {
+            e["name"] == "step" && e["args"]["step_num"].as_str() == Some(&number.to_string())
+        })
+        .expect("the step");
+    let (s, e) = xprof_span(step);
+    let launched: Vec<&Value> = events
+        .iter()
+        .filter(|x| x["pid"] != 1 && x["args"]["correlation_id"].is_string())
+        .filter(|x| (s..=e).contains(&xprof_span(x).0))
+        .map(|x| &x["args"]["correlation_id"])
+        .collect();
+    let projected: Vec<(i64, i64)> = events
+        .iter()
+        .filter(|x| x["ph"] == "X" && x["pid"] == 1)
+        .filter(|x| launched.contains(&&x["args"]["correlation_id"]))
+        .map(xprof_span)
+        .collect();
+    let gpu_start = projected.iter().map(|p| p.0).min().unwrap();
+    let gpu_end = projected.iter().map(|p| p.1).max().unwrap();
+    ((s, e), (gpu_start, gpu_end))
+}
+
+/// Issue 29: over the whole capture too, a JAX step that only dispatches (holds less than half
+/// of its GPU projection) is measured on the GPU, whatever the file: `bubbles --whole` gives
+/// each step the length of its projection from xprof's JSON, step 0 (which compiles, and holds
+/// its work) its range; `kernels --whole` counts every GPU event of the JSON.
+#[test]
+fn every_jax_step_that_only_dispatches_is_measured_on_the_gpu() {
+    let Some(gpu) = crate::util::real("").map(|n| n.parent().unwrap().join("gpu")) else {
+        return;
+    };
+    let events = xprof_events(&gpu.join("jax_mlp_3steps_h200.trace.json.gz"));
+    let expected: Vec<i64> = (0..3)
+        .map(|k| {
+            let ((s, e), (gs, ge)) = xprof_step(&events, k);
+            let held = e.min(ge) - s.max(gs);
+            if 2 * held.max(0) < ge - gs {
+                ge - gs
+            } else {
+                e - s
+            }
+        })
+        .collect();
+    assert!(
+        expected[0] > 2 * expected[1],
+        "step 0 compiles: {expected:?}"
+    );
+    let gpu_events = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["pid"] == 1)
+        .count();
+    let cache = tempfile::tempdir().unwrap();
+    for file in ["xplane.pb", "trace.json.gz", "perfetto_trace.json.gz"] {
+        let path = gpu.join(format!("jax_mlp_3steps_h200.{file}"));
+        let p = path.to_str().unwrap();
+        let bubbles = json(cache.path(), &["bubbles", "--whole", "--format", "json", p]);
+        let measured: Vec<i64> = (bubbles["rows"].as_array().unwrap().iter())
+            .map(|r| r["step_ns"].as_i64().unwrap())
+            .collect();
+        assert_eq!(measured, expected, "{file}");
+        let kernels = json(cache.path(), &["kernels", "--whole", "--format", "json", p]);
+        let all = (kernels["rows"].as_array().unwrap().iter())
+            .find(|r| r["family"] == "all")
+            .unwrap();
+        assert_eq!(all["kernels"], gpu_events, "{file}");
+    }
+}
+
 /// Issue 29: JAX's step annotation returns once the jitted step is queued, so the step's range
 /// holds its dispatch, not its GPU work. The default window is then the median step's GPU
 /// projection: from xprof's own JSON, the GPU events whose correlation id is a launch inside
@@ -471,37 +559,15 @@ fn a_jax_step_that_only_dispatches_is_measured_on_the_gpu() {
         return;
     };
     let path = gpu.join("jax_mlp_3steps_h200.trace.json.gz");
-    let mut text = String::new();
-    let file = std::fs::File::open(&path).unwrap();
-    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
-    let events = v["traceEvents"].as_array().unwrap();
-    let ns = |e: &Value, key: &str| (e[key].as_f64().unwrap_or(0.0) * 1000.0).round() as i64;
-    let span = |e: &Value| (ns(e, "ts"), ns(e, "ts") + ns(e, "dur"));
-    let step = events
-        .iter()
-        .find(|e| e["name"] == "step" && e["args"]["step_num"] == "1")
-        .expect("step 1");
-    let (s, e) = span(step);
-    let launched: Vec<&Value> = events
-        .iter()
-        .filter(|x| x["pid"] != 1 && x["args"]["correlation_id"].is_string())
-        .filter(|x| (s..=e).contains(&span(x).0))
-        .map(|x| &x["args"]["correlation_id"])
-        .collect();
+    let events = xprof_events(&path);
     let on_gpu = || events.iter().filter(|x| x["ph"] == "X" && x["pid"] == 1);
-    let projected: Vec<(i64, i64)> = on_gpu()
-        .filter(|x| launched.contains(&&x["args"]["correlation_id"]))
-        .map(span)
-        .collect();
-    let gpu_start = projected.iter().map(|p| p.0).min().unwrap();
-    let gpu_end = projected.iter().map(|p| p.1).max().unwrap();
+    let ((s, e), (gpu_start, gpu_end)) = xprof_step(&events, 1);
     assert!(
         e < gpu_end && 2 * (e - gpu_start) < gpu_end - gpu_start,
         "dispatch only"
     );
     let inside = on_gpu()
-        .map(span)
+        .map(xprof_span)
         .filter(|&(a, b)| a < gpu_end && b > gpu_start)
         .count();
     assert_eq!(inside, 14);

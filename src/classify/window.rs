@@ -90,9 +90,78 @@ impl Window {
         let Some((gs, ge)) = self.gpu else {
             return false;
         };
-        let held = self.end.0.min(ge.0) - self.start.0.max(gs.0);
-        matches!(self.source, WindowSource::Anchor { .. }) && 2 * held.max(0) < ge.0 - gs.0
+        let anchored = matches!(self.source, WindowSource::Anchor { .. });
+        anchored && dispatches_only((self.start.0, self.end.0), (gs.0, ge.0))
     }
+}
+
+/// Whether the range `(start, end)` holds less than half of `gpu`, the GPU projection of the
+/// work launched inside it: it only dispatches that work.
+fn dispatches_only((start, end): (i64, i64), (gs, ge): (i64, i64)) -> bool {
+    let held = end.min(ge) - start.max(gs);
+    2 * held.max(0) < ge - gs
+}
+
+/// The steps as measured: a step whose range only dispatches its work (JAX's
+/// `StepTraceAnnotation` returns once a jitted step is queued) is its GPU projection, any
+/// other its range. `gpu` gives each step's projection ([`projections`], or from a pass over
+/// captures).
+pub fn measured_steps(steps: &[(i64, i64)], gpu: &[Option<(i64, i64)>]) -> Vec<(i64, i64)> {
+    steps
+        .iter()
+        .zip(gpu)
+        .map(|(&step, &gpu)| match gpu {
+            Some(gpu) if dispatches_only(step, gpu) => gpu,
+            _ => step,
+        })
+        .collect()
+}
+
+/// A process's steps: their ranges (NVTX, on the CPU), which own the work launched inside
+/// them, and how long each lasts as measured ([`measured_steps`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MeasuredSteps {
+    /// The step ranges, in order.
+    pub ranges: Vec<(i64, i64)>,
+    /// Each step as measured: its range, or its GPU projection when it only dispatches.
+    pub measured: Vec<(i64, i64)>,
+}
+
+impl MeasuredSteps {
+    /// The step ranges of a process inside `window` ([`steps`]), measured with projections
+    /// from a whole timeline; the window itself as one step when it holds none (`found`
+    /// false).
+    pub fn in_window(
+        activity: &Activity,
+        process: ProcessId,
+        window: (i64, i64),
+        anchor: Option<&Regex>,
+    ) -> (MeasuredSteps, bool) {
+        let ranges = steps(activity, process, window, anchor);
+        if ranges.is_empty() {
+            let whole = vec![window];
+            return (
+                MeasuredSteps {
+                    ranges: whole.clone(),
+                    measured: whole,
+                },
+                false,
+            );
+        }
+        let measured = measured_steps(&ranges, &projections(activity, process, &ranges));
+        (MeasuredSteps { ranges, measured }, true)
+    }
+}
+
+/// The GPU projection of each of a process's ranges ([`Window::gpu`]'s, from a whole timeline).
+pub fn projections(
+    activity: &Activity,
+    process: ProcessId,
+    ranges: &[(i64, i64)],
+) -> Vec<Option<(i64, i64)>> {
+    (ranges.iter())
+        .map(|&(s, e)| projection(activity, process, Ns(s), Ns(e)).map(|(a, b)| (a.0, b.0)))
+        .collect()
 }
 
 /// The window of one process under `spec`.

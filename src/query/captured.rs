@@ -15,7 +15,7 @@ use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMCP
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
 use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
-use crate::hash::{FxHashMap, FxHashSet};
+use crate::hash::FxHashMap;
 use crate::input::capture::{Captures, Joined};
 use crate::model::records::Fits;
 use crate::model::{ApiCall, Kernel, Memcpy, Ns, ProcessId, StreamId, ThreadId};
@@ -181,7 +181,7 @@ pub fn metrics(
 /// anchor's window, or every window with `gpu_window`); the others keep their CPU extent and no
 /// projection (the light timeline's, of its communication kernels alone, would be wrong).
 pub fn project(
-    (captures, activity): (&Captures, &Activity),
+    both: (&Captures, &Activity),
     windows: &mut [RankWindow],
     gpu_window: bool,
 ) -> crate::nsys::Result<()> {
@@ -194,45 +194,153 @@ pub fn project(
         .filter(|w| wanted(w))
         .map(|w| (w.rank.process, (w.window.start.0, w.window.end.0)))
         .collect();
-    if extents.is_empty() {
-        return Ok(());
-    }
-    let slots = slots(activity, &extents);
-    let both = (captures, activity);
-    // A launch is the earliest call of its correlation id: the ids first called inside the
-    // extent, less those called before it too.
-    let mut launched: Vec<FxHashSet<u32>> = vec![FxHashSet::default(); extents.len()];
-    calls(both, |process, call| {
-        for &i in &slots[process.index()] {
-            let (start, end) = extents[i].1;
-            if start <= call.start.0 && call.start.0 <= end {
-                launched[i].insert(call.correlation);
-            }
-        }
-    })?;
-    calls(both, |process, call| {
-        for &i in &slots[process.index()] {
-            if call.start.0 < extents[i].1.0 {
-                launched[i].remove(&call.correlation);
-            }
-        }
-    })?;
-    let mut projections: Vec<Option<(i64, i64)>> = vec![None; extents.len()];
-    operations(both, |process, op| {
-        let (start, end) = op.span();
-        for &i in &slots[process.index()] {
-            if launched[i].contains(&op.correlation()) {
-                let p = projections[i].get_or_insert((start, end));
-                *p = (p.0.min(start), p.1.max(end));
-            }
-        }
-    })?;
-    let mut projections = projections.into_iter();
+    let mut projections = projections(both, &extents)?.into_iter();
     for w in windows.iter_mut().filter(|w| wanted(w)) {
         w.window.gpu = projections.next().flatten().map(|(s, e)| (Ns(s), Ns(e)));
         w.bounds = w.window.bounds(gpu_window);
     }
     Ok(())
+}
+
+/// The GPU projection of each extent (process, CPU range): first start to last end of the
+/// process's GPU work whose launch (the earliest call of its correlation id) started inside
+/// the range, in two passes over the captures' calls and one over their operations (none when
+/// `extents` is empty).
+pub fn projections(
+    (captures, activity): (&Captures, &Activity),
+    extents: &[Span],
+) -> crate::nsys::Result<Vec<Option<(i64, i64)>>> {
+    if extents.is_empty() {
+        return Ok(Vec::new());
+    }
+    let holding = Holding::new(activity, extents);
+    let both = (captures, activity);
+    // Each process's calls inside an extent: the first one's start per correlation id (calls
+    // come in start order), then, when an earlier call lies outside every extent, none.
+    let mut launches: Vec<Launches> = vec![Launches::default(); activity.timeline.processes.len()];
+    calls(both, |process, call| {
+        let t = call.start.0;
+        if holding.any(process, t) {
+            launches[process.index()].first(call.correlation, t);
+        }
+    })?;
+    calls(both, |process, call| {
+        launches[process.index()].unless_before(call.correlation, call.start.0);
+    })?;
+    let mut projections: Vec<Option<(i64, i64)>> = vec![None; extents.len()];
+    operations(both, |process, op| {
+        let Some(launch) = launches[process.index()].get(op.correlation()) else {
+            return;
+        };
+        let (start, end) = op.span();
+        holding.each(process, launch, |i| {
+            let p = projections[i].get_or_insert((start, end));
+            *p = (p.0.min(start), p.1.max(end));
+        });
+    })?;
+    Ok(projections)
+}
+
+/// One process's launch times by correlation id: in a vector indexed by the id (ids are
+/// counters), those past [`Launches::DENSE`] in a map.
+#[derive(Clone, Default)]
+struct Launches {
+    dense: Vec<i64>,
+    sparse: FxHashMap<u32, i64>,
+}
+
+impl Launches {
+    /// Ids below this are kept in the vector (8 bytes each up to the largest id seen).
+    const DENSE: u32 = 1 << 24;
+    /// No launch recorded, or one dropped.
+    const NONE: i64 = i64::MIN;
+
+    fn slot(&mut self, id: u32) -> &mut i64 {
+        if id >= Self::DENSE {
+            return self.sparse.entry(id).or_insert(Self::NONE);
+        }
+        let at = id as usize;
+        if at >= self.dense.len() {
+            self.dense.resize(at + 1, Self::NONE);
+        }
+        &mut self.dense[at]
+    }
+
+    /// A call of `id` at `t` inside an extent: the launch, unless one came first.
+    fn first(&mut self, id: u32, t: i64) {
+        let slot = self.slot(id);
+        if *slot == Self::NONE {
+            *slot = t;
+        }
+    }
+
+    /// A call of `id` at `t`: when it came before the recorded launch, that was no launch.
+    fn unless_before(&mut self, id: u32, t: i64) {
+        let recorded = match id < Self::DENSE {
+            true => self.dense.get_mut(id as usize),
+            false => self.sparse.get_mut(&id),
+        };
+        if let Some(launch) = recorded.filter(|l| t < **l) {
+            *launch = Self::NONE;
+        }
+    }
+
+    /// The launch of `id`, when one lies inside an extent.
+    fn get(&self, id: u32) -> Option<i64> {
+        let launch = match id < Self::DENSE {
+            true => self.dense.get(id as usize),
+            false => self.sparse.get(&id),
+        };
+        launch.copied().filter(|&t| t != Self::NONE)
+    }
+}
+
+/// Each process's extents sorted by start, to find those holding a time in a binary search.
+struct Holding {
+    /// Per process: (start, end, position in the extents given), by start.
+    sorted: Vec<Vec<(i64, i64, usize)>>,
+    /// Per process, per sorted extent: the latest end of it and those before it.
+    reach: Vec<Vec<i64>>,
+}
+
+impl Holding {
+    fn new(activity: &Activity, extents: &[Span]) -> Holding {
+        let mut sorted = vec![Vec::new(); activity.timeline.processes.len()];
+        for (i, &(process, (start, end))) in extents.iter().enumerate() {
+            sorted[process.index()].push((start, end, i));
+        }
+        for list in &mut sorted {
+            list.sort_unstable();
+        }
+        let reach = (sorted.iter())
+            .map(|list| {
+                let ends = list.iter().scan(i64::MIN, |reach, &(_, end, _)| {
+                    *reach = (*reach).max(end);
+                    Some(*reach)
+                });
+                ends.collect()
+            })
+            .collect();
+        Holding { sorted, reach }
+    }
+
+    /// Calls `f` with the position of each extent of `process` holding `t` (ends included).
+    fn each(&self, process: ProcessId, t: i64, mut f: impl FnMut(usize)) {
+        let (list, reach) = (&self.sorted[process.index()], &self.reach[process.index()]);
+        let after = list.partition_point(|&(start, ..)| start <= t);
+        for j in (0..after).rev().take_while(|&j| reach[j] >= t) {
+            if list[j].1 >= t {
+                f(list[j].2);
+            }
+        }
+    }
+
+    /// Whether an extent of `process` holds `t`.
+    fn any(&self, process: ProcessId, t: i64) -> bool {
+        let mut found = false;
+        self.each(process, t, |_| found = true);
+        found
+    }
 }
 
 /// Each span's position, by process index.

@@ -5,6 +5,7 @@ use super::{NothingFound, Selection};
 use crate::analysis::mfu::{FamilyWork, RankWork, arithmetic, rank_work};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::peaks::{self, Peaks, Precision};
+use crate::classify::window::MeasuredSteps;
 use crate::classify::{self, Activity, Rank};
 use crate::model::Timeline;
 use crate::report::html::FamilySummary;
@@ -55,15 +56,13 @@ pub fn mfu(
     let mut lost = (0u64, 0.0);
     for w in &windows {
         let process = w.rank.process;
-        let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
-        if steps.is_empty() {
-            steps.push(w.bounds);
-        }
+        let (found, _) = MeasuredSteps::in_window(&activity, process, w.bounds, anchor.as_ref());
+        let (ranges, steps) = (found.ranges, found.measured);
         let whole = (i64::MIN, i64::MAX);
         let comm = classify::streams::classify(&activity, process, whole, &selection.rules);
         let work = rank_work(
             &activity,
-            (process, &steps),
+            (process, &ranges),
             (&comm, &selection.rules),
             &mut cache,
         );

@@ -20,6 +20,7 @@ use crate::analysis::mfu::rank_work;
 use crate::analysis::overlap::{self, StageKey, rank_exposure};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::layout::{self, PipelineLayout};
+use crate::classify::window::MeasuredSteps;
 use crate::classify::{self, Activity, Rank, RankStreams, RoleRules, WindowSpec};
 use crate::input::capture::Captures;
 use crate::model::{Ns, ProcessId, Timeline};
@@ -453,8 +454,10 @@ fn breakdowns(
     let activity = Activity::new(loaded.timeline());
     let mut windows = selection.windows_in(loaded, &activity)?;
     let anchor = selection.window.anchor_regex()?;
+    let found = measured_steps(loaded, &activity, &windows, anchor.as_ref())?;
     let counted: Vec<(usize, String)> = (windows.iter_mut())
-        .map(|w| count_steps(&activity, w, anchor.as_ref(), steps))
+        .zip(&found)
+        .map(|(w, found)| count_steps(w, found, steps))
         .collect();
     let rules = &selection.rules;
     let spans: Vec<captured::Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
@@ -485,15 +488,11 @@ fn breakdowns(
 }
 
 /// How many steps a rank's window holds (`steps` when given), and where the count came from;
-/// with step ranges found, the window's bounds become the first's start to the last's end.
-fn count_steps(
-    activity: &Activity,
-    w: &mut RankWindow,
-    anchor: Option<&Regex>,
-    steps: Option<usize>,
-) -> (usize, String) {
-    let found = classify::window::steps(activity, w.rank.process, w.bounds, anchor);
-    match (steps, found.first(), found.last()) {
+/// with step ranges found (and `measured`: [`classify::window::measured_steps`]), the window's
+/// bounds become the first measured step's start to the last's end.
+fn count_steps(w: &mut RankWindow, found: &MeasuredSteps, steps: Option<usize>) -> (usize, String) {
+    let MeasuredSteps { ranges, measured } = found;
+    match (steps, measured.first(), measured.last()) {
         (Some(n), ..) => (n.max(1), "given with --steps".to_string()),
         (None, None, _) if w.window.dispatch_only() => (
             1,
@@ -502,11 +501,19 @@ fn count_steps(
         (None, Some(first), Some(last)) => {
             // Measure over the steps themselves, not what the window holds around them.
             w.bounds = (first.0, last.1);
+            let projected = ranges.iter().zip(measured).filter(|(r, m)| r != m).count();
+            let how = match projected {
+                0 => String::new(),
+                n => {
+                    format!("; {n} of them only dispatch their work, and are their GPU projection")
+                }
+            };
             (
-                found.len(),
-                "step NVTX ranges inside the window, measured from the first's start to the \
-                 last's end"
-                    .to_string(),
+                measured.len(),
+                format!(
+                    "step NVTX ranges inside the window, measured from the first's start to the \
+                     last's end{how}"
+                ),
             )
         }
         _ => (
@@ -514,6 +521,46 @@ fn count_steps(
             "no step NVTX range inside the window: the window is taken as one step".to_string(),
         ),
     }
+}
+
+/// Each window's step ranges ([`classify::window::steps`]; none when it holds none) and the
+/// steps as measured ([`classify::window::measured_steps`]): their GPU projections from the
+/// whole timeline, or from passes over the captures.
+fn measured_steps(
+    loaded: Loaded,
+    activity: &Activity,
+    windows: &[RankWindow],
+    anchor: Option<&Regex>,
+) -> crate::nsys::Result<Vec<MeasuredSteps>> {
+    let found: Vec<(ProcessId, Vec<(i64, i64)>)> = (windows.iter())
+        .map(|w| {
+            let process = w.rank.process;
+            (
+                process,
+                classify::window::steps(activity, process, w.bounds, anchor),
+            )
+        })
+        .collect();
+    let projections: Vec<Vec<Option<(i64, i64)>>> = match loaded {
+        Loaded::Whole(_) => (found.iter())
+            .map(|(process, ranges)| classify::window::projections(activity, *process, ranges))
+            .collect(),
+        Loaded::Captures(captures) => {
+            let extents: Vec<captured::Span> = (found.iter())
+                .flat_map(|(process, ranges)| ranges.iter().map(move |&r| (*process, r)))
+                .collect();
+            let mut all = captured::projections((captures, activity), &extents)?.into_iter();
+            (found.iter())
+                .map(|(_, ranges)| all.by_ref().take(ranges.len()).collect())
+                .collect()
+        }
+    };
+    Ok((found.into_iter().zip(projections))
+        .map(|((_, ranges), gpu)| MeasuredSteps {
+            measured: classify::window::measured_steps(&ranges, &gpu),
+            ranges,
+        })
+        .collect())
 }
 
 /// How many of a rank's longest gaps `idle` lists.
@@ -615,37 +662,49 @@ pub fn bubbles<'a>(
         .iter()
         .copied()
         .chain(std::iter::repeat(None));
+    let windows: Vec<RankWindow> = classified.iter().map(|(w, _)| w.clone()).collect();
+    let found = measured_steps(loaded, &activity, &windows, anchor.as_ref())?;
     let (bubbles, whole_steps): (Vec<RankBubbles>, Vec<bool>) = (classified.into_iter())
         .zip(computing)
         .zip(coords)
-        .map(|(((w, streams), computing), coord)| {
-            let process = w.rank.process;
-            let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
-            // 1F1B's formula describes whole steps of a one-directional schedule: not a window
-            // that is no step (a PithTrain chunk), nor PithTrain's DualPipeV.
-            let whole_steps = !steps.is_empty();
-            let formula_applies = whole_steps && w.rank.label.is_none();
-            if steps.is_empty() {
-                steps.push(w.bounds);
-            }
-            let pp = pp.or(coord.map(|(c, _)| c.size));
-            let ideal = steps
-                .iter()
-                .map(|&step| {
-                    let m = micro_batches_given.or_else(|| micro_batches(&activity, process, step));
-                    ideal_pct(pp?, m?).filter(|_| formula_applies)
-                })
-                .collect();
-            let at = (&streams, rules);
-            let steps = bubbles::step_bubbles(&activity, process, &steps, at, computing);
-            let bubbles = RankBubbles {
-                window: w,
-                pp,
-                steps,
-                ideal,
-            };
-            (bubbles, whole_steps)
-        })
+        .zip(found)
+        .map(
+            |(
+                (((w, streams), computing), coord),
+                MeasuredSteps {
+                    mut ranges,
+                    mut measured,
+                },
+            )| {
+                let process = w.rank.process;
+                // 1F1B's formula describes whole steps of a one-directional schedule: not a window
+                // that is no step (a PithTrain chunk), nor PithTrain's DualPipeV.
+                let whole_steps = !ranges.is_empty();
+                let formula_applies = whole_steps && w.rank.label.is_none();
+                if ranges.is_empty() {
+                    (ranges, measured) = (vec![w.bounds], vec![w.bounds]);
+                }
+                let pp = pp.or(coord.map(|(c, _)| c.size));
+                // Micro-batches are counted in the step's range, the bubble on the step measured.
+                let ideal = ranges
+                    .iter()
+                    .map(|&range| {
+                        let m = micro_batches_given
+                            .or_else(|| micro_batches(&activity, process, range));
+                        ideal_pct(pp?, m?).filter(|_| formula_applies)
+                    })
+                    .collect();
+                let at = (&streams, rules);
+                let steps = bubbles::step_bubbles(&activity, process, &measured, at, computing);
+                let bubbles = RankBubbles {
+                    window: w,
+                    pp,
+                    steps,
+                    ideal,
+                };
+                (bubbles, whole_steps)
+            },
+        )
         .unzip();
     let mut output = report::bubbles_output(timeline, &bubbles);
     output.notes.extend(missing_ideal(
@@ -849,10 +908,8 @@ pub fn run_metrics(
         let streams = classify::streams::classify(&activity, w.rank.process, w.bounds, &rules);
         let window_ns = w.bounds.1.saturating_sub(w.bounds.0).max(1) as f64;
         let process = w.rank.process;
-        let mut steps = classify::window::steps(&activity, process, w.bounds, anchor.as_ref());
-        if steps.is_empty() {
-            steps.push(w.bounds);
-        }
+        let (found, _) = MeasuredSteps::in_window(&activity, process, w.bounds, anchor.as_ref());
+        let (ranges, steps) = (found.ranges, found.measured);
         let n = steps.len() as f64;
         let extent = (steps[0].0, steps[steps.len() - 1].1);
         let comm = classify::streams::classify(&activity, process, extent, &rules);
@@ -888,7 +945,7 @@ pub fn run_metrics(
         let bubbles = rank_bubbles(&activity, process, &steps, &streams, &rules);
         let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / n;
         add("bubble_pct".into(), mean);
-        let work = rank_work(&activity, (process, &steps), (&comm, &rules), &mut cache);
+        let work = rank_work(&activity, (process, &ranges), (&comm, &rules), &mut cache);
         mfus.extend(mfu::mean_mfu(timeline, &w.rank, &steps, &work));
     }
     let ranks = ranks.len() as f64;

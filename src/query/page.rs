@@ -12,7 +12,8 @@ use crate::analysis::mfu::rank_work;
 use crate::analysis::overlap::rank_exposure;
 use crate::analysis::upper_median;
 use crate::classify::families::{Families, FamilyCache};
-use crate::classify::{self, Activity, Rank, RankStreams, Role, RoleRules, WindowSource, layout};
+use crate::classify::window::MeasuredSteps;
+use crate::classify::{Activity, Rank, RankStreams, Role, RoleRules, WindowSource, layout};
 use crate::model::Timeline;
 use crate::report::RankWindow;
 use crate::report::html::{
@@ -199,13 +200,11 @@ fn rank_view(
             )
         })
         .collect();
-    let mut steps = classify::window::steps(activity, w.rank.process, w.bounds, None);
+    let (found, whole_steps) = MeasuredSteps::in_window(activity, w.rank.process, w.bounds, None);
+    let (ranges, steps) = (found.ranges, found.measured);
     // 1F1B's ideal describes whole steps of a one-directional schedule (not PithTrain's
     // DualPipeV, whose ranks carry the label), as in `bubbles`.
-    let formula_applies = !steps.is_empty() && w.rank.label.is_none();
-    if steps.is_empty() {
-        steps.push(w.bounds);
-    }
+    let formula_applies = whole_steps && w.rank.label.is_none();
     let n = steps.len() as i64;
     let at = (w.rank.process, w.bounds);
     let kernels = rank_kernels(activity, at, (streams, rules), cache);
@@ -217,9 +216,9 @@ fn rank_view(
     let bubbles = rank_bubbles(activity, w.rank.process, &steps, streams, rules);
     let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / bubbles.len().max(1) as f64;
     let ideal = formula_applies
-        .then(|| ideal_pct(pp?, micro_batches(activity, w.rank.process, steps[0])?))
+        .then(|| ideal_pct(pp?, micro_batches(activity, w.rank.process, ranges[0])?))
         .flatten();
-    let work = rank_work(activity, (w.rank.process, &steps), (streams, rules), cache);
+    let work = rank_work(activity, (w.rank.process, &ranges), (streams, rules), cache);
     let flops: f64 = work
         .steps
         .iter()
