@@ -617,3 +617,44 @@ fn a_jax_step_that_only_dispatches_is_measured_on_the_gpu() {
         assert!(line.contains(&format!(" {inside} kernels")), "{line}");
     }
 }
+
+/// Issue 30: XLA runs its collectives as NCCL kernels; across JAX hosts (one XSpace each, no
+/// stream id in common needed) they are matched as an nsys export's are, by timing (an
+/// XSpace records no communicator). Host 1's all-reduce starts 7 µs after host 0's, on another
+/// stream: one instance of both ranks, host 1 last, skew 7 µs.
+#[test]
+fn xla_collectives_are_matched_across_jax_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for (host, shift_ns, stream) in [("jax-host-0", 0, 13), ("jax-host-1", 7_000, 21)] {
+        let mut space = space();
+        space.hostnames = vec![host.into()];
+        space.planes.retain(|p| p.name != "/device:TPU:0");
+        let device = &mut space.planes[1];
+        let line = device.lines.iter_mut().find(|l| l.id == 13).unwrap();
+        line.name = format!("Stream #{stream}(Compute)");
+        line.id = stream;
+        line.events[0].data = Some(x_event::Data::OffsetPs(150_000_000 + 1_000 * shift_ns));
+        let path = dir.path().join(format!("{host}.xplane.pb"));
+        std::fs::write(&path, space.encode_to_vec()).unwrap();
+        paths.push(path.to_str().unwrap().to_string());
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let args = [
+        "collectives",
+        "--whole",
+        "--format",
+        "json",
+        &paths[0],
+        &paths[1],
+    ];
+    let out = json(cache.path(), &args);
+    let rows = out["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{out}");
+    let row = &rows[0];
+    assert_eq!(row["op"], "nccl:AllReduce", "{row}");
+    assert_eq!(row["members"], serde_json::json!([0, 1]), "{row}");
+    assert_eq!(row["matched_by"], "timing", "{row}");
+    assert_eq!(row["skew_ns"], 7_000, "{row}");
+    assert_eq!(row["last_rank"], 1, "{row}");
+}
