@@ -204,7 +204,7 @@ pub fn project(
 
 /// The GPU projection of each extent (process, CPU range): first start to last end of the
 /// process's GPU work whose launch (the earliest call of its correlation id) started inside
-/// the range, in two passes over the captures' calls and one over their operations (none when
+/// the range, in one pass over the captures' calls and one over their operations (none when
 /// `extents` is empty).
 pub fn projections(
     (captures, activity): (&Captures, &Activity),
@@ -215,17 +215,13 @@ pub fn projections(
     }
     let holding = Holding::new(activity, extents);
     let both = (captures, activity);
-    // Each process's calls inside an extent: the first one's start per correlation id (calls
-    // come in start order), then, when an earlier call lies outside every extent, none.
+    // Each process's launches: the first call of each correlation id (calls come in start
+    // order), and whether an extent holds it.
     let mut launches: Vec<Launches> = vec![Launches::default(); activity.timeline.processes.len()];
     calls(both, |process, call| {
         let t = call.start.0;
-        if holding.any(process, t) {
-            launches[process.index()].first(call.correlation, t);
-        }
-    })?;
-    calls(both, |process, call| {
-        launches[process.index()].unless_before(call.correlation, call.start.0);
+        let inside = || holding.any(process, t);
+        launches[process.index()].call(call.correlation, t, inside);
     })?;
     let mut projections: Vec<Option<(i64, i64)>> = vec![None; extents.len()];
     operations(both, |process, op| {
@@ -241,8 +237,9 @@ pub fn projections(
     Ok(projections)
 }
 
-/// One process's launch times by correlation id: in a vector indexed by the id (ids are
-/// counters), those past [`Launches::DENSE`] in a map.
+/// One process's launches by correlation id (the first call of each): its start when an
+/// extent holds it, else only that it came. In a vector indexed by the id (ids are counters),
+/// those past [`Launches::DENSE`] in a map.
 #[derive(Clone, Default)]
 struct Launches {
     dense: Vec<i64>,
@@ -252,46 +249,35 @@ struct Launches {
 impl Launches {
     /// Ids below this are kept in the vector (8 bytes each up to the largest id seen).
     const DENSE: u32 = 1 << 24;
-    /// No launch recorded, or one dropped.
-    const NONE: i64 = i64::MIN;
+    /// No call of the id yet.
+    const UNSEEN: i64 = i64::MIN;
+    /// The id's first call lies outside every extent.
+    const OUTSIDE: i64 = i64::MIN + 1;
 
-    fn slot(&mut self, id: u32) -> &mut i64 {
-        if id >= Self::DENSE {
-            return self.sparse.entry(id).or_insert(Self::NONE);
-        }
-        let at = id as usize;
-        if at >= self.dense.len() {
-            self.dense.resize(at + 1, Self::NONE);
-        }
-        &mut self.dense[at]
-    }
-
-    /// A call of `id` at `t` inside an extent: the launch, unless one came first.
-    fn first(&mut self, id: u32, t: i64) {
-        let slot = self.slot(id);
-        if *slot == Self::NONE {
-            *slot = t;
-        }
-    }
-
-    /// A call of `id` at `t`: when it came before the recorded launch, that was no launch.
-    fn unless_before(&mut self, id: u32, t: i64) {
-        let recorded = match id < Self::DENSE {
-            true => self.dense.get_mut(id as usize),
-            false => self.sparse.get_mut(&id),
+    /// A call of `id` at `t` (in start order); `inside` says whether an extent holds `t`.
+    fn call(&mut self, id: u32, t: i64, inside: impl FnOnce() -> bool) {
+        let slot = match id < Self::DENSE {
+            true => {
+                let at = id as usize;
+                if at >= self.dense.len() {
+                    self.dense.resize(at + 1, Self::UNSEEN);
+                }
+                &mut self.dense[at]
+            }
+            false => self.sparse.entry(id).or_insert(Self::UNSEEN),
         };
-        if let Some(launch) = recorded.filter(|l| t < **l) {
-            *launch = Self::NONE;
+        if *slot == Self::UNSEEN {
+            *slot = if inside() { t } else { Self::OUTSIDE };
         }
     }
 
-    /// The launch of `id`, when one lies inside an extent.
+    /// The launch of `id`, when an extent holds it.
     fn get(&self, id: u32) -> Option<i64> {
         let launch = match id < Self::DENSE {
             true => self.dense.get(id as usize),
             false => self.sparse.get(&id),
         };
-        launch.copied().filter(|&t| t != Self::NONE)
+        launch.copied().filter(|&t| t > Self::OUTSIDE)
     }
 }
 

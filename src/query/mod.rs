@@ -546,12 +546,24 @@ fn measured_steps(
             .map(|(process, ranges)| classify::window::projections(activity, *process, ranges))
             .collect(),
         Loaded::Captures(captures) => {
-            let extents: Vec<captured::Span> = (found.iter())
-                .flat_map(|(process, ranges)| ranges.iter().map(move |&r| (*process, r)))
+            // A step that is the window's own range has the window's projection, when known.
+            let known = |w: &RankWindow, range: (i64, i64)| {
+                let gpu = w.window.gpu.map(|(s, e)| (s.0, e.0));
+                gpu.filter(|_| (w.window.start.0, w.window.end.0) == range)
+            };
+            let extents: Vec<captured::Span> = (windows.iter().zip(&found))
+                .flat_map(|(w, (process, ranges))| {
+                    let unknown = ranges.iter().filter(move |&&r| known(w, r).is_none());
+                    unknown.map(move |&r| (*process, r))
+                })
                 .collect();
-            let mut all = captured::projections((captures, activity), &extents)?.into_iter();
-            (found.iter())
-                .map(|(_, ranges)| all.by_ref().take(ranges.len()).collect())
+            let mut projected = captured::projections((captures, activity), &extents)?.into_iter();
+            (windows.iter().zip(&found))
+                .map(|(w, (_, ranges))| {
+                    (ranges.iter())
+                        .map(|&r| known(w, r).or_else(|| projected.next().flatten()))
+                        .collect()
+                })
                 .collect()
         }
     };
