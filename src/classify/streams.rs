@@ -14,9 +14,9 @@
 //!
 //! A stream running any non-NCCL kernel is `compute`; one running only copies and sets is
 //! `copy`; one running only NCCL kernels and peer copies (and maybe other copies) gets the role
-//! they agree on, else `mixed`. An NCCL kernel on a compute stream runs in-stream: a point-to-point one keeps
-//! its role (it spins until its peers arrive: pipeline wait when it is pipeline traffic), any
-//! other collective there is `barrier` communication.
+//! they agree on, else `mixed`. An NCCL kernel on a compute stream runs in-stream: a
+//! point-to-point one keeps its role (it spins until its peers arrive: pipeline wait when it is
+//! pipeline traffic), any other collective there is `barrier` communication.
 
 use super::activity::Activity;
 use super::comm::comm_kind;
@@ -305,20 +305,15 @@ impl Usage {
 
     /// A kernel, clipped to `span`; `comm` when it moves data between GPUs.
     pub fn kernel(&mut self, k: &Kernel, comm: bool, (s, e): (i64, i64)) {
+        if comm {
+            return self.transfer(Transfer::Kernel(*k), (s, e));
+        }
         let (usage, busy) = entry(&mut self.per_stream, k.stream);
+        usage.n_comp += 1;
+        usage.comp_ns += e - s;
         if self.intervals {
             busy.add((s, e));
-        }
-        if comm {
-            usage.n_comm += 1;
-            usage.comm_ns += e - s;
-            self.comm.push((Transfer::Kernel(*k), s, e));
-        } else {
-            usage.n_comp += 1;
-            usage.comp_ns += e - s;
-            if self.intervals {
-                self.compute.add((s, e));
-            }
+            self.compute.add((s, e));
         }
     }
 
@@ -334,25 +329,30 @@ impl Usage {
         }
     }
 
-    /// A copy between GPUs ([`crate::model::Memcpy::is_peer`]: its stream, start and launch's correlation id),
-    /// clipped to `(s, e)`: communication.
+    /// A copy between GPUs ([`crate::model::Memcpy::is_peer`]: its stream, start and launch's
+    /// correlation id), clipped to `span`: communication.
     pub fn peer_copy(
         &mut self,
         (stream, start, correlation): (StreamId, i64, u32),
-        (s, e): (i64, i64),
+        span: (i64, i64),
     ) {
-        let (usage, busy) = entry(&mut self.per_stream, stream);
-        usage.n_comm += 1;
-        usage.comm_ns += e - s;
-        if self.intervals {
-            busy.add((s, e));
-        }
         let copy = Transfer::PeerCopy {
             stream,
             start,
             correlation,
         };
-        self.comm.push((copy, s, e));
+        self.transfer(copy, span);
+    }
+
+    /// A communication operation, clipped to `(s, e)`.
+    fn transfer(&mut self, t: Transfer, (s, e): (i64, i64)) {
+        let (usage, busy) = entry(&mut self.per_stream, t.stream());
+        usage.n_comm += 1;
+        usage.comm_ns += e - s;
+        if self.intervals {
+            busy.add((s, e));
+        }
+        self.comm.push((t, s, e));
     }
 
     /// A memory copy (other than between GPUs) or set, clipped to `span`.

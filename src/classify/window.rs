@@ -153,15 +153,76 @@ impl MeasuredSteps {
     }
 }
 
-/// The GPU projection of each of a process's ranges ([`Window::gpu`]'s, from a whole timeline).
+/// The GPU projection of each of a process's ranges ([`Window::gpu`]'s, from a whole timeline),
+/// in one pass over its operations.
 pub fn projections(
     activity: &Activity,
     process: ProcessId,
     ranges: &[(i64, i64)],
 ) -> Vec<Option<(i64, i64)>> {
-    (ranges.iter())
-        .map(|&(s, e)| projection(activity, process, Ns(s), Ns(e)).map(|(a, b)| (a.0, b.0)))
-        .collect()
+    let extents: Vec<(ProcessId, (i64, i64))> = ranges.iter().map(|&r| (process, r)).collect();
+    let holding = Holding::new(activity.timeline.processes.len(), &extents);
+    let mut projected: Vec<Option<(i64, i64)>> = vec![None; ranges.len()];
+    for (_, start, end, correlation) in activity.operations(process) {
+        let Some(launch) = activity.launch(process, correlation) else {
+            continue;
+        };
+        holding.each(process, launch.0, |i| {
+            let p = projected[i].get_or_insert((start.0, end.0));
+            *p = (p.0.min(start.0), p.1.max(end.0));
+        });
+    }
+    projected
+}
+
+/// Each process's ranges (steps, windows) sorted by start, to find those holding a time in a
+/// binary search.
+pub struct Holding {
+    /// Per process: (start, end, position in the ranges given), by start.
+    sorted: Vec<Vec<(i64, i64, usize)>>,
+    /// Per process, per sorted range: the latest end of it and those before it.
+    reach: Vec<Vec<i64>>,
+}
+
+impl Holding {
+    /// The ranges (process, (start, end)) of a timeline of `processes` processes.
+    pub fn new(processes: usize, ranges: &[(ProcessId, (i64, i64))]) -> Holding {
+        let mut sorted = vec![Vec::new(); processes];
+        for (i, &(process, (start, end))) in ranges.iter().enumerate() {
+            sorted[process.index()].push((start, end, i));
+        }
+        for list in &mut sorted {
+            list.sort_unstable();
+        }
+        let reach = (sorted.iter())
+            .map(|list| {
+                let ends = list.iter().scan(i64::MIN, |reach, &(_, end, _)| {
+                    *reach = (*reach).max(end);
+                    Some(*reach)
+                });
+                ends.collect()
+            })
+            .collect();
+        Holding { sorted, reach }
+    }
+
+    /// Calls `f` with the position of each range of `process` holding `t` (ends included).
+    pub fn each(&self, process: ProcessId, t: i64, mut f: impl FnMut(usize)) {
+        let (list, reach) = (&self.sorted[process.index()], &self.reach[process.index()]);
+        let after = list.partition_point(|&(start, ..)| start <= t);
+        for j in (0..after).rev().take_while(|&j| reach[j] >= t) {
+            if list[j].1 >= t {
+                f(list[j].2);
+            }
+        }
+    }
+
+    /// Whether a range of `process` holds `t`.
+    pub fn any(&self, process: ProcessId, t: i64) -> bool {
+        let mut found = false;
+        self.each(process, t, |_| found = true);
+        found
+    }
 }
 
 /// The window of one process under `spec`.
@@ -340,7 +401,39 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::edit_distance;
+    use super::{Holding, edit_distance, measured_steps};
+    use crate::model::ProcessId;
+
+    #[test]
+    fn holding_finds_every_range_holding_a_time_overlapping_or_not() {
+        let (p, q) = (ProcessId(0), ProcessId(1));
+        let ranges = [(p, (30, 40)), (p, (0, 10)), (p, (5, 20)), (q, (0, 100))];
+        let holding = Holding::new(2, &ranges);
+        let found = |t: i64| {
+            let mut found = Vec::new();
+            holding.each(p, t, |i| found.push(i));
+            found.sort();
+            found
+        };
+        assert_eq!(found(7), [1, 2]);
+        assert_eq!(found(10), [1, 2], "ends are held");
+        assert_eq!(found(20), [2]);
+        assert_eq!(found(25), [] as [usize; 0]);
+        assert_eq!(found(30), [0]);
+        assert_eq!(found(-1), [] as [usize; 0]);
+        assert!(holding.any(q, 50) && !holding.any(q, 101));
+    }
+
+    #[test]
+    fn a_step_is_its_projection_only_when_it_holds_less_than_half_of_it() {
+        let steps = [(0, 100), (0, 100), (0, 100)];
+        // Held: 80 of 130 (kept); 40 of 100 (projected); no projection (kept).
+        let gpu = [Some((20, 150)), Some((60, 160)), None];
+        assert_eq!(
+            measured_steps(&steps, &gpu),
+            [(0, 100), (60, 160), (0, 100)]
+        );
+    }
 
     #[test]
     fn edit_distance_counts_insertions_deletions_and_substitutions() {

@@ -14,6 +14,7 @@ use crate::analysis::metrics::{MetricSummary, MetricTally};
 use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMCPY_PEER, MEMSET};
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
+use crate::classify::window::Holding;
 use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
 use crate::hash::FxHashMap;
 use crate::input::capture::{Captures, Joined};
@@ -213,7 +214,7 @@ pub fn projections(
     if extents.is_empty() {
         return Ok(Vec::new());
     }
-    let holding = Holding::new(activity, extents);
+    let holding = Holding::new(activity.timeline.processes.len(), extents);
     let both = (captures, activity);
     // Each process's launches: the first call of each correlation id (calls come in start
     // order), and whether an extent holds it.
@@ -278,54 +279,6 @@ impl Launches {
             false => self.sparse.get(&id),
         };
         launch.copied().filter(|&t| t > Self::OUTSIDE)
-    }
-}
-
-/// Each process's extents sorted by start, to find those holding a time in a binary search.
-struct Holding {
-    /// Per process: (start, end, position in the extents given), by start.
-    sorted: Vec<Vec<(i64, i64, usize)>>,
-    /// Per process, per sorted extent: the latest end of it and those before it.
-    reach: Vec<Vec<i64>>,
-}
-
-impl Holding {
-    fn new(activity: &Activity, extents: &[Span]) -> Holding {
-        let mut sorted = vec![Vec::new(); activity.timeline.processes.len()];
-        for (i, &(process, (start, end))) in extents.iter().enumerate() {
-            sorted[process.index()].push((start, end, i));
-        }
-        for list in &mut sorted {
-            list.sort_unstable();
-        }
-        let reach = (sorted.iter())
-            .map(|list| {
-                let ends = list.iter().scan(i64::MIN, |reach, &(_, end, _)| {
-                    *reach = (*reach).max(end);
-                    Some(*reach)
-                });
-                ends.collect()
-            })
-            .collect();
-        Holding { sorted, reach }
-    }
-
-    /// Calls `f` with the position of each extent of `process` holding `t` (ends included).
-    fn each(&self, process: ProcessId, t: i64, mut f: impl FnMut(usize)) {
-        let (list, reach) = (&self.sorted[process.index()], &self.reach[process.index()]);
-        let after = list.partition_point(|&(start, ..)| start <= t);
-        for j in (0..after).rev().take_while(|&j| reach[j] >= t) {
-            if list[j].1 >= t {
-                f(list[j].2);
-            }
-        }
-    }
-
-    /// Whether an extent of `process` holds `t`.
-    fn any(&self, process: ProcessId, t: i64) -> bool {
-        let mut found = false;
-        self.each(process, t, |_| found = true);
-        found
     }
 }
 
