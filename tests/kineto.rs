@@ -637,6 +637,35 @@ fn one_real_rank_alone_is_told_to_bring_its_peers() {
     assert!(notes.iter().any(|n| n.contains(&want)), "{notes:?}");
 }
 
+/// Issue 30: HTA's two sampled ranks hold only part of their run's collectives: no instance
+/// is matched, and one note says why, with how many of the run's ranks they are (their
+/// `distributedInfo`, read here from the JSON).
+#[test]
+fn two_ranks_of_a_larger_run_are_told_how_many_they_are() {
+    let Some((a, b)) = sampled_pair() else {
+        return;
+    };
+    let (top, _) = events(&a);
+    let world = top["distributedInfo"]["world_size"].as_i64().unwrap();
+    assert_eq!(world, 128);
+    let args = ["collectives", "--whole", "--format", "json"];
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let out = run(&shared_cache(), &[&args[..], &[a, b]].concat());
+    assert_eq!(out.status.code(), Some(1), "an empty table exits 1");
+    let c: Value = serde_json::from_str(&texts(&out).0).unwrap();
+    assert!(c["rows"].as_array().unwrap().is_empty());
+    let notes: Vec<&str> = (c["notes"].as_array().unwrap().iter())
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let want = format!("these traces hold 2 of the run's {world} ranks");
+    let why: Vec<&&str> = notes
+        .iter()
+        .filter(|n| n.starts_with("no instance"))
+        .collect();
+    assert_eq!(why.len(), 1, "{notes:?}");
+    assert!(why[0].contains(&want), "{notes:?}");
+}
+
 /// Several traces are translated at once (half as many as `--threads`); the translations and
 /// every table read from them are the same as one at a time.
 #[test]

@@ -191,6 +191,9 @@ pub struct Collectives {
     pub processes: usize,
     /// The largest communicator size the collectives' records give, when any.
     pub recorded_ranks: Option<u32>,
+    /// The largest number of ranks a report says its run has (torch.profiler's
+    /// `distributedInfo.world_size`), when any.
+    pub world_size: Option<u32>,
 }
 
 /// One member's stream of a family: (member, stream).
@@ -247,8 +250,12 @@ fn match_each<'c>(
 ) -> Collectives {
     let timeline = activity.timeline;
     let payloads = NcclPayloads::new(activity, processes);
+    let world_size = (processes.iter())
+        .filter_map(|&p| timeline.report(timeline.process(p).report).meta.world_size)
+        .max();
     let mut out = Collectives {
         processes: processes.len(),
+        world_size,
         ..Collectives::default()
     };
     // Per family, per member's stream: its kernels in start order; and whether the kernel is a

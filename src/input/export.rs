@@ -28,6 +28,9 @@ pub const TIME_ORIGIN: &str = "NSYS_LENS_TIME_ORIGIN";
 /// `META_DATA_EXPORT` row counting the trace's events of kinds not translated
 /// (`kind=count`, one per line).
 pub const UNTRANSLATED: &str = "NSYS_LENS_UNTRANSLATED";
+/// `META_DATA_EXPORT` row holding the number of ranks of the run the trace is one of (empty
+/// when it does not say).
+pub const WORLD_SIZE: &str = "NSYS_LENS_WORLD_SIZE";
 
 /// Times above this are UTC epoch ns (after 1973), not times since a start.
 const EPOCH_NS: i64 = 100_000_000_000_000_000;
@@ -115,6 +118,8 @@ pub struct TraceFacts {
     pub base_ns: Option<i64>,
     /// The rank of the traced process (`distributedInfo.rank`).
     pub rank: Option<u32>,
+    /// The ranks of the run it is one of (`distributedInfo.world_size`).
+    pub world_size: Option<u32>,
     /// Events of kinds not translated, by kind.
     pub skipped: BTreeMap<String, u64>,
 }
@@ -430,6 +435,10 @@ impl TraceExport {
             (SOURCE_PATH, source.display().to_string()),
             (TIME_ORIGIN, first.to_string()),
             (UNTRANSLATED, untranslated(&facts.skipped)),
+            (
+                WORLD_SIZE,
+                facts.world_size.map_or_else(String::new, |n| n.to_string()),
+            ),
         ];
         for (name, value) in &export {
             self.writer

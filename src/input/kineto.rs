@@ -72,7 +72,8 @@ pub fn translate(reader: impl BufRead, source: &Path, target: &Path) -> Result<P
     let facts = TraceFacts {
         hostname: super::trace_stem(source),
         base_ns: top.base_ns,
-        rank: top.distributed.and_then(|d| d.rank),
+        rank: top.distributed.as_ref().and_then(|d| d.rank),
+        world_size: top.distributed.and_then(|d| d.world_size),
         skipped: state.skipped,
     };
     let format = match state.jax.is_empty() {
@@ -138,6 +139,8 @@ struct Top {
 struct DistributedInfo {
     #[serde(default, deserialize_with = "lenient_u32")]
     rank: Option<u32>,
+    #[serde(default, deserialize_with = "lenient_u32")]
+    world_size: Option<u32>,
 }
 
 /// One entry of `deviceProperties`.

@@ -31,9 +31,9 @@ use std::sync::Arc;
 /// The extension `nsys-lens part` gives a part file (without its dot).
 pub const PART_EXTENSION: &str = "lens-part";
 
-/// The first bytes of every part file: the format's number last (10: sealed, [`super::seal`],
-/// with the peer copies in the light section).
-pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x0a";
+/// The first bytes of every part file: the format's number last (11: sealed, [`super::seal`],
+/// with the peer copies in the light section and each report's world size).
+pub const MAGIC: &[u8; 16] = b"nsys-lens part\x00\x0b";
 
 /// A part file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -351,6 +351,7 @@ fn put_report(p: &mut Put, r: &ReportInfo, paths: Paths) {
     p.opt_i64(m.session_start_utc_ns);
     p.opt_str(&m.session_start_text);
     p.opt_str(&m.source.map(|f| f.id().to_string()));
+    p.opt_i64(m.world_size.map(i64::from));
     p.u64(m.gpus.len() as u64);
     for g in &m.gpus {
         p.i64(g.id);
@@ -635,6 +636,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
     let session_start_utc_ns = g.opt_i64()?;
     let session_start_text = g.opt_str()?;
     let source = g.opt_str()?.and_then(|f| Format::from_id(&f));
+    let world_size = g.opt_i64()?.and_then(|n| u32::try_from(n).ok());
     let mut gpus = Vec::new();
     for _ in 0..g.count(17)? {
         gpus.push(HostGpu {
@@ -716,6 +718,7 @@ fn get_report(g: &mut Get) -> Got<ReportInfo> {
             session_start_text,
             gpus,
             source,
+            world_size,
         },
         clock,
         counts,

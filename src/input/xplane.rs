@@ -74,6 +74,7 @@ pub fn translate(source: &Path, target: &Path) -> Result<PathBuf> {
             .unwrap_or_else(|| super::trace_stem(source)),
         base_ns: None,
         rank: None,
+        world_size: None,
         skipped,
     };
     export.finish(source, Format::Xplane, &facts)

@@ -20,6 +20,9 @@ pub struct ExportMeta {
     pub gpus: Vec<HostGpu>,
     /// The format of the trace this export was translated from (None: an nsys export).
     pub source: Option<Format>,
+    /// The ranks of the run the trace is one of, when it says (torch.profiler's
+    /// `distributedInfo.world_size`).
+    pub world_size: Option<u32>,
 }
 
 /// One GPU of a host, from `TARGET_INFO_GPU`.

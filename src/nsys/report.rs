@@ -7,7 +7,7 @@ use super::schema::{Column, Fields, Schema, opt, req};
 use super::strings::{StringRef, StringResolver};
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::input::export::{
-    SOURCE_FORMAT, SOURCE_PATH, TIME_ORIGIN, UNTRANSLATED, parse_untranslated,
+    SOURCE_FORMAT, SOURCE_PATH, TIME_ORIGIN, UNTRANSLATED, WORLD_SIZE, parse_untranslated,
 };
 use crate::model::{ExportMeta, Format, HostGpu, StringId, StringTable, Warning, Warnings};
 use rusqlite::{Connection, OpenFlags};
@@ -306,6 +306,7 @@ impl Report {
             session_start_utc_ns,
             session_start_text,
             gpus: self.host_gpus()?,
+            world_size: kv.get(WORLD_SIZE).and_then(|n| n.parse().ok()),
         })
     }
 

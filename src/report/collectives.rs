@@ -187,11 +187,20 @@ fn unmatched(collectives: &Collectives) -> String {
                  their other members{members} too"
             )
         }
-        (n, _) => format!(
-            "no instance: {n} collective kernel(s), but no family ran on two ranks together: \
-             on one host their kernels do not overlap in time, across hosts their end times do \
-             not keep one distance (separate clocks, or traces that hold only some ranks or \
-             some of each rank's kernels)"
-        ),
+        (n, _) => {
+            let some = match collectives.world_size {
+                Some(world) if world as usize > collectives.processes => format!(
+                    "; these traces hold {} of the run's {world} ranks (its world size)",
+                    collectives.processes
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "no instance: {n} collective kernel(s), but no family ran on two ranks together: \
+                 on one host their kernels do not overlap in time, across hosts their end times \
+                 do not keep one distance (separate clocks, or traces that hold only some ranks \
+                 or some of each rank's kernels){some}"
+            )
+        }
     }
 }
