@@ -532,3 +532,26 @@ pub fn gap_contexts(
         .map(|g| g.iter().map(&mut context).collect())
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Launches;
+
+    #[test]
+    fn a_launch_is_the_first_call_of_its_id_whether_the_id_is_small_or_large() {
+        let big = Launches::DENSE + 7;
+        for id in [3, big] {
+            let mut launches = Launches::default();
+            // First called inside an extent at 10; a later call does not move it.
+            launches.call(id, 10, || true);
+            launches.call(id, 20, || true);
+            assert_eq!(launches.get(id), Some(10), "id {id}");
+            // First called outside every extent: a later call inside is no launch of it.
+            let other = id + 1;
+            launches.call(other, 5, || false);
+            launches.call(other, 30, || true);
+            assert_eq!(launches.get(other), None, "id {other}");
+            assert_eq!(launches.get(id + 2), None, "never called");
+        }
+    }
+}
