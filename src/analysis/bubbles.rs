@@ -145,7 +145,8 @@ fn phases(
     let timeline = activity.timeline;
     let mut first_backward = None;
     let mut last_forward = None;
-    for e in activity.nvtx(process).filter(|e| e.kind.is_range()) {
+    let inside = activity.nvtx_starting_in(process, (start, end));
+    for e in inside.filter(|e| e.kind.is_range()) {
         let Some(e_end) = e.end else { continue };
         if !within((e.start.0, e_end.0), (start, end)) {
             continue;
@@ -172,7 +173,8 @@ pub fn micro_batches(activity: &Activity, process: ProcessId, step: (i64, i64)) 
     let timeline = activity.timeline;
     let mut last_end = i64::MIN;
     let mut count = 0;
-    for e in activity.nvtx(process).filter(|e| e.kind.is_range()) {
+    let inside = activity.nvtx_starting_in(process, step);
+    for e in inside.filter(|e| e.kind.is_range()) {
         let (Some(end), text) = (e.end, timeline.text(e.text)) else {
             continue;
         };

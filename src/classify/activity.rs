@@ -136,6 +136,22 @@ impl<'t> Activity<'t> {
             .map(move |&i| &all[i as usize])
     }
 
+    /// The NVTX events of the process that start inside `[start, end]`, in start order: a
+    /// binary search, then those events alone.
+    pub fn nvtx_starting_in(
+        &self,
+        process: ProcessId,
+        (start, end): (i64, i64),
+    ) -> impl Iterator<Item = &'t NvtxEvent> + '_ {
+        let all = &self.timeline.nvtx;
+        let indices = &self.nvtx[process.index()];
+        let from = indices.partition_point(|&i| all[i as usize].start.0 < start);
+        indices[from..]
+            .iter()
+            .map(move |&i| &all[i as usize])
+            .take_while(move |e| e.start.0 <= end)
+    }
+
     /// The OS runtime calls of all the process's threads, in start order (enclosing calls
     /// first).
     pub fn os_calls(&self, process: ProcessId) -> impl Iterator<Item = &'t OsCall> + '_ {
