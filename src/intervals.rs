@@ -79,7 +79,9 @@ impl IntervalSet {
     /// `self ∩ other`, by one sweep over both.
     pub fn intersection(&self, other: &IntervalSet) -> IntervalSet {
         let mut spans = Vec::new();
-        let (mut i, mut j) = (0, 0);
+        // Spans that end before the other set's first start meet nothing: skip them, so that
+        // a small set (a step) meets a large one at the cost of its own size.
+        let (mut i, mut j) = (self.skip_to(other), other.skip_to(self));
         while i < self.spans.len() && j < other.spans.len() {
             let (a, b) = (self.spans[i], other.spans[j]);
             let (s, e) = (a.0.max(b.0), a.1.min(b.1));
@@ -98,7 +100,7 @@ impl IntervalSet {
     /// `self \ other`, by one sweep over both.
     pub fn difference(&self, other: &IntervalSet) -> IntervalSet {
         let mut spans = Vec::new();
-        let mut j = 0;
+        let mut j = other.skip_to(self);
         for &(start, end) in &self.spans {
             let mut s = start;
             while j < other.spans.len() && other.spans[j].1 <= s {
@@ -118,6 +120,15 @@ impl IntervalSet {
             }
         }
         IntervalSet { spans }
+    }
+
+    /// How many of its spans end before `other`'s first span starts (all of them meet
+    /// nothing of `other`), by binary search.
+    fn skip_to(&self, other: &IntervalSet) -> usize {
+        match other.spans.first() {
+            Some(&(first, _)) => self.spans.partition_point(|&(_, end)| end <= first),
+            None => 0,
+        }
     }
 }
 
