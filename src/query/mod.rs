@@ -657,6 +657,12 @@ pub fn bubbles<'a>(
             let spans: Vec<captured::Span> = (ranks.iter())
                 .map(|r| (r.process, layout::transfer_window(&activity, r)))
                 .collect();
+            // Over the whole capture (`--whole`) the streams are classified already.
+            let measured = (classified.iter()).map(|(w, _)| (w.rank.process, w.bounds));
+            if measured.eq(spans.iter().copied()) {
+                let transfers = classified.iter().map(|(_, s)| layout::transfers(s, rules));
+                return Ok(transfers.collect());
+            }
             let gathered = captured::gather((captures, &activity), &spans, &[], rules)?;
             let transfers = gathered.streams.iter().map(|s| layout::transfers(s, rules));
             Ok::<_, crate::nsys::Error>(transfers.collect())
