@@ -3,11 +3,10 @@
 //! serde_json's `Value` (not the streaming reader under test), and HTA's overlap formula
 //! computed here from that parse.
 
-use crate::util::{merged, root, skipped, texts, uncovered};
+use crate::util::{json_in as json, merged, root, run_in as run, skipped, texts, uncovered};
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 /// A real HTA trace, or None (with a note) when absent.
 fn real(name: &str) -> Option<PathBuf> {
@@ -24,23 +23,6 @@ fn real(name: &str) -> Option<PathBuf> {
 /// and time, so sharing one is safe and saves translating each trace once per test).
 fn shared_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kineto-cache")
-}
-
-/// Runs the binary with its translation cache in `cache`.
-fn run(cache: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
-        .args(args)
-        .env("NSYS_LENS_CACHE", cache)
-        .output()
-        .expect("the binary runs")
-}
-
-/// Runs a command that must succeed; its stdout as JSON.
-fn json(cache: &Path, args: &[&str]) -> Value {
-    let out = run(cache, args);
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    serde_json::from_str(&stdout).expect("JSON output")
 }
 
 /// The trace's events, parsed whole.

@@ -4,7 +4,7 @@
 //! Every number here is worked out by hand from the scenario below.
 
 use crate::scenario::{PID, Scenario};
-use crate::util::{convert_to, int, json, nsys_lens, rows};
+use crate::util::{convert_to, int, json, json_in, nsys_lens, rows};
 use serde_json::Value;
 use std::path::Path;
 
@@ -199,24 +199,15 @@ fn a_torch_profiler_peer_copy_is_communication() {
     ];
     let text = format!("{{\"traceEvents\": [{}]}}", events.join(", "));
     std::fs::write(&path, text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
-        .args([
-            "overlap",
-            "--whole",
-            "--format",
-            "json",
-            "-q",
-            path.to_str().unwrap(),
-        ])
-        .env("NSYS_LENS_CACHE", dir.path().join("cache"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args = [
+        "overlap",
+        "--whole",
+        "--format",
+        "json",
+        "-q",
+        path.to_str().unwrap(),
+    ];
+    let v = json_in(&dir.path().join("cache"), &args);
     let p2p = rows(&v)
         .iter()
         .find(|r| r["role"] == "p2p")

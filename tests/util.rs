@@ -303,3 +303,20 @@ pub fn write_apart(
     staged.commit().unwrap();
     trace
 }
+
+/// Runs the binary with its translation cache (of torch.profiler and JAX traces) in `cache`.
+pub fn run_in(cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
+        .args(args)
+        .env("NSYS_LENS_CACHE", cache)
+        .output()
+        .expect("the binary runs")
+}
+
+/// As [`run_in`], a command that must succeed; its stdout as JSON.
+pub fn json_in(cache: &Path, args: &[&str]) -> serde_json::Value {
+    let out = run_in(cache, args);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).expect("JSON output")
+}

@@ -2,7 +2,7 @@
 //! host thread launching three kernels inside a step marker, a compute and an NCCL stream, a
 //! copy, a derived `XLA Ops` line) and what every command reads from it.
 
-use crate::util::texts;
+use crate::util::{json_in as json, texts};
 use nsys_lens::input::xplane::protos::{
     XEvent, XEventMetadata, XLine, XPlane, XSpace, XStat, XStatMetadata, x_event, x_stat,
 };
@@ -171,17 +171,6 @@ fn space() -> XSpace {
         hostnames: vec!["tpu-less-host".into()],
         ..XSpace::default()
     }
-}
-
-fn json(cache: &Path, args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_nsys-lens"))
-        .args(args)
-        .env("NSYS_LENS_CACHE", cache)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    serde_json::from_str(&stdout).unwrap()
 }
 
 #[test]

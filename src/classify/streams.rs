@@ -25,7 +25,7 @@ use super::nccl_calls::{NcclCalls, NcclEvidence, Pattern};
 use super::rules::{Matches, P2P, Purpose, RoleRules, Stage, Tier};
 use crate::hash::FxHashMap;
 use crate::intervals::{Gathered, IntervalSet};
-use crate::model::{ApiCall, Kernel, ProcessId, StreamId, StringId};
+use crate::model::{ApiCall, Kernel, Memcpy, ProcessId, StreamId, StringId};
 use std::collections::BTreeMap;
 
 /// What a stream does.
@@ -219,6 +219,12 @@ impl RankStreams {
             .find(|k| k.stream == stream)
     }
 
+    /// The communication operation a memory copy starting at `start` (clipped) is, when it
+    /// copies between GPUs.
+    pub fn peer_copy_at(&self, m: &Memcpy, start: i64) -> Option<&CommKernel> {
+        m.is_peer().then(|| self.comm_at(m.stream, start)).flatten()
+    }
+
     /// The role of a stream (None when it did nothing in the window).
     pub fn role(&self, stream: StreamId) -> Option<Role> {
         self.streams
@@ -256,23 +262,14 @@ pub fn classify(
             usage.graph(g.stream, span);
         }
     }
-    for m in activity.memcpys(process).filter(|m| m.is_peer()) {
+    for m in activity.memcpys(process) {
         if let Some(span) = clip((m.start.0, m.end.0), window) {
-            usage.peer_copy((m.stream, m.start.0, m.correlation), span);
+            usage.memcpy(m, span);
         }
     }
-    let copies = activity
-        .memcpys(process)
-        .filter(|m| !m.is_peer())
-        .map(|m| (m.stream, m.start.0, m.end.0))
-        .chain(
-            activity
-                .memsets(process)
-                .map(|m| (m.stream, m.start.0, m.end.0)),
-        );
-    for (stream, start, end) in copies {
-        if let Some(span) = clip((start, end), window) {
-            usage.copy(stream, span);
+    for m in activity.memsets(process) {
+        if let Some(span) = clip((m.start.0, m.end.0), window) {
+            usage.copy(m.stream, span);
         }
     }
     usage.classify(activity, process, rules)
@@ -329,8 +326,8 @@ impl Usage {
         }
     }
 
-    /// A copy between GPUs ([`crate::model::Memcpy::is_peer`]: its stream, start and launch's
-    /// correlation id), clipped to `span`: communication.
+    /// A copy between GPUs ([`Memcpy::is_peer`]: its stream, start and launch's correlation
+    /// id), clipped to `span`: communication.
     pub fn peer_copy(
         &mut self,
         (stream, start, correlation): (StreamId, i64, u32),
@@ -353,6 +350,14 @@ impl Usage {
             busy.add((s, e));
         }
         self.comm.push((t, s, e));
+    }
+
+    /// A memory copy, clipped to `span`: communication when it is between GPUs.
+    pub fn memcpy(&mut self, m: &Memcpy, span: (i64, i64)) {
+        match m.is_peer() {
+            true => self.peer_copy((m.stream, m.start.0, m.correlation), span),
+            false => self.copy(m.stream, span),
+        }
     }
 
     /// A memory copy (other than between GPUs) or set, clipped to `span`.

@@ -128,28 +128,28 @@ pub struct MeasuredSteps {
 }
 
 impl MeasuredSteps {
-    /// The step ranges of a process inside `window` ([`steps`]), measured with projections
-    /// from a whole timeline; the window itself as one step when it holds none (`found`
-    /// false).
+    /// The step ranges of a process inside `window` ([`steps`]; none when it holds none),
+    /// measured with projections from a whole timeline.
     pub fn in_window(
         activity: &Activity,
         process: ProcessId,
         window: (i64, i64),
         anchor: Option<&Regex>,
-    ) -> (MeasuredSteps, bool) {
+    ) -> MeasuredSteps {
         let ranges = steps(activity, process, window, anchor);
-        if ranges.is_empty() {
-            let whole = vec![window];
-            return (
-                MeasuredSteps {
-                    ranges: whole.clone(),
-                    measured: whole,
-                },
-                false,
-            );
-        }
         let measured = measured_steps(&ranges, &projections(activity, process, &ranges));
-        (MeasuredSteps { ranges, measured }, true)
+        MeasuredSteps { ranges, measured }
+    }
+
+    /// These steps, or the window itself as one step when there are none.
+    pub fn or_window(self, window: (i64, i64)) -> MeasuredSteps {
+        match self.ranges.is_empty() {
+            true => MeasuredSteps {
+                ranges: vec![window],
+                measured: vec![window],
+            },
+            false => self,
+        }
     }
 }
 
@@ -168,11 +168,16 @@ pub fn projections(
             continue;
         };
         holding.each(process, launch.0, |i| {
-            let p = projected[i].get_or_insert((start.0, end.0));
-            *p = (p.0.min(start.0), p.1.max(end.0));
+            widen(&mut projected[i], (start.0, end.0))
         });
     }
     projected
+}
+
+/// Widens a projection (first start, last end) to hold an operation's `(start, end)`.
+pub fn widen(projection: &mut Option<(i64, i64)>, (start, end): (i64, i64)) {
+    let p = projection.get_or_insert((start, end));
+    *p = (p.0.min(start), p.1.max(end));
 }
 
 /// Each process's ranges (steps, windows) sorted by start, to find those holding a time in a
@@ -242,7 +247,7 @@ pub fn find(activity: &Activity, process: ProcessId, spec: &WindowSpec) -> Windo
     Window {
         start,
         end,
-        gpu: projection(activity, process, start, end),
+        gpu: projections(activity, process, &[(start.0, end.0)])[0].map(|(s, e)| (Ns(s), Ns(e))),
         name,
         source,
     }
@@ -293,23 +298,6 @@ pub fn span(activity: &Activity, process: ProcessId) -> (Ns, Ns) {
 fn no_anchor(activity: &Activity, process: ProcessId) -> Chosen {
     let (start, end, name, _) = whole(activity, process);
     (start, end, name, WindowSource::NoAnchor)
-}
-
-/// First start to last end of the process's GPU work launched within `[start, end]`.
-fn projection(activity: &Activity, process: ProcessId, start: Ns, end: Ns) -> Option<(Ns, Ns)> {
-    let inside = |correlation: u32| {
-        activity
-            .launch(process, correlation)
-            .is_some_and(|t| start <= t && t <= end)
-    };
-    let ops = activity
-        .operations(process)
-        .filter(|&(.., correlation)| inside(correlation))
-        .map(|(_, start, end, _)| (start, end));
-    ops.fold(None, |acc, (s, e)| match acc {
-        None => Some((s, e)),
-        Some((a, b)) => Some((a.min(s), b.max(e))),
-    })
 }
 
 /// The step ranges of a process inside `window` (`[start, end]`, wholly inside), in order:

@@ -328,10 +328,7 @@ impl Gathering {
                 self.counters = true;
             }
             Event::Memcpy(m) => {
-                match m.is_peer() {
-                    true => (self.usage).peer_copy((m.stream, m.start.0, m.correlation), span),
-                    false => self.usage.copy(m.stream, span),
-                }
+                self.usage.memcpy(&m, span);
                 self.gpu_op(plan, item, (m.stream, m.start.0, m.correlation), m.end.0);
             }
             Event::Memset(m) => {

@@ -14,7 +14,7 @@ use crate::analysis::metrics::{MetricSummary, MetricTally};
 use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMCPY_PEER, MEMSET};
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
-use crate::classify::window::Holding;
+use crate::classify::window::{Holding, widen};
 use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
 use crate::hash::FxHashMap;
 use crate::input::capture::{Captures, Joined};
@@ -229,11 +229,7 @@ pub fn projections(
         let Some(launch) = launches[process.index()].get(op.correlation()) else {
             return;
         };
-        let (start, end) = op.span();
-        holding.each(process, launch, |i| {
-            let p = projections[i].get_or_insert((start, end));
-            *p = (p.0.min(start), p.1.max(end));
-        });
+        holding.each(process, launch, |i| widen(&mut projections[i], op.span()));
     })?;
     Ok(projections)
 }

@@ -56,7 +56,8 @@ pub fn mfu(
     let mut lost = (0u64, 0.0);
     for w in &windows {
         let process = w.rank.process;
-        let (found, _) = MeasuredSteps::in_window(&activity, process, w.bounds, anchor.as_ref());
+        let found = MeasuredSteps::in_window(&activity, process, w.bounds, anchor.as_ref());
+        let found = found.or_window(w.bounds);
         let (ranges, steps) = (found.ranges, found.measured);
         let whole = (i64::MIN, i64::MAX);
         let comm = classify::streams::classify(&activity, process, whole, &selection.rules);

@@ -454,7 +454,7 @@ fn breakdowns(
     let activity = Activity::new(loaded.timeline());
     let mut windows = selection.windows_in(loaded, &activity)?;
     let anchor = selection.window.anchor_regex()?;
-    let found = measured_steps(loaded, &activity, &windows, anchor.as_ref())?;
+    let found = measured_steps(loaded, &activity, windows.iter(), anchor.as_ref())?;
     let counted: Vec<(usize, String)> = (windows.iter_mut())
         .zip(&found)
         .map(|(w, found)| count_steps(w, found, steps))
@@ -526,51 +526,46 @@ fn count_steps(w: &mut RankWindow, found: &MeasuredSteps, steps: Option<usize>) 
 /// Each window's step ranges ([`classify::window::steps`]; none when it holds none) and the
 /// steps as measured ([`classify::window::measured_steps`]): their GPU projections from the
 /// whole timeline, or from passes over the captures.
-fn measured_steps(
+fn measured_steps<'w>(
     loaded: Loaded,
     activity: &Activity,
-    windows: &[RankWindow],
+    windows: impl Iterator<Item = &'w RankWindow>,
     anchor: Option<&Regex>,
 ) -> crate::nsys::Result<Vec<MeasuredSteps>> {
-    let found: Vec<(ProcessId, Vec<(i64, i64)>)> = (windows.iter())
-        .map(|w| {
-            let process = w.rank.process;
-            (
-                process,
-                classify::window::steps(activity, process, w.bounds, anchor),
-            )
+    let captures = match loaded {
+        Loaded::Whole(_) => {
+            let found = |w: &RankWindow| {
+                MeasuredSteps::in_window(activity, w.rank.process, w.bounds, anchor)
+            };
+            return Ok(windows.map(found).collect());
+        }
+        Loaded::Captures(captures) => captures,
+    };
+    let windows: Vec<&RankWindow> = windows.collect();
+    let found: Vec<Vec<(i64, i64)>> = (windows.iter())
+        .map(|w| classify::window::steps(activity, w.rank.process, w.bounds, anchor))
+        .collect();
+    // A step that is the window's own range has the window's projection, when known.
+    let known = |w: &RankWindow, range: (i64, i64)| {
+        let gpu = w.window.gpu.map(|(s, e)| (s.0, e.0));
+        gpu.filter(|_| (w.window.start.0, w.window.end.0) == range)
+    };
+    let extents: Vec<captured::Span> = (windows.iter().zip(&found))
+        .flat_map(|(w, ranges)| {
+            let unknown = ranges.iter().filter(move |&&r| known(w, r).is_none());
+            unknown.map(move |&r| (w.rank.process, r))
         })
         .collect();
-    let projections: Vec<Vec<Option<(i64, i64)>>> = match loaded {
-        Loaded::Whole(_) => (found.iter())
-            .map(|(process, ranges)| classify::window::projections(activity, *process, ranges))
-            .collect(),
-        Loaded::Captures(captures) => {
-            // A step that is the window's own range has the window's projection, when known.
-            let known = |w: &RankWindow, range: (i64, i64)| {
-                let gpu = w.window.gpu.map(|(s, e)| (s.0, e.0));
-                gpu.filter(|_| (w.window.start.0, w.window.end.0) == range)
-            };
-            let extents: Vec<captured::Span> = (windows.iter().zip(&found))
-                .flat_map(|(w, (process, ranges))| {
-                    let unknown = ranges.iter().filter(move |&&r| known(w, r).is_none());
-                    unknown.map(move |&r| (*process, r))
-                })
+    let mut projected = captured::projections((captures, activity), &extents)?.into_iter();
+    Ok((windows.iter().zip(found))
+        .map(|(w, ranges)| {
+            let gpu: Vec<Option<(i64, i64)>> = (ranges.iter())
+                .map(|&r| known(w, r).or_else(|| projected.next().flatten()))
                 .collect();
-            let mut projected = captured::projections((captures, activity), &extents)?.into_iter();
-            (windows.iter().zip(&found))
-                .map(|(w, (_, ranges))| {
-                    (ranges.iter())
-                        .map(|&r| known(w, r).or_else(|| projected.next().flatten()))
-                        .collect()
-                })
-                .collect()
-        }
-    };
-    Ok((found.into_iter().zip(projections))
-        .map(|((_, ranges), gpu)| MeasuredSteps {
-            measured: classify::window::measured_steps(&ranges, &gpu),
-            ranges,
+            MeasuredSteps {
+                measured: classify::window::measured_steps(&ranges, &gpu),
+                ranges,
+            }
         })
         .collect())
 }
@@ -680,49 +675,39 @@ pub fn bubbles<'a>(
         .iter()
         .copied()
         .chain(std::iter::repeat(None));
-    let windows: Vec<RankWindow> = classified.iter().map(|(w, _)| w.clone()).collect();
-    let found = measured_steps(loaded, &activity, &windows, anchor.as_ref())?;
+    let windows = classified.iter().map(|(w, _)| w);
+    let found = measured_steps(loaded, &activity, windows, anchor.as_ref())?;
     let (bubbles, whole_steps): (Vec<RankBubbles>, Vec<bool>) = (classified.into_iter())
         .zip(computing)
         .zip(coords)
         .zip(found)
-        .map(
-            |(
-                (((w, streams), computing), coord),
-                MeasuredSteps {
-                    mut ranges,
-                    mut measured,
-                },
-            )| {
-                let process = w.rank.process;
-                // 1F1B's formula describes whole steps of a one-directional schedule: not a window
-                // that is no step (a PithTrain chunk), nor PithTrain's DualPipeV.
-                let whole_steps = !ranges.is_empty();
-                let formula_applies = whole_steps && w.rank.label.is_none();
-                if ranges.is_empty() {
-                    (ranges, measured) = (vec![w.bounds], vec![w.bounds]);
-                }
-                let pp = pp.or(coord.map(|(c, _)| c.size));
-                // Micro-batches are counted in the step's range, the bubble on the step measured.
-                let ideal = ranges
-                    .iter()
-                    .map(|&range| {
-                        let m = micro_batches_given
-                            .or_else(|| micro_batches(&activity, process, range));
-                        ideal_pct(pp?, m?).filter(|_| formula_applies)
-                    })
-                    .collect();
-                let at = (&streams, rules);
-                let steps = bubbles::step_bubbles(&activity, process, &measured, at, computing);
-                let bubbles = RankBubbles {
-                    window: w,
-                    pp,
-                    steps,
-                    ideal,
-                };
-                (bubbles, whole_steps)
-            },
-        )
+        .map(|((((w, streams), computing), coord), found)| {
+            let process = w.rank.process;
+            // 1F1B's formula describes whole steps of a one-directional schedule: not a window
+            // that is no step (a PithTrain chunk), nor PithTrain's DualPipeV.
+            let whole_steps = !found.ranges.is_empty();
+            let formula_applies = whole_steps && w.rank.label.is_none();
+            let MeasuredSteps { ranges, measured } = found.or_window(w.bounds);
+            let pp = pp.or(coord.map(|(c, _)| c.size));
+            // Micro-batches are counted in the step's range, the bubble on the step measured.
+            let ideal = ranges
+                .iter()
+                .map(|&range| {
+                    let m =
+                        micro_batches_given.or_else(|| micro_batches(&activity, process, range));
+                    ideal_pct(pp?, m?).filter(|_| formula_applies)
+                })
+                .collect();
+            let at = (&streams, rules);
+            let steps = bubbles::step_bubbles(&activity, process, &measured, at, computing);
+            let bubbles = RankBubbles {
+                window: w,
+                pp,
+                steps,
+                ideal,
+            };
+            (bubbles, whole_steps)
+        })
         .unzip();
     let mut output = report::bubbles_output(timeline, &bubbles);
     output.notes.extend(missing_ideal(
@@ -926,7 +911,8 @@ pub fn run_metrics(
         let streams = classify::streams::classify(&activity, w.rank.process, w.bounds, &rules);
         let window_ns = w.bounds.1.saturating_sub(w.bounds.0).max(1) as f64;
         let process = w.rank.process;
-        let (found, _) = MeasuredSteps::in_window(&activity, process, w.bounds, anchor.as_ref());
+        let found = MeasuredSteps::in_window(&activity, process, w.bounds, anchor.as_ref());
+        let found = found.or_window(w.bounds);
         let (ranges, steps) = (found.ranges, found.measured);
         let n = steps.len() as f64;
         let extent = (steps[0].0, steps[steps.len() - 1].1);

@@ -200,11 +200,12 @@ fn rank_view(
             )
         })
         .collect();
-    let (found, whole_steps) = MeasuredSteps::in_window(activity, w.rank.process, w.bounds, None);
-    let (ranges, steps) = (found.ranges, found.measured);
+    let found = MeasuredSteps::in_window(activity, w.rank.process, w.bounds, None);
     // 1F1B's ideal describes whole steps of a one-directional schedule (not PithTrain's
     // DualPipeV, whose ranks carry the label), as in `bubbles`.
-    let formula_applies = whole_steps && w.rank.label.is_none();
+    let formula_applies = !found.ranges.is_empty() && w.rank.label.is_none();
+    let found = found.or_window(w.bounds);
+    let (ranges, steps) = (found.ranges, found.measured);
     let n = steps.len() as i64;
     let at = (w.rank.process, w.bounds);
     let kernels = rank_kernels(activity, at, (streams, rules), cache);

@@ -1157,7 +1157,7 @@ fn begin_pairs(
             body.counts.memops += 1;
             // A copy between GPUs is communication: its role as a transfer kernel's.
             let transfer = match item.event {
-                Event::Memcpy(m) if m.is_peer() => prepared.streams.comm_at(m.stream, item.start),
+                Event::Memcpy(m) => prepared.streams.peer_copy_at(&m, item.start),
                 _ => None,
             };
             let (name, bytes, correlation, (source, destination)) = match item.event {

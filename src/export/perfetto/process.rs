@@ -479,11 +479,7 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
                     memory_kind(destination).map(|k| (Arg::DestinationMemory, Value::Fixed(k))),
                 );
                 // A copy between GPUs is communication: its role as a transfer kernel's.
-                let streams = &self.core.prepared.streams;
-                if let Some(n) = streams
-                    .comm_at(m.stream, item.start)
-                    .filter(|_| m.is_peer())
-                {
+                if let Some(n) = self.core.prepared.streams.peer_copy_at(&m, item.start) {
                     args.push((Arg::CommRole, Value::Purpose(n.purpose)));
                     args.push((Arg::RoleEvidence, Value::Fixed(n.evidence.kind())));
                 }
