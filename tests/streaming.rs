@@ -161,10 +161,10 @@ fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
     assert_eq!(left(), 0, "an interrupted run left temporary files");
 }
 
-/// `overlap`, `streams`, `collectives` (instances, per rank, with transfers), `kernels` (steps
-/// counted and given, and `--unclassified`), `bubbles` (layout found and given) and `metrics`
-/// of `reports`
-/// over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
+/// `overlap`, `idle`, `streams`, `collectives` (instances, per rank, with transfers), `kernels`
+/// (steps counted and given, and `--unclassified`), `bubbles` (layout found and given),
+/// `metrics`, `critical-path` and `what-if` (a family faster; no straggler and faster launches)
+/// of `reports` over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
 /// whole timeline, and from captures whose events are sorted under a tiny budget (spilled) and
 /// read in passes.
 fn stream_level_outputs(
@@ -176,6 +176,9 @@ fn stream_level_outputs(
     let (timeline, _) = inputs.load().unwrap();
     let (captures, _) = inputs.captures(Budget::new(2048)).unwrap();
     let families = nsys_lens::classify::families::Families::default();
+    let change = |spec| nsys_lens::analysis::what_if::Change::parse(spec).unwrap();
+    let faster = [change("family=gemm*0.5")];
+    let balanced = [change("straggler=median"), change("launch=0.5")];
     let outputs = |loaded: Loaded, window: &WindowOptions| {
         let selection = Selection {
             window: window.clone(),
@@ -216,6 +219,9 @@ fn stream_level_outputs(
             json(query::bubbles(loaded, &selection, None, None)),
             json(query::bubbles(loaded, &selection, Some(2), Some(4))),
             json(query::metrics(loaded, &selection)),
+            json(query::critical::critical_path(loaded, &selection)),
+            json(query::critical::what_if(loaded, &selection, &faster)),
+            json(query::critical::what_if(loaded, &selection, &balanced)),
         ]
     };
     let whole = WindowOptions {
@@ -238,7 +244,8 @@ fn stream_level_outputs(
 fn stream_level_analyses_read_in_passes_equal_those_of_the_whole_timeline() {
     // Issue 34: the same tables in bounded memory. Multi-rank synthetic runs (pipeline
     // transfers, expert all-to-all, a straggler, graphs, GPU metrics), and real captures:
-    // nccl-tests on 9 GPUs of 3 nodes, 2 x H100 all-to-all, a CUDA sample, two HTA
+    // nccl-tests on 9 GPUs of 3 nodes, 2 x H100 all-to-all, 2 x H100 whose stream waits
+    // have synchronization records (the critical path reads them), a CUDA sample, two HTA
     // torch.profiler ranks, a JAX run whose steps only dispatch their work (its windows are GPU
     // projections), and torch 2.11 on an H200 (eager with shapes: GEMM precisions from
     // operators; compiled).
@@ -255,6 +262,7 @@ fn stream_level_analyses_read_in_passes_equal_those_of_the_whole_timeline() {
     let real = [
         crate::util::real("fs24_nccl_allreduce_tree_3nodes_9gpus"),
         crate::util::real("nsysai_mfu_2gpu_before_2026.2.1.sqlite"),
+        crate::util::real("nsysai_h100_2gpu_1s_2026.2.1.sqlite"),
         crate::util::real("testcuda_report1_2026.1.1.sqlite"),
     ];
     runs.extend(real.into_iter().flatten().map(|p| match p.is_dir() {

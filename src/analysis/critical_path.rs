@@ -199,8 +199,7 @@ impl Steps {
             last: vec![NONE; count],
             of_node,
         };
-        let spans: Vec<(i64, i64)> = graph.nodes.iter().map(|n| (n.start, n.end)).collect();
-        let ends = steps.ends(&spans, ranges);
+        let ends = steps.ends(|i| graph.nodes[i].end, ranges);
         for (k, &(end, last)) in ends.iter().enumerate() {
             let start = match k {
                 0 => first.unwrap_or(end),
@@ -212,9 +211,9 @@ impl Steps {
         steps
     }
 
-    /// Each step's end with operations at `spans` (the graph's, or a replay's), and the
-    /// operation that ends it; a step without operations ends with its ranges.
-    fn ends(&self, spans: &[(i64, i64)], ranges: &[Vec<(i64, i64)>]) -> Vec<(i64, u32)> {
+    /// Each step's end with operations ending at `end_of(i)` (the graph's, or a replay's),
+    /// and the operation that ends it; a step without operations ends with its ranges.
+    fn ends(&self, end_of: impl Fn(usize) -> i64, ranges: &[Vec<(i64, i64)>]) -> Vec<(i64, u32)> {
         let count = self.last.len();
         let mut ends: Vec<(i64, u32)> = (0..count)
             .map(|k| (ranges.iter().map(|r| r[k].1).max().unwrap_or(0), NONE))
@@ -225,19 +224,20 @@ impl Steps {
                 continue;
             }
             let (end, last) = &mut ends[k as usize];
-            if !seen[k as usize] || spans[i].1 > *end {
-                (*end, *last) = (spans[i].1, i as u32);
+            let ends_at = end_of(i);
+            if !seen[k as usize] || ends_at > *end {
+                (*end, *last) = (ends_at, i as u32);
                 seen[k as usize] = true;
             }
         }
         ends
     }
 
-    /// Each step's time with operations at `spans` (a replay's): from the previous step's end
-    /// (the first step from its measured start).
-    pub fn durations(&self, spans: &[(i64, i64)], ranges: &[Vec<(i64, i64)>]) -> Vec<i64> {
+    /// Each step's time with operations ending at `ends` (a replay's): from the previous
+    /// step's end (the first step from its measured start).
+    pub fn durations(&self, ends: &[i64], ranges: &[Vec<(i64, i64)>]) -> Vec<i64> {
         let mut start = self.bounds.first().map_or(0, |b| b.0);
-        self.ends(spans, ranges)
+        self.ends(|i| ends[i], ranges)
             .into_iter()
             .map(|(end, _)| {
                 let end = end.max(start);

@@ -112,8 +112,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let (window, ranks) = ((start_end, anchor, args.steady), args.ranks.as_ref());
     let drawn = &args.drawn;
     let light_plan = ((&activity, &rules), &captures);
-    let plan = drawn.plan(light_plan, ranks, window, &args.inputs)?;
-    let steady = (args.size).fallback(drawn, light_plan, ranks, window, &args.inputs)?;
+    let plan = drawn.plan(light_plan, ranks, window)?;
+    let steady = (args.size).fallback(drawn, light_plan, ranks, window)?;
     request.expect_progress(light, &plan, parts, &inputs);
     let progress = super::progress::Progress::writing("writing".to_string(), args.inputs.quiet);
     let lines = request.write((&plan, steady.as_ref()), parts, &inputs)?;

@@ -16,7 +16,5 @@ pub struct Args {
 
 /// Prints each step's critical path: what it was, on which rank, for how long.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
-    let output = query::critical::critical_path(&timeline, &args.r.selection()?)?;
-    args.r.common.print(&output)
+    (args.r).print_query(|loaded, selection| query::critical::critical_path(loaded, selection))
 }

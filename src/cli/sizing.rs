@@ -2,7 +2,6 @@
 //! per node.
 
 use super::drawn::DrawnArgs;
-use super::inputs::Inputs;
 use nsys_lens::classify::{Activity, RoleRules};
 use nsys_lens::export::Plan;
 use nsys_lens::export::conversion::Request;
@@ -52,14 +51,11 @@ impl SizeArgs {
         light: ((&'a Activity<'t>, &'a RoleRules), &Captures),
         ranks: Option<&RankList>,
         window: (Option<(i64, i64)>, Option<&str>, bool),
-        inputs: &Inputs,
     ) -> anyhow::Result<Option<Plan<'a, 't>>> {
         let (start_end, _, steady) = window;
         if self.max_size.is_none() || start_end.is_some() || steady {
             return Ok(None);
         }
-        drawn
-            .plan(light, ranks, (None, None, true), inputs)
-            .map(Some)
+        drawn.plan(light, ranks, (None, None, true)).map(Some)
     }
 }

@@ -26,7 +26,6 @@ pub struct Args {
 
 /// Prints each step's measured time beside the time the replay with the changes predicts.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
-    let output = query::critical::what_if(&timeline, &args.r.selection()?, &args.change)?;
-    args.r.common.print(&output)
+    (args.r)
+        .print_query(|loaded, selection| query::critical::what_if(loaded, selection, &args.change))
 }

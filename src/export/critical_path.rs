@@ -1,14 +1,14 @@
 //! What the traces draw of the critical path ([`crate::analysis::critical_path`]): the time
 //! each exported rank is on a step's path, over every step of its window, as `critical-path`
-//! walks them (its default step ranges). The graph needs every kernel: it is built on a full
-//! timeline of the capture, whose process ids are the light timeline's.
+//! walks them (its default step ranges). The graph needs every kernel: the caller builds it
+//! over [`ranks`] (from a whole timeline, or in passes over the captures), on the light
+//! timeline's process ids.
 
 use super::Exported;
 use crate::analysis::critical_path::{Steps, on_path, step_ranges};
 use crate::analysis::graph::{Graph, Node};
-use crate::classify::families::{Families, FamilyCache};
 use crate::classify::streams::clip;
-use crate::classify::{Activity, Rank, RoleRules};
+use crate::classify::{Activity, Rank};
 use crate::hash::FxHashMap;
 use crate::model::{ProcessId, StreamId};
 
@@ -29,22 +29,24 @@ pub struct Drawn {
 /// flows.
 const FLOW_BITS: u64 = 3 << 62;
 
-/// The critical path of the exported ranks, walked on `activity` (a full timeline).
-pub fn drawn((activity, rules): (&Activity, &RoleRules), exported: &[Exported]) -> Drawn {
+/// The exported ranks, in order: those of the graph [`drawn`] walks.
+pub fn ranks(exported: &[Exported]) -> Vec<Rank> {
+    exported.iter().filter_map(|e| e.rank).collect()
+}
+
+/// The critical path of the exported ranks on `graph` (of [`ranks`]), their steps from
+/// `activity`'s NVTX ranges.
+pub fn drawn(activity: &Activity, graph: &Graph, exported: &[Exported]) -> Drawn {
     let ranked: Vec<(Rank, (i64, i64))> = exported
         .iter()
         .filter_map(|e| Some((e.rank?, e.window)))
         .collect();
-    let ranks: Vec<Rank> = ranked.iter().map(|(r, _)| *r).collect();
-    let families = Families::default();
-    let mut cache = FamilyCache::new(&families, activity.timeline);
-    let graph = Graph::build(activity, &ranks, rules, &mut cache);
     if graph.is_empty() {
         return Drawn::default();
     }
     let windows: Vec<_> = ranked.iter().map(|(r, w)| (r.process, *w)).collect();
-    let steps = Steps::new(&graph, &step_ranges(activity, &windows, None));
-    let (on, crossings) = on_path(&graph, &steps, ranks.len());
+    let steps = Steps::new(graph, &step_ranges(activity, &windows, None));
+    let (on, crossings) = on_path(graph, &steps, ranked.len());
     let mut drawn = Drawn {
         on_path: on
             .into_iter()

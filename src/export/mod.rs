@@ -27,6 +27,7 @@ pub mod split;
 pub mod stream;
 pub mod syncs;
 
+use crate::analysis::graph::Graph;
 use crate::classify::payloads::NcclPayloads;
 use crate::classify::streams::clip;
 use crate::classify::{Activity, Rank, RoleRules, WindowSpec};
@@ -204,10 +205,17 @@ impl<'a, 't> Plan<'a, 't> {
         plan
     }
 
-    /// Draws when each rank is on a step's critical path, walked on `full`: the same capture
-    /// with every event (the plan's own timeline is light: it lacks compute kernels).
-    pub fn with_critical_path(mut self, full: &Activity) -> Self {
-        self.critical_path = critical_path::drawn((full, self.rules), &self.exported);
+    /// The ranks whose critical path [`Plan::with_critical_path`] draws, in the order its
+    /// graph has them.
+    pub fn path_ranks(&self) -> Vec<Rank> {
+        critical_path::ranks(&self.exported)
+    }
+
+    /// Draws when each rank is on a step's critical path, walked on `graph`: the dependency
+    /// graph of [`Plan::path_ranks`] (with every kernel, which the plan's light timeline
+    /// lacks).
+    pub fn with_critical_path(mut self, graph: &Graph) -> Self {
+        self.critical_path = critical_path::drawn(self.activity, graph, &self.exported);
         self
     }
 

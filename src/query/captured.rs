@@ -8,14 +8,16 @@
 
 use crate::analysis::bubbles::Computing;
 use crate::analysis::collectives::WHOLE;
+use crate::analysis::graph::{Graph, Operations};
 use crate::analysis::idle::{Gap, GapContext, GapWitness, IdleTally, StreamIdle};
+use crate::analysis::kernels::Operation as NamedOperation;
 use crate::analysis::kernels::{KernelTally, Namer, RankKernels, UnclassifiedShare};
 use crate::analysis::metrics::{MetricSummary, MetricTally};
 use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMCPY_PEER, MEMSET};
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
 use crate::classify::window::{Holding, widen};
-use crate::classify::{Activity, RankStreams, RoleRules, WindowSource};
+use crate::classify::{Activity, Rank, RankStreams, RoleRules, WindowSource};
 use crate::hash::FxHashMap;
 use crate::input::capture::{Captures, Joined};
 use crate::model::records::Fits;
@@ -89,16 +91,39 @@ pub fn gather(
 }
 
 /// Each span's kernel breakdown ([`crate::analysis::kernels::rank_kernels`]) with its
-/// classification over the same span (`classified`, from [`gather`]): the launching operators'
-/// precisions from a pass over the calls (where an operator range records its inputs), then one
-/// pass naming every GPU operation.
+/// classification over the same span (`classified`, from [`gather`]).
 pub fn rank_kernels(
-    (captures, activity): (&Captures, &Activity),
+    both: (&Captures, &Activity),
     spans: &[Span],
     (classified, rules): (&[RankStreams], &RoleRules),
     families: &Families,
 ) -> crate::nsys::Result<Vec<RankKernels>> {
-    let timeline = activity.timeline;
+    let timeline = both.1.timeline;
+    let mut tallies: Vec<KernelTally> = spans.iter().map(|_| KernelTally::default()).collect();
+    named_operations(
+        both,
+        spans,
+        (classified, rules),
+        families,
+        |i, op, family| tallies[i].add(op, family, timeline),
+    )?;
+    Ok((tallies.into_iter().zip(spans))
+        .map(|(tally, &(_, window))| tally.finish(window))
+        .collect())
+}
+
+/// Hands `each` every GPU operation of each span (its index) with its family, as
+/// [`crate::analysis::kernels::each_operation`] does over a whole timeline, with the span's
+/// classification (`classified`, from [`gather`]): the launching operators' precisions from a
+/// pass over the calls (where an operator range records its inputs), then one pass naming
+/// every GPU operation.
+fn named_operations(
+    (captures, activity): (&Captures, &Activity),
+    spans: &[Span],
+    (classified, rules): (&[RankStreams], &RoleRules),
+    families: &Families,
+    mut each: impl FnMut(usize, NamedOperation, &str),
+) -> crate::nsys::Result<()> {
     let slots = slots(activity, spans);
     let mut precisions: Vec<LaunchPrecisions> = (spans.iter())
         .map(|&(p, _)| LaunchPrecisions::ranges(activity, p))
@@ -113,21 +138,60 @@ pub fn rank_kernels(
     let namers: Vec<Namer> = (spans.iter().zip(classified).zip(precisions))
         .map(|((&(_, window), comm), precisions)| Namer::new(window, (comm, rules), precisions))
         .collect();
-    let mut tallies: Vec<KernelTally> = spans.iter().map(|_| KernelTally::default()).collect();
-    let mut cache = FamilyCache::new(families, timeline);
+    let mut cache = FamilyCache::new(families, activity.timeline);
     operations((captures, activity), |process, op| {
         for &i in &slots[process.index()] {
-            let tally = &mut tallies[i];
-            let mut add = |op, family: &str| tally.add(op, family, timeline);
+            let mut named = |op, family: &str| each(i, op, family);
             match op {
-                Operation::Kernel(k) => namers[i].kernel(k, &mut cache, &mut add),
-                Operation::Other(other, family) => namers[i].other(*other, family, &mut add),
+                Operation::Kernel(k) => namers[i].kernel(k, &mut cache, &mut named),
+                Operation::Other(other, family) => namers[i].other(*other, family, &mut named),
             }
         }
     })?;
-    Ok((tallies.into_iter().zip(spans))
-        .map(|(tally, &(_, window))| tally.finish(window))
-        .collect())
+    Ok(())
+}
+
+/// The dependency graph of `ranks` ([`Graph::build`]'s), from a pass classifying their
+/// streams over the whole capture, one naming their GPU operations (after one over the calls
+/// where operators record GEMM inputs), one over the synchronization records and one over the
+/// calls.
+pub fn graph(
+    both: (&Captures, &Activity),
+    ranks: &[Rank],
+    rules: &RoleRules,
+    families: &Families,
+) -> crate::nsys::Result<Graph> {
+    let (captures, activity) = both;
+    let spans: Vec<Span> = ranks.iter().map(|r| (r.process, WHOLE)).collect();
+    let classified = gather(both, &spans, &[], rules)?.streams;
+    let count = (captures.parts.iter())
+        .map(|p| {
+            let e = &p.events;
+            e.kernels.len() + e.memcpys.len() + e.memsets.len() + e.graph_launches.len()
+        })
+        .sum::<u64>();
+    let mut operations = Operations::with_capacity(count as usize);
+    named_operations(
+        both,
+        &spans,
+        (&classified, rules),
+        families,
+        |r, op, family| operations.add(r as u32, &op, family),
+    )?;
+    let mut linking = operations.link(ranks.len());
+    for part in &captures.parts {
+        each(part, &part.events.syncs, |s| linking.sync(&s))?;
+    }
+    let mut rank_of = vec![None; activity.timeline.processes.len()];
+    for (r, rank) in ranks.iter().enumerate() {
+        rank_of[rank.process.index()] = Some(r as u32);
+    }
+    calls(both, |process, call| {
+        if let Some(r) = rank_of[process.index()] {
+            linking.call((r, process), call, activity.timeline);
+        }
+    })?;
+    Ok(linking.finish(activity, (ranks, &classified), rules))
 }
 
 /// The compute operations of each of `processes` ([`crate::analysis::bubbles::computing`]), in

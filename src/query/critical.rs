@@ -1,7 +1,7 @@
 //! `critical-path` and `what-if`: each step's critical path across ranks, and the step times a
 //! replay of the run's dependency graph predicts with changed durations.
 
-use super::{NothingFound, Selection, ranks};
+use super::{Loaded, NothingFound, Selection, captured, ranks};
 use crate::analysis::critical_path::{Names, PathSummary, Steps, step_ranges, walk};
 use crate::analysis::graph::{Evidence, Graph};
 use crate::analysis::what_if::{Change, Factors};
@@ -22,18 +22,28 @@ struct Run<'t> {
 }
 
 impl<'t> Run<'t> {
-    /// Every rank of `timeline` (the path crosses them all), its steps inside its window of
-    /// `selection` (the window itself when it holds no step range).
-    fn new(timeline: &'t Timeline, selection: &Selection) -> anyhow::Result<Run<'t>> {
+    /// Every rank of what was loaded (the path crosses them all), its steps inside its window
+    /// of `selection` (the window itself when it holds no step range). From captures, the
+    /// graph is built in passes over their sorted events ([`captured::graph`]).
+    fn new(loaded: Loaded<'t>, selection: &Selection) -> anyhow::Result<Run<'t>> {
+        let timeline = loaded.timeline();
         let activity = Activity::new(timeline);
         let ranks = ranks(&activity)?;
-        let windows = selection.window.windows(&activity, &ranks)?;
+        let windows = selection.window.windows_in(loaded, &activity, &ranks)?;
         let anchor = selection.window.anchor_regex()?;
         let bounds: Vec<_> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
         let ranges = step_ranges(&activity, &bounds, anchor.as_ref());
         let families = Families::default();
-        let mut cache = FamilyCache::new(&families, timeline);
-        let graph = Graph::build(&activity, &ranks, &selection.rules, &mut cache);
+        let rules = &selection.rules;
+        let graph = match loaded {
+            Loaded::Whole(_) => {
+                let mut cache = FamilyCache::new(&families, timeline);
+                Graph::build(&activity, &ranks, rules, &mut cache)
+            }
+            Loaded::Captures(captures) => {
+                captured::graph((captures, &activity), &ranks, rules, &families)?
+            }
+        };
         if graph.is_empty() {
             return Err(NothingFound("no GPU operation: no critical path".into()).into());
         }
@@ -158,8 +168,11 @@ impl<'t> Run<'t> {
 /// `critical-path`: per step, its time, the path's length and what the path was, per rank,
 /// category and name, longest first; in JSON, `crossings`: where the path goes from one rank
 /// (`from_rank`, whose operation arrived last at `at_ns`) to another (`to_rank`).
-pub fn critical_path(timeline: &Timeline, selection: &Selection) -> anyhow::Result<Output> {
-    let run = Run::new(timeline, selection)?;
+pub fn critical_path<'a>(
+    loaded: impl Into<Loaded<'a>>,
+    selection: &Selection,
+) -> anyhow::Result<Output> {
+    let run = Run::new(loaded.into(), selection)?;
     // Summed as each is walked: a step's stretches (one per operation on its path) are not
     // kept for every step at once.
     let paths: Vec<PathSummary> = (0..run.steps.bounds.len())
@@ -247,7 +260,7 @@ const PAGE_FIXES: usize = 3;
 /// (no launch-bound gaps, no straggler, each communication role free, the longest family
 /// twice as fast); none when the run has no path.
 pub fn page_views(timeline: &Timeline, selection: &Selection) -> (Vec<PathView>, Vec<FixView>) {
-    let Ok(run) = Run::new(timeline, selection) else {
+    let Ok(run) = Run::new(Loaded::Whole(timeline), selection) else {
         return (Vec::new(), Vec::new());
     };
     (path_views(&run), fix_views(&run))
@@ -311,12 +324,12 @@ fn path_views(run: &Run) -> Vec<PathView> {
 }
 
 /// `what-if`: each step's measured time beside the time a replay with `changes` predicts.
-pub fn what_if(
-    timeline: &Timeline,
+pub fn what_if<'a>(
+    loaded: impl Into<Loaded<'a>>,
     selection: &Selection,
     changes: &[Change],
 ) -> anyhow::Result<Output> {
-    let run = Run::new(timeline, selection)?;
+    let run = Run::new(loaded.into(), selection)?;
     let predicted = run.predicted(changes);
     let mut table = Table::new(&["step", "measured_ns", "predicted_ns", "change_pct"]);
     let (mut measured_sum, mut predicted_sum) = (0i64, 0i64);

@@ -275,8 +275,8 @@ impl Selection {
 
 /// What the inputs were read into: every event in memory, or captures whose events stay
 /// sorted under a memory budget ([`crate::load::Inputs::captures`]), which `streams`,
-/// `overlap`, `collectives`, `kernels`, `bubbles` and `metrics` read in a few passes
-/// ([`captured`]).
+/// `overlap`, `collectives`, `kernels`, `idle`, `bubbles`, `metrics`, `critical-path` and
+/// `what-if` read in a few passes ([`captured`]).
 #[derive(Clone, Copy)]
 pub enum Loaded<'a> {
     /// Every event.

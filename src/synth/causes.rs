@@ -151,7 +151,6 @@ fn graph(schedules: &[Schedule]) -> Graph {
                 end: ran.span.1,
                 comm: ran.comm,
                 label: labels.insert_full(ran.label).0 as u32,
-                correlation: 0,
                 launch: index(&calls, r, ran.launch),
                 prev: ran.prev.map_or(NONE, |p| index(&ops, r, p)),
                 cross,
