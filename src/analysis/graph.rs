@@ -32,8 +32,9 @@
 //! exactly.
 
 use super::collectives::{self, P2P_OP};
-use super::kernels::{Operation, each_operation};
+use super::kernels::{Operation, each_operation, roles};
 use crate::classify::families::FamilyCache;
+use crate::classify::families::MEMCPY_PEER;
 use crate::classify::layout;
 use crate::classify::{Activity, Rank, RankStreams, RoleRules, streams};
 use crate::hash::FxHashMap;
@@ -392,8 +393,9 @@ impl Graph {
 /// orders them for the calls.
 #[derive(Default)]
 pub struct Operations {
-    /// Each operation with its launch's correlation id (what links it to its launch).
-    nodes: Vec<(Node, u32)>,
+    /// Each operation with its launch's correlation id (what links it to its launch), and
+    /// whether a role may name it (a kernel, a copy between GPUs).
+    nodes: Vec<(Node, u32, bool)>,
     labels: IndexSet<String>,
 }
 
@@ -409,10 +411,7 @@ impl Operations {
     /// Operation `op` of rank `rank` (index into the ranks given), of family (or
     /// communication role) `family`.
     pub fn add(&mut self, rank: u32, op: &Operation, family: &str) {
-        let label = match self.labels.get_index_of(family) {
-            Some(label) => label as u32,
-            None => self.labels.insert_full(family.to_string()).0 as u32,
-        };
+        let label = self.label(family);
         let node = Node {
             rank,
             stream: op.stream,
@@ -426,23 +425,53 @@ impl Operations {
             exchange: NONE,
             binding: Binding::Nothing,
         };
-        self.nodes.push((node, op.correlation));
+        let named_by_role = op.kernel.is_some() || family == MEMCPY_PEER;
+        self.nodes.push((node, op.correlation, named_by_role));
+    }
+
+    /// The index of label `name`.
+    fn label(&mut self, name: &str) -> u32 {
+        match self.labels.get_index_of(name) {
+            Some(label) => label as u32,
+            None => self.labels.insert_full(name.to_string()).0 as u32,
+        }
+    }
+
+    /// Names the communication of operations added as if no stream carried any: each kernel
+    /// and copy between GPUs that rank r's classification `classified[r]` (over the whole
+    /// capture) holds is communication, named by its role, as [`each_operation`] names it.
+    pub fn name_communication(&mut self, classified: &[RankStreams], rules: &RoleRules) {
+        let roles: Vec<_> = classified.iter().map(|c| roles(c, rules)).collect();
+        for i in 0..self.nodes.len() {
+            let (node, _, named_by_role) = self.nodes[i];
+            let role = roles[node.rank as usize].get(&(node.stream, node.start));
+            if let Some(role) = role.filter(|_| named_by_role) {
+                let label = self.label(role);
+                let node = &mut self.nodes[i].0;
+                (node.comm, node.label) = (true, label);
+            }
+        }
     }
 
     /// The graph of these operations, of `ranks` ranks, ready for their calls: labels in name
     /// order and nodes in (rank, stream, start, end) order, whatever order they came in.
     pub fn link(self, ranks: usize) -> Linking {
         let Operations { mut nodes, labels } = self;
-        let mut order: Vec<usize> = (0..labels.len()).collect();
+        // The labels some operation has, in name order.
+        let mut used = vec![false; labels.len()];
+        for (node, ..) in &nodes {
+            used[node.label as usize] = true;
+        }
+        let mut order: Vec<usize> = (0..labels.len()).filter(|&l| used[l]).collect();
         order.sort_unstable_by(|&a, &b| labels[a].cmp(&labels[b]));
         let mut renamed = vec![0u32; labels.len()];
         for (new, &old) in order.iter().enumerate() {
             renamed[old] = new as u32;
         }
-        for (node, _) in &mut nodes {
+        for (node, ..) in &mut nodes {
             node.label = renamed[node.label as usize];
         }
-        nodes.sort_unstable_by_key(|&(n, correlation)| {
+        nodes.sort_unstable_by_key(|&(n, correlation, _)| {
             (
                 n.rank,
                 n.stream,
@@ -455,7 +484,7 @@ impl Operations {
         });
         let unlaunched = Unlaunched::new(&nodes, ranks);
         // In place: the correlation ids are in the chains now.
-        let mut nodes: Vec<Node> = nodes.into_iter().map(|(node, _)| node).collect();
+        let mut nodes: Vec<Node> = nodes.into_iter().map(|(node, ..)| node).collect();
         nodes.shrink_to_fit();
         let mut graph = Graph {
             nodes,
@@ -594,9 +623,9 @@ impl Unlaunched {
     const CLAIMED: u32 = NONE - 1;
 
     /// The chains of `nodes`, each with its launch's correlation id.
-    fn new(nodes: &[(Node, u32)], ranks: usize) -> Unlaunched {
+    fn new(nodes: &[(Node, u32, bool)], ranks: usize) -> Unlaunched {
         let mut dense: Vec<Vec<u32>> = vec![Vec::new(); ranks];
-        for &(n, id) in nodes.iter().filter(|&&(_, id)| id < Self::DENSE) {
+        for &(n, id, _) in nodes.iter().filter(|&&(_, id, _)| id < Self::DENSE) {
             let slots = &mut dense[n.rank as usize];
             if id as usize >= slots.len() {
                 slots.resize(id as usize + 1, NONE);
@@ -607,7 +636,7 @@ impl Unlaunched {
             sparse: FxHashMap::default(),
             next: vec![NONE; nodes.len()],
         };
-        for (i, &(n, id)) in nodes.iter().enumerate().rev() {
+        for (i, &(n, id, _)) in nodes.iter().enumerate().rev() {
             let head = match id < Self::DENSE {
                 true => &mut unlaunched.dense[n.rank as usize][id as usize],
                 false => (unlaunched.sparse.entry((n.rank, id))).or_insert(NONE),

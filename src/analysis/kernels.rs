@@ -118,6 +118,14 @@ pub fn each_operation(
     }
 }
 
+/// The role of each communication kernel of `comm` (a process's classification over a
+/// window), by (stream, clipped start): what names it.
+pub fn roles<'c>(comm: &RankStreams, rules: &'c RoleRules) -> FxHashMap<(StreamId, i64), &'c str> {
+    (comm.comm.iter())
+        .map(|k| ((k.stream, k.start), rules.label(k.purpose)))
+        .collect()
+}
+
 /// What names the GPU operations of one process over one window, one at a time, as
 /// [`each_operation`] does.
 pub struct Namer<'c> {
@@ -135,12 +143,9 @@ impl<'c> Namer<'c> {
         (comm, rules): (&RankStreams, &'c RoleRules),
         precisions: LaunchPrecisions,
     ) -> Namer<'c> {
-        let roles = (comm.comm.iter())
-            .map(|k| ((k.stream, k.start), rules.label(k.purpose)))
-            .collect();
         Namer {
             window,
-            roles,
+            roles: roles(comm, rules),
             precisions,
         }
     }

@@ -55,7 +55,7 @@ pub fn gather(
         .collect();
     let (usage_slots, share_slots) = (slots(activity, streams), slots(activity, shares));
     operations((captures, activity), |process, op| {
-        let (stream, span) = (op.stream(), op.span());
+        let span = op.span();
         let comm = match op {
             Operation::Kernel(k) if !usage_slots[process.index()].is_empty() => {
                 activity.is_comm_kernel(k)
@@ -63,16 +63,8 @@ pub fn gather(
             _ => false,
         };
         for &i in &usage_slots[process.index()] {
-            let Some(clipped) = clip(span, streams[i].1) else {
-                continue;
-            };
-            match op {
-                Operation::Kernel(k) => usages[i].kernel(k, comm, clipped),
-                Operation::Other(_, CUDA_GRAPH) => usages[i].graph(stream, clipped),
-                Operation::Other((_, (start, _), correlation), MEMCPY_PEER) => {
-                    usages[i].peer_copy((stream, start.0, *correlation), clipped)
-                }
-                Operation::Other(..) => usages[i].copy(stream, clipped),
+            if let Some(clipped) = clip(span, streams[i].1) {
+                count(&mut usages[i], op, comm, clipped);
             }
         }
         for &i in &share_slots[process.index()] {
@@ -90,6 +82,20 @@ pub fn gather(
     })
 }
 
+/// Counts `op` toward a classification (`usage`) over a window it meets at `clipped`; `comm`:
+/// whether it is a communication kernel.
+fn count(usage: &mut Usage, op: &Operation, comm: bool, clipped: (i64, i64)) {
+    let stream = op.stream();
+    match op {
+        Operation::Kernel(k) => usage.kernel(k, comm, clipped),
+        Operation::Other(_, CUDA_GRAPH) => usage.graph(stream, clipped),
+        Operation::Other((_, (start, _), correlation), MEMCPY_PEER) => {
+            usage.peer_copy((stream, start.0, *correlation), clipped)
+        }
+        Operation::Other(..) => usage.copy(stream, clipped),
+    }
+}
+
 /// Each span's kernel breakdown ([`crate::analysis::kernels::rank_kernels`]) with its
 /// classification over the same span (`classified`, from [`gather`]).
 pub fn rank_kernels(
@@ -99,31 +105,31 @@ pub fn rank_kernels(
     families: &Families,
 ) -> crate::nsys::Result<Vec<RankKernels>> {
     let timeline = both.1.timeline;
+    let namers = namers(both, spans, (classified, rules))?;
     let mut tallies: Vec<KernelTally> = spans.iter().map(|_| KernelTally::default()).collect();
-    named_operations(
-        both,
-        spans,
-        (classified, rules),
-        families,
-        |i, op, family| tallies[i].add(op, family, timeline),
-    )?;
+    let (slots, mut cache) = (slots(both.1, spans), FamilyCache::new(families, timeline));
+    operations(both, |process, op| {
+        for &i in &slots[process.index()] {
+            let tally = &mut tallies[i];
+            name(&namers[i], op, &mut cache, &mut |op, family| {
+                tally.add(op, family, timeline)
+            });
+        }
+    })?;
     Ok((tallies.into_iter().zip(spans))
         .map(|(tally, &(_, window))| tally.finish(window))
         .collect())
 }
 
-/// Hands `each` every GPU operation of each span (its index) with its family, as
-/// [`crate::analysis::kernels::each_operation`] does over a whole timeline, with the span's
-/// classification (`classified`, from [`gather`]): the launching operators' precisions from a
-/// pass over the calls (where an operator range records its inputs), then one pass naming
-/// every GPU operation.
-fn named_operations(
+/// What names each span's GPU operations as [`crate::analysis::kernels::each_operation`] does
+/// over a whole timeline, with the span's classification (`classified`, from [`gather`]): the
+/// launching operators' precisions from a pass over the calls (where an operator range records
+/// its inputs).
+fn namers<'c>(
     (captures, activity): (&Captures, &Activity),
     spans: &[Span],
-    (classified, rules): (&[RankStreams], &RoleRules),
-    families: &Families,
-    mut each: impl FnMut(usize, NamedOperation, &str),
-) -> crate::nsys::Result<()> {
+    (classified, rules): (&[RankStreams], &'c RoleRules),
+) -> crate::nsys::Result<Vec<Namer<'c>>> {
     let slots = slots(activity, spans);
     let mut precisions: Vec<LaunchPrecisions> = (spans.iter())
         .map(|&(p, _)| LaunchPrecisions::ranges(activity, p))
@@ -135,24 +141,27 @@ fn named_operations(
             }
         })?;
     }
-    let namers: Vec<Namer> = (spans.iter().zip(classified).zip(precisions))
+    Ok((spans.iter().zip(classified).zip(precisions))
         .map(|((&(_, window), comm), precisions)| Namer::new(window, (comm, rules), precisions))
-        .collect();
-    let mut cache = FamilyCache::new(families, activity.timeline);
-    operations((captures, activity), |process, op| {
-        for &i in &slots[process.index()] {
-            let mut named = |op, family: &str| each(i, op, family);
-            match op {
-                Operation::Kernel(k) => namers[i].kernel(k, &mut cache, &mut named),
-                Operation::Other(other, family) => namers[i].other(*other, family, &mut named),
-            }
-        }
-    })?;
-    Ok(())
+        .collect())
 }
 
-/// The dependency graph of `ranks` ([`Graph::build`]'s), from a pass classifying their
-/// streams over the whole capture, one naming their GPU operations (after one over the calls
+/// Hands `each` operation `op`, named by `namer`, with its family.
+fn name(
+    namer: &Namer,
+    op: &Operation,
+    cache: &mut FamilyCache,
+    each: &mut impl FnMut(NamedOperation, &str),
+) {
+    match op {
+        Operation::Kernel(k) => namer.kernel(k, cache, each),
+        Operation::Other(other, family) => namer.other(*other, family, each),
+    }
+}
+
+/// The dependency graph of `ranks` ([`Graph::build`]'s), in a pass over the GPU operations
+/// that classifies their streams over the whole capture and names each operation (its
+/// communication by its role once the classification is known; after a pass over the calls
 /// where operators record GEMM inputs), one over the synchronization records and one over the
 /// calls.
 pub fn graph(
@@ -163,22 +172,32 @@ pub fn graph(
 ) -> crate::nsys::Result<Graph> {
     let (captures, activity) = both;
     let spans: Vec<Span> = ranks.iter().map(|r| (r.process, WHOLE)).collect();
-    let classified = gather(both, &spans, &[], rules)?.streams;
-    let count = (captures.parts.iter())
+    let slots = slots(activity, &spans);
+    let unclassified = vec![RankStreams::default(); ranks.len()];
+    let namers = namers(both, &spans, (&unclassified, rules))?;
+    let mut usages: Vec<Usage> = ranks.iter().map(|_| Usage::new(true)).collect();
+    let operation_count = (captures.parts.iter())
         .map(|p| {
             let e = &p.events;
             e.kernels.len() + e.memcpys.len() + e.memsets.len() + e.graph_launches.len()
         })
         .sum::<u64>();
-    let mut operations = Operations::with_capacity(count as usize);
-    named_operations(
-        both,
-        &spans,
-        (&classified, rules),
-        families,
-        |r, op, family| operations.add(r as u32, &op, family),
-    )?;
-    let mut linking = operations.link(ranks.len());
+    let mut nodes = Operations::with_capacity(operation_count as usize);
+    let mut cache = FamilyCache::new(families, activity.timeline);
+    operations(both, |process, op| {
+        for &r in &slots[process.index()] {
+            let comm = matches!(op, Operation::Kernel(k) if activity.is_comm_kernel(k));
+            count(&mut usages[r], op, comm, op.span());
+            name(&namers[r], op, &mut cache, &mut |op, family| {
+                nodes.add(r as u32, &op, family)
+            });
+        }
+    })?;
+    let classified: Vec<RankStreams> = (usages.into_iter().zip(ranks))
+        .map(|(usage, rank)| usage.classify(activity, rank.process, rules))
+        .collect();
+    nodes.name_communication(&classified, rules);
+    let mut linking = nodes.link(ranks.len());
     for part in &captures.parts {
         each(part, &part.events.syncs, |s| linking.sync(&s))?;
     }
