@@ -163,8 +163,8 @@ fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
 
 /// `overlap`, `idle`, `streams`, `collectives` (instances, per rank, with transfers), `kernels`
 /// (steps counted and given, and `--unclassified`), `bubbles` (layout found and given),
-/// `metrics`, `critical-path` and `what-if` (a family faster; no straggler and faster launches)
-/// of `reports` over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
+/// `metrics`, `critical-path`, `what-if` (a family faster; no straggler and faster launches)
+/// and `mfu` of `reports` over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
 /// whole timeline, and from captures whose events are sorted under a tiny budget (spilled) and
 /// read in passes.
 fn stream_level_outputs(
@@ -222,6 +222,7 @@ fn stream_level_outputs(
             json(query::critical::critical_path(loaded, &selection)),
             json(query::critical::what_if(loaded, &selection, &faster)),
             json(query::critical::what_if(loaded, &selection, &balanced)),
+            json(query::mfu::mfu(loaded, &selection, Default::default())),
         ]
     };
     let whole = WindowOptions {

@@ -8,7 +8,7 @@
 //! (its own start without a launch). Kernels of those families with no counted operator
 //! around them are counted apart too: their FLOPs are unknown, never estimated from time.
 
-use super::kernels::each_operation;
+use super::kernels::{Operation, each_operation};
 use crate::classify::families::FamilyCache;
 use crate::classify::flops::{LaunchFlops, Work};
 use crate::classify::{Activity, RankStreams, RoleRules};
@@ -56,9 +56,7 @@ pub fn rank_work(
     families: &mut FamilyCache,
 ) -> RankWork {
     let launched = LaunchFlops::new(activity, process);
-    let mut work: Vec<BTreeMap<String, FamilyWork>> = vec![BTreeMap::new(); steps.len()];
-    // Per counted operator: its work and its arithmetic kernels' (step, family).
-    let mut shares: Shares<(usize, String)> = Shares::default();
+    let mut tally = WorkTally::new(steps);
     let whole = (i64::MIN, i64::MAX);
     each_operation(
         activity,
@@ -66,36 +64,72 @@ pub fn rank_work(
         (comm, rules),
         families,
         |op, family| {
-            let at = activity
-                .launch(process, op.correlation)
-                .map_or(op.span.0, |t| t.0);
-            let Some(k) = step_of(steps, at) else { return };
-            let entry = work[k].entry(family.to_string()).or_default();
-            entry.kernels += 1;
-            entry.time_ns += op.span.1 - op.span.0;
-            match launched.of(op.correlation) {
-                Some(operator) => {
-                    shares.add(operator, (k, family.to_string()), arithmetic(family));
-                }
-                None if arithmetic(family) => {
-                    entry.uncounted.0 += 1;
-                    entry.uncounted.1 += op.span.1 - op.span.0;
-                }
-                None => {}
-            }
+            let launch = activity.launch(process, op.correlation).map(|t| t.0);
+            tally.add(&op, family, (launch, launched.of(op.correlation)));
         },
     );
-    let without_arithmetic = shares.share(|(k, family), share| {
-        let entry = work[k].get_mut(&family).expect("counted above");
-        entry.flops += share.flops;
-        match share.bytes {
-            Some(bytes) => entry.bytes += bytes,
-            None => entry.without_bytes += 1,
+    tally.finish()
+}
+
+/// A rank's work ([`rank_work`]'s), gathered one operation at a time.
+pub struct WorkTally<'s> {
+    steps: &'s [(i64, i64)],
+    work: Vec<BTreeMap<String, FamilyWork>>,
+    /// Per counted operator: its work and its arithmetic kernels' (step, family).
+    shares: Shares<(usize, String)>,
+}
+
+impl<'s> WorkTally<'s> {
+    /// Nothing yet, over step ranges `steps` (in order).
+    pub fn new(steps: &'s [(i64, i64)]) -> WorkTally<'s> {
+        WorkTally {
+            steps,
+            work: vec![BTreeMap::new(); steps.len()],
+            shares: Shares::default(),
         }
-    });
-    RankWork {
-        steps: work,
-        without_arithmetic,
+    }
+
+    /// Operation `op` of `family`, launched at `launch` (None without a recorded launch: its
+    /// start counts) by the counted operator `operator` (its index and work), if any.
+    pub fn add(
+        &mut self,
+        op: &Operation,
+        family: &str,
+        (launch, operator): (Option<i64>, Option<(u32, Work)>),
+    ) {
+        let Some(k) = step_of(self.steps, launch.unwrap_or(op.span.0)) else {
+            return;
+        };
+        let entry = self.work[k].entry(family.to_string()).or_default();
+        entry.kernels += 1;
+        entry.time_ns += op.span.1 - op.span.0;
+        match operator {
+            Some(operator) => {
+                (self.shares).add(operator, (k, family.to_string()), arithmetic(family));
+            }
+            None if arithmetic(family) => {
+                entry.uncounted.0 += 1;
+                entry.uncounted.1 += op.span.1 - op.span.0;
+            }
+            None => {}
+        }
+    }
+
+    /// The work: each counted operator's FLOPs and bytes shared among its arithmetic kernels.
+    pub fn finish(self) -> RankWork {
+        let mut work = self.work;
+        let without_arithmetic = self.shares.share(|(k, family), share| {
+            let entry = work[k].get_mut(&family).expect("counted above");
+            entry.flops += share.flops;
+            match share.bytes {
+                Some(bytes) => entry.bytes += bytes,
+                None => entry.without_bytes += 1,
+            }
+        });
+        RankWork {
+            steps: work,
+            without_arithmetic,
+        }
     }
 }
 

@@ -27,11 +27,9 @@ pub struct Args {
 
 /// Prints FLOPs, achieved TFLOP/s and MFU per rank, step and family.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let timeline = args.r.common.load()?;
     let options = MfuOptions {
         peak_tflops: args.peak_tflops,
         model_flops_per_step: args.model_flops_per_step,
     };
-    let output = mfu(&timeline, &args.r.selection()?, options)?;
-    args.r.common.print(&output)
+    (args.r).print_query(|loaded, selection| mfu(loaded, selection, options))
 }

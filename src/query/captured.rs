@@ -13,10 +13,12 @@ use crate::analysis::idle::{Gap, GapContext, GapWitness, IdleTally, StreamIdle};
 use crate::analysis::kernels::Operation as NamedOperation;
 use crate::analysis::kernels::{KernelTally, Namer, RankKernels, UnclassifiedShare};
 use crate::analysis::metrics::{MetricSummary, MetricTally};
+use crate::analysis::mfu::{RankWork, WorkTally};
 use crate::classify::families::{CUDA_GRAPH, Families, FamilyCache, MEMCPY, MEMCPY_PEER, MEMSET};
+use crate::classify::flops::LaunchFlops;
 use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::{Usage, clip};
-use crate::classify::window::{Holding, widen};
+use crate::classify::window::{Holding, MeasuredSteps, widen};
 use crate::classify::{Activity, Rank, RankStreams, RoleRules, WindowSource};
 use crate::hash::FxHashMap;
 use crate::input::capture::{Captures, Joined};
@@ -211,6 +213,55 @@ pub fn graph(
         }
     })?;
     Ok(linking.finish(activity, (ranks, &classified), rules))
+}
+
+/// Each span's work per step ([`crate::analysis::mfu::rank_work`]): `found[i]` holds span i's
+/// step ranges, `classified[i]` its classification over the whole capture (from [`gather`]).
+/// One pass over the calls finds each operation's launch, its launching operator's work and
+/// its GEMM precision; one over the GPU operations names and counts them.
+pub fn rank_work(
+    both: (&Captures, &Activity),
+    spans: &[Span],
+    (found, classified): (&[MeasuredSteps], &[RankStreams]),
+    rules: &RoleRules,
+    families: &Families,
+) -> crate::nsys::Result<Vec<RankWork>> {
+    let activity = both.1;
+    let slots = slots(activity, spans);
+    let mut precisions: Vec<LaunchPrecisions> = (spans.iter())
+        .map(|&(p, _)| LaunchPrecisions::ranges(activity, p))
+        .collect();
+    let mut operators: Vec<LaunchFlops> = (spans.iter())
+        .map(|&(p, _)| LaunchFlops::ranges(activity, p))
+        .collect();
+    let mut launches = vec![Launches::default(); activity.timeline.processes.len()];
+    calls(both, |process, call| {
+        let slots = &slots[process.index()];
+        if slots.is_empty() {
+            return;
+        }
+        launches[process.index()].call(call.correlation, call.start.0, || true);
+        for &i in slots {
+            precisions[i].call(call);
+            operators[i].call(call);
+        }
+    })?;
+    let namers: Vec<Namer> = (spans.iter().zip(classified).zip(precisions))
+        .map(|((&(_, window), comm), precisions)| Namer::new(window, (comm, rules), precisions))
+        .collect();
+    let mut tallies: Vec<WorkTally> = found.iter().map(|f| WorkTally::new(&f.ranges)).collect();
+    let mut cache = FamilyCache::new(families, activity.timeline);
+    operations(both, |process, op| {
+        let launches = &launches[process.index()];
+        for &i in &slots[process.index()] {
+            let (tally, operators) = (&mut tallies[i], &operators[i]);
+            name(&namers[i], op, &mut cache, &mut |op, family| {
+                let of = op.correlation;
+                tally.add(&op, family, (launches.get(of), operators.of(of)));
+            });
+        }
+    })?;
+    Ok(tallies.into_iter().map(WorkTally::finish).collect())
 }
 
 /// The compute operations of each of `processes` ([`crate::analysis::bubbles::computing`]), in

@@ -1,15 +1,15 @@
 //! `mfu`: FLOPs, achieved TFLOP/s and MFU per rank, step and kernel family, beside each GPU's
 //! peak.
 
-use super::{NothingFound, Selection};
+use super::{Loaded, NothingFound, Selection, captured, measured_steps};
 use crate::analysis::mfu::{FamilyWork, RankWork, arithmetic, rank_work};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::peaks::{self, Peaks, Precision};
 use crate::classify::window::MeasuredSteps;
-use crate::classify::{self, Activity, Rank};
+use crate::classify::{self, Activity, Rank, RoleRules};
 use crate::model::Timeline;
 use crate::report::html::FamilySummary;
-use crate::report::{Cell, Output, Table};
+use crate::report::{Cell, Output, RankWindow, Table};
 use crate::time::human_duration;
 
 /// What `mfu` takes beyond the selection.
@@ -24,16 +24,21 @@ pub struct MfuOptions {
 /// `mfu`: per rank, step and arithmetic family (and every family with counted FLOPs), its
 /// FLOPs, time, achieved TFLOP/s (while it ran and over the step), the peak of its precision
 /// and the MFU; a row `all` per rank and step.
-pub fn mfu(
-    timeline: &Timeline,
+pub fn mfu<'a>(
+    loaded: impl Into<Loaded<'a>>,
     selection: &Selection,
     options: MfuOptions,
 ) -> anyhow::Result<Output> {
+    let loaded = loaded.into();
+    let timeline = loaded.timeline();
     let activity = Activity::new(timeline);
-    let windows = selection.windows(&activity)?;
+    let windows = selection.windows_in(loaded, &activity)?;
     let anchor = selection.window.anchor_regex()?;
-    let families = Families::default();
-    let mut cache = FamilyCache::new(&families, timeline);
+    let found = measured_steps(loaded, &activity, windows.iter(), anchor.as_ref())?;
+    let found: Vec<MeasuredSteps> = (found.into_iter().zip(&windows))
+        .map(|(found, w)| found.or_window(w.bounds))
+        .collect();
+    let works = rank_works(loaded, &activity, (&windows, &found), &selection.rules)?;
     let mut table = Table::new(&[
         "rank",
         "step",
@@ -54,19 +59,8 @@ pub fn mfu(
     let mut notes = Vec::new();
     let (mut uncounted, mut counted_flops) = ((0u64, 0i64), 0.0);
     let mut lost = (0u64, 0.0);
-    for w in &windows {
-        let process = w.rank.process;
-        let found = MeasuredSteps::in_window(&activity, process, w.bounds, anchor.as_ref());
-        let found = found.or_window(w.bounds);
-        let (ranges, steps) = (found.ranges, found.measured);
-        let whole = (i64::MIN, i64::MAX);
-        let comm = classify::streams::classify(&activity, process, whole, &selection.rules);
-        let work = rank_work(
-            &activity,
-            (process, &ranges),
-            (&comm, &selection.rules),
-            &mut cache,
-        );
+    for ((w, found), work) in windows.iter().zip(&found).zip(works) {
+        let steps = &found.measured;
         let (peaks, device) = peaks_of(timeline, &w.rank);
         notes.push(peak_note(
             &w.rank,
@@ -166,6 +160,38 @@ pub fn mfu(
         ],
         notes,
         ..Output::default()
+    })
+}
+
+/// Each window's work per step of `found` (its step ranges): from the whole timeline, or in
+/// passes over the captures ([`captured::rank_work`]); streams classified over the whole
+/// capture.
+fn rank_works(
+    loaded: Loaded,
+    activity: &Activity,
+    (windows, found): (&[RankWindow], &[MeasuredSteps]),
+    rules: &RoleRules,
+) -> anyhow::Result<Vec<RankWork>> {
+    let families = Families::default();
+    let whole = (i64::MIN, i64::MAX);
+    let spans: Vec<captured::Span> = windows.iter().map(|w| (w.rank.process, whole)).collect();
+    Ok(match loaded {
+        Loaded::Whole(timeline) => {
+            let mut cache = FamilyCache::new(&families, timeline);
+            (spans.iter().zip(found))
+                .map(|(&(process, _), found)| {
+                    let comm = classify::streams::classify(activity, process, whole, rules);
+                    let steps = (process, &found.ranges[..]);
+                    rank_work(activity, steps, (&comm, rules), &mut cache)
+                })
+                .collect()
+        }
+        Loaded::Captures(captures) => {
+            let both = (captures, activity);
+            let classified = captured::gather(both, &spans, &[], rules)?.streams;
+            let steps = (found, &classified[..]);
+            captured::rank_work(both, &spans, steps, rules, &families)?
+        }
     })
 }
 
