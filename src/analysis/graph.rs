@@ -380,12 +380,12 @@ impl Graph {
         self.nodes.is_empty()
     }
 
-    /// Every operation's end after changing durations: `scale[i]` multiplies operation i's
+    /// Every operation's end after changing durations: `scale(i)` multiplies operation i's
     /// duration (a collective's or transfer's: its time once all members arrived),
-    /// `cpu_scale[j]` the CPU time between call j and its rank's previous call. See the
+    /// `cpu_scale(j)` the CPU time between call j and its rank's previous call. See the
     /// module's model.
-    pub fn replay(&self, scale: &[f64], cpu_scale: &[f64]) -> Vec<i64> {
-        Replay::new(self).run(scale, cpu_scale)
+    pub fn replay(&self, scale: impl Fn(u32) -> f64, cpu_scale: impl Fn(usize) -> f64) -> Vec<i64> {
+        Replay::new(self).run(&Scales { scale, cpu_scale })
     }
 }
 
@@ -712,6 +712,12 @@ impl ByEnd {
     }
 }
 
+/// A replay's factors: on each operation's duration, and on the CPU time before each call.
+struct Scales<S, C> {
+    scale: S,
+    cpu_scale: C,
+}
+
 /// A replay's points: each node's start (2i) and end (2i + 1), each CPU call (2n + j), each
 /// exchange's last arrival (2n + c + x); evaluated in an order where every point's
 /// constraints come first.
@@ -757,7 +763,7 @@ impl<'g> Replay<'g> {
     }
 
     /// Every point evaluated; each node's end, in place of the values.
-    fn run(mut self, scale: &[f64], cpu_scale: &[f64]) -> Vec<i64> {
+    fn run(mut self, scales: &Scales<impl Fn(u32) -> f64, impl Fn(usize) -> f64>) -> Vec<i64> {
         let points = self.waiting.len();
         // A point evaluated before its constraints (in a cycle) reads their measured times.
         let mut value: Vec<i64> = (0..points as u32).map(|p| self.measured(p)).collect();
@@ -769,7 +775,7 @@ impl<'g> Replay<'g> {
         let mut left: Option<Vec<u32>> = None;
         loop {
             while let Some(p) = ready.pop() {
-                value[p as usize] = self.evaluate(p, &value, scale, cpu_scale);
+                value[p as usize] = self.evaluate(p, &value, scales);
                 done[p as usize] = true;
                 evaluated += 1;
                 let (from, to) = (self.offsets[p as usize], self.offsets[p as usize + 1]);
@@ -828,7 +834,12 @@ impl<'g> Replay<'g> {
         }
     }
 
-    fn evaluate(&self, p: u32, value: &[i64], scale: &[f64], cpu_scale: &[f64]) -> i64 {
+    fn evaluate(
+        &self,
+        p: u32,
+        value: &[i64],
+        scales: &Scales<impl Fn(u32) -> f64, impl Fn(usize) -> f64>,
+    ) -> i64 {
         let g = self.graph;
         let n = g.nodes.len() as u32;
         let cpu = g.cpu.len() as u32;
@@ -843,7 +854,7 @@ impl<'g> Replay<'g> {
             let i = p / 2;
             let node = &g.nodes[i as usize];
             let start = value[2 * i as usize];
-            let factor = scale[i as usize];
+            let factor = (scales.scale)(i);
             // A collective's member, or a transfer's receiver, ends its transfer's time after
             // the last arrival; anything else (a sender too) its own time after its start.
             let end = match g.exchanges.get(node.exchange as usize) {
@@ -861,7 +872,8 @@ impl<'g> Replay<'g> {
             let call = &g.cpu[j];
             let entry = match j.checked_sub(1).map(|b| &g.cpu[b]) {
                 Some(before) if same_rank(before, call) => {
-                    value[p as usize - 1] + scaled(call.start - before.moment(), cpu_scale[j])
+                    value[p as usize - 1]
+                        + scaled(call.start - before.moment(), (scales.cpu_scale)(j))
                 }
                 _ => call.start,
             };
@@ -997,9 +1009,9 @@ mod tests {
     #[test]
     fn a_cycle_of_constraints_replays_unchanged_as_measured() {
         let graph = cycle();
-        assert_eq!(graph.replay(&[1.0], &[1.0, 1.0]), vec![90]);
+        assert_eq!(graph.replay(|_| 1.0, |_| 1.0), vec![90]);
         // Twice as fast: the launch came where it did (its constraint, the wait, read as
         // measured), and the operation, starting at 20, takes 35 ns.
-        assert_eq!(graph.replay(&[0.5], &[1.0, 1.0]), vec![55]);
+        assert_eq!(graph.replay(|_| 0.5, |_| 1.0), vec![55]);
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! Changes combine: factors multiply.
 
-use super::graph::{Graph, Node};
+use super::graph::Graph;
 use super::upper_median;
 use crate::classify::families::in_group;
 
@@ -90,47 +90,29 @@ impl std::fmt::Display for Change {
     }
 }
 
-/// The factors changes put on each operation of a graph and on the CPU.
-pub struct Factors {
-    /// Each operation's duration factor.
-    pub node: Vec<f64>,
-    /// Each CPU call's factor on the time since its rank's previous call.
-    pub cpu: Vec<f64>,
+/// The factors changes put on each operation of a graph and on the CPU, inside the steps
+/// (everything else keeps factor 1, so a change never moves the start of the first step).
+pub struct Factors<'g> {
+    graph: &'g Graph,
+    changes: &'g [Change],
+    /// Each rank's compute time inside the steps, and the median rank's.
+    compute_of_rank: (Vec<i64>, i64),
+    /// The factor on the CPU time between a rank's calls.
+    pub launch: f64,
 }
 
-impl Factors {
-    /// The factors of `changes` on `graph`, `ranks` ranks, inside the steps: `in_step(i)` tells
-    /// the operations and `call_in_step(j)` the CPU calls they apply to (the operations also
-    /// count for `straggler=median`); everything else keeps factor 1, so a change never moves
-    /// the start of the first step.
+impl<'g> Factors<'g> {
+    /// The factors of `changes` on `graph`, of `ranks` ranks, whose operations `in_step` tells
+    /// (they count for `straggler=median`).
     pub fn new(
-        graph: &Graph,
+        graph: &'g Graph,
         ranks: usize,
-        changes: &[Change],
-        (in_step, call_in_step): (impl Fn(u32) -> bool, impl Fn(usize) -> bool),
-    ) -> Factors {
+        changes: &'g [Change],
+        in_step: impl Fn(u32) -> bool,
+    ) -> Factors<'g> {
         let compute_of_rank = rank_compute(graph, ranks, &in_step);
         let mut median = compute_of_rank.clone();
         let median = upper_median(&mut median).unwrap_or(0);
-        let factor = |node: &Node| -> f64 {
-            let label = graph.labels[node.label as usize].as_str();
-            changes
-                .iter()
-                .map(|change| match change {
-                    Change::Rank(r, f) if !node.comm && node.rank == *r => *f,
-                    Change::Family(name, f) if in_group(name, label) => *f,
-                    Change::Role(name, f) if node.comm && in_group(name, label) => *f,
-                    Change::StragglerMedian if !node.comm => {
-                        let own = compute_of_rank[node.rank as usize];
-                        match own {
-                            0 => 1.0,
-                            own => median as f64 / own as f64,
-                        }
-                    }
-                    _ => 1.0,
-                })
-                .product()
-        };
         let launch: f64 = changes
             .iter()
             .map(|c| match c {
@@ -139,16 +121,33 @@ impl Factors {
             })
             .product();
         Factors {
-            node: (graph.nodes.iter().enumerate())
-                .map(|(i, n)| match in_step(i as u32) {
-                    true => factor(n),
-                    false => 1.0,
-                })
-                .collect(),
-            cpu: (0..graph.cpu.len())
-                .map(|j| if call_in_step(j) { launch } else { 1.0 })
-                .collect(),
+            graph,
+            changes,
+            compute_of_rank: (compute_of_rank, median),
+            launch,
         }
+    }
+
+    /// Operation `i`'s duration factor, were it inside the steps.
+    pub fn node(&self, i: u32) -> f64 {
+        let node = &self.graph.nodes[i as usize];
+        let label = self.graph.labels[node.label as usize].as_str();
+        let (compute_of_rank, median) = (&self.compute_of_rank.0, self.compute_of_rank.1);
+        self.changes
+            .iter()
+            .map(|change| match change {
+                Change::Rank(r, f) if !node.comm && node.rank == *r => *f,
+                Change::Family(name, f) if in_group(name, label) => *f,
+                Change::Role(name, f) if node.comm && in_group(name, label) => *f,
+                Change::StragglerMedian if !node.comm => {
+                    match compute_of_rank[node.rank as usize] {
+                        0 => 1.0,
+                        own => median as f64 / own as f64,
+                    }
+                }
+                _ => 1.0,
+            })
+            .product()
     }
 }
 

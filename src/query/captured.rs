@@ -107,7 +107,7 @@ pub fn rank_kernels(
     families: &Families,
 ) -> crate::nsys::Result<Vec<RankKernels>> {
     let timeline = both.1.timeline;
-    let namers = namers(both, spans, (classified, rules))?;
+    let namers = namers(both, spans, (classified, rules), None)?;
     let mut tallies: Vec<KernelTally> = spans.iter().map(|_| KernelTally::default()).collect();
     let (slots, mut cache) = (slots(both.1, spans), FamilyCache::new(families, timeline));
     operations(both, |process, op| {
@@ -123,23 +123,36 @@ pub fn rank_kernels(
         .collect())
 }
 
+/// What sees each call of a span's process in [`namers`]' pass: the process, the call, the
+/// spans' indices.
+type CallHook<'h> = dyn FnMut(ProcessId, &ApiCall, &[usize]) + 'h;
+
 /// What names each span's GPU operations as [`crate::analysis::kernels::each_operation`] does
 /// over a whole timeline, with the span's classification (`classified`, from [`gather`]): the
 /// launching operators' precisions from a pass over the calls (where an operator range records
-/// its inputs).
+/// its inputs). `also`, when given, sees every call of a span's process (with the spans'
+/// indices) in that pass, which then always runs.
 fn namers<'c>(
     (captures, activity): (&Captures, &Activity),
     spans: &[Span],
     (classified, rules): (&[RankStreams], &'c RoleRules),
+    mut also: Option<&mut CallHook>,
 ) -> crate::nsys::Result<Vec<Namer<'c>>> {
     let slots = slots(activity, spans);
     let mut precisions: Vec<LaunchPrecisions> = (spans.iter())
         .map(|&(p, _)| LaunchPrecisions::ranges(activity, p))
         .collect();
-    if precisions.iter().any(LaunchPrecisions::speaks) {
+    if also.is_some() || precisions.iter().any(LaunchPrecisions::speaks) {
         calls((captures, activity), |process, call| {
-            for &i in &slots[process.index()] {
+            let slots = &slots[process.index()];
+            if slots.is_empty() {
+                return;
+            }
+            for &i in slots {
                 precisions[i].call(call);
+            }
+            if let Some(also) = also.as_mut() {
+                also(process, call, slots);
             }
         })?;
     }
@@ -176,7 +189,7 @@ pub fn graph(
     let spans: Vec<Span> = ranks.iter().map(|r| (r.process, WHOLE)).collect();
     let slots = slots(activity, &spans);
     let unclassified = vec![RankStreams::default(); ranks.len()];
-    let namers = namers(both, &spans, (&unclassified, rules))?;
+    let namers = namers(both, &spans, (&unclassified, rules), None)?;
     let mut usages: Vec<Usage> = ranks.iter().map(|_| Usage::new(true)).collect();
     let operation_count = (captures.parts.iter())
         .map(|p| {
@@ -227,28 +240,22 @@ pub fn rank_work(
     families: &Families,
 ) -> crate::nsys::Result<Vec<RankWork>> {
     let activity = both.1;
-    let slots = slots(activity, spans);
-    let mut precisions: Vec<LaunchPrecisions> = (spans.iter())
-        .map(|&(p, _)| LaunchPrecisions::ranges(activity, p))
-        .collect();
     let mut operators: Vec<LaunchFlops> = (spans.iter())
         .map(|&(p, _)| LaunchFlops::ranges(activity, p))
         .collect();
     let mut launches = vec![Launches::default(); activity.timeline.processes.len()];
-    calls(both, |process, call| {
-        let slots = &slots[process.index()];
-        if slots.is_empty() {
-            return;
-        }
-        launches[process.index()].call(call.correlation, call.start.0, || true);
-        for &i in slots {
-            precisions[i].call(call);
-            operators[i].call(call);
-        }
-    })?;
-    let namers: Vec<Namer> = (spans.iter().zip(classified).zip(precisions))
-        .map(|((&(_, window), comm), precisions)| Namer::new(window, (comm, rules), precisions))
-        .collect();
+    let namers = namers(
+        both,
+        spans,
+        (classified, rules),
+        Some(&mut |process, call, slots| {
+            launches[process.index()].call(call.correlation, call.start.0, || true);
+            for &i in slots {
+                operators[i].call(call);
+            }
+        }),
+    )?;
+    let slots = slots(activity, spans);
     let mut tallies: Vec<WorkTally> = found.iter().map(|f| WorkTally::new(&f.ranges)).collect();
     let mut cache = FamilyCache::new(families, activity.timeline);
     operations(both, |process, op| {

@@ -116,13 +116,10 @@ impl<'t> Run<'t> {
             let call = &self.graph.cpu[j];
             self.steps.at(&self.ranges, call.rank, call.start).is_some()
         };
-        let factors = Factors::new(
-            &self.graph,
-            self.ranks.len(),
-            changes,
-            (in_step, call_in_step),
-        );
-        let replayed = self.graph.replay(&factors.node, &factors.cpu);
+        let factors = Factors::new(&self.graph, self.ranks.len(), changes, in_step);
+        let scale = |i: u32| if in_step(i) { factors.node(i) } else { 1.0 };
+        let cpu_scale = |j: usize| if call_in_step(j) { factors.launch } else { 1.0 };
+        let replayed = self.graph.replay(scale, cpu_scale);
         self.steps.durations(&replayed, &self.ranges)
     }
 
