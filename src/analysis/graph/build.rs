@@ -1,0 +1,322 @@
+//! Building a graph from whatever reads the events: its operations in any order
+//! ([`Operations`]), then the synchronization records and each rank's calls ([`Linking`]).
+
+use super::{Binding, ByEnd, CpuCall, Graph, NONE, Node, STREAM_WAIT_EVENT, WHOLE, Wait};
+use crate::analysis::kernels::{Operation, each_operation, roles};
+use crate::classify::families::{FamilyCache, MEMCPY_PEER};
+use crate::classify::{Activity, Rank, RankStreams, RoleRules, streams};
+use crate::hash::FxHashMap;
+use crate::model::{ApiCall, ProcessId, StreamId, StringId, SyncEvent, Timeline};
+use indexmap::IndexSet;
+
+impl Graph {
+    /// The graph of `ranks`' operations over the whole capture, communication classified with
+    /// `rules`, families from `families`.
+    pub fn build(
+        activity: &Activity,
+        ranks: &[Rank],
+        rules: &RoleRules,
+        families: &mut FamilyCache,
+    ) -> Graph {
+        let classified: Vec<RankStreams> = ranks
+            .iter()
+            .map(|r| streams::classify(activity, r.process, WHOLE, rules))
+            .collect();
+        let mut operations = Operations::default();
+        for (r, (rank, comm)) in ranks.iter().zip(&classified).enumerate() {
+            let at = (rank.process, WHOLE);
+            each_operation(activity, at, (comm, rules), families, |op, family| {
+                operations.add(r as u32, &op, family);
+            });
+        }
+        let timeline = activity.timeline;
+        let mut linking = operations.link(ranks.len());
+        for sync in &timeline.syncs {
+            linking.sync(sync);
+        }
+        for (r, rank) in ranks.iter().enumerate() {
+            for call in activity.api_calls(rank.process) {
+                linking.call((r as u32, rank.process), call, timeline);
+            }
+        }
+        linking.finish(activity, (ranks, &classified), rules)
+    }
+}
+
+/// A graph's operations, gathered in any order ([`Operations::add`]); [`Operations::link`]
+/// orders them for the calls.
+#[derive(Default)]
+pub struct Operations {
+    /// Each operation with its launch's correlation id (what links it to its launch), and
+    /// whether a role may name it (a kernel, a copy between GPUs).
+    nodes: Vec<(Node, u32, bool)>,
+    labels: IndexSet<String>,
+}
+
+impl Operations {
+    /// Room for `n` operations.
+    pub fn with_capacity(n: usize) -> Operations {
+        Operations {
+            nodes: Vec::with_capacity(n),
+            labels: IndexSet::new(),
+        }
+    }
+
+    /// Operation `op` of rank `rank` (index into the ranks given), of family (or
+    /// communication role) `family`.
+    pub fn add(&mut self, rank: u32, op: &Operation, family: &str) {
+        let label = self.label(family);
+        let node = Node {
+            rank,
+            stream: op.stream,
+            start: op.span.0,
+            end: op.span.1.max(op.span.0),
+            comm: op.comm,
+            label,
+            launch: NONE,
+            prev: NONE,
+            cross: NONE,
+            exchange: NONE,
+            binding: Binding::Nothing,
+        };
+        let named_by_role = op.kernel.is_some() || family == MEMCPY_PEER;
+        self.nodes.push((node, op.correlation, named_by_role));
+    }
+
+    /// The index of label `name`.
+    fn label(&mut self, name: &str) -> u32 {
+        match self.labels.get_index_of(name) {
+            Some(label) => label as u32,
+            None => self.labels.insert_full(name.to_string()).0 as u32,
+        }
+    }
+
+    /// Names the communication of operations added as if no stream carried any: each kernel
+    /// and copy between GPUs that rank r's classification `classified[r]` (over the whole
+    /// capture) holds is communication, named by its role, as [`each_operation`] names it.
+    pub fn name_communication(&mut self, classified: &[RankStreams], rules: &RoleRules) {
+        let roles: Vec<_> = classified.iter().map(|c| roles(c, rules)).collect();
+        for i in 0..self.nodes.len() {
+            let (node, _, named_by_role) = self.nodes[i];
+            let role = roles[node.rank as usize].get(&(node.stream, node.start));
+            if let Some(role) = role.filter(|_| named_by_role) {
+                let label = self.label(role);
+                let node = &mut self.nodes[i].0;
+                (node.comm, node.label) = (true, label);
+            }
+        }
+    }
+
+    /// The graph of these operations, of `ranks` ranks, ready for their calls: labels in name
+    /// order and nodes in (rank, stream, start, end) order, whatever order they came in.
+    pub fn link(self, ranks: usize) -> Linking {
+        let Operations { mut nodes, labels } = self;
+        // The labels some operation has, in name order.
+        let mut used = vec![false; labels.len()];
+        for (node, ..) in &nodes {
+            used[node.label as usize] = true;
+        }
+        let mut order: Vec<usize> = (0..labels.len()).filter(|&l| used[l]).collect();
+        order.sort_unstable_by(|&a, &b| labels[a].cmp(&labels[b]));
+        let mut renamed = vec![0u32; labels.len()];
+        for (new, &old) in order.iter().enumerate() {
+            renamed[old] = new as u32;
+        }
+        for (node, ..) in &mut nodes {
+            node.label = renamed[node.label as usize];
+        }
+        nodes.sort_unstable_by_key(|&(n, correlation, _)| {
+            (
+                n.rank,
+                n.stream,
+                n.start,
+                n.end,
+                correlation,
+                n.label,
+                n.comm,
+            )
+        });
+        let unlaunched = Unlaunched::new(&nodes, ranks);
+        // In place: the correlation ids are in the chains now.
+        let mut nodes: Vec<Node> = nodes.into_iter().map(|(node, ..)| node).collect();
+        nodes.shrink_to_fit();
+        let mut graph = Graph {
+            nodes,
+            labels: order.iter().map(|&i| labels[i].clone()).collect(),
+            ..Graph::default()
+        };
+        graph.link_streams();
+        let operations = graph.nodes.len();
+        Linking {
+            ends: graph.by_end(),
+            unlaunched,
+            graph,
+            waiting: FxHashMap::default(),
+            kinds: FxHashMap::default(),
+            // A launch per operation, and a few host waits.
+            calls: Vec::with_capacity(operations + operations / 64),
+            waits: vec![Vec::new(); ranks],
+        }
+    }
+}
+
+/// A graph whose operations are in place, taking its ranks' synchronization records
+/// ([`Linking::sync`]) and then their API calls ([`Linking::call`], each rank's in start
+/// order), before [`Linking::finish`] adds collectives and binds every start.
+pub struct Linking {
+    graph: Graph,
+    ends: ByEnd,
+    unlaunched: Unlaunched,
+    /// The stream each stream wait made wait, by (process, correlation id): None for a
+    /// stream that ran no GPU work.
+    waiting: FxHashMap<(ProcessId, u32), Option<StreamId>>,
+    /// Whether each API function is a stream wait, and whether a host wait.
+    kinds: FxHashMap<StringId, (bool, bool)>,
+    /// Launches (with their operation) and host waits (with [`NONE`]).
+    calls: Vec<(CpuCall, u32)>,
+    /// Each rank's `cudaStreamWaitEvent` calls.
+    waits: Vec<Vec<Wait>>,
+}
+
+impl Linking {
+    /// A synchronization record (of any process: those of a stream wait are kept).
+    pub fn sync(&mut self, sync: &SyncEvent) {
+        if sync.sync_type == STREAM_WAIT_EVENT {
+            let key = (sync.process, sync.correlation);
+            self.waiting.insert(key, sync.stream);
+        }
+    }
+
+    /// An API call of rank `r` (index into the ranks given), whose process is `process`: the
+    /// launch of the operations of its correlation id when it is the first call of it, a stream
+    /// wait, a host wait (returning once the rank's operation that ended last before it
+    /// returned had ended).
+    pub fn call(&mut self, (r, process): (u32, ProcessId), call: &ApiCall, timeline: &Timeline) {
+        let mut launched = self.unlaunched.claim(r, call.correlation);
+        while let Some(node) = launched {
+            self.calls.push((CpuCall::of(r, call, NONE), node));
+            launched = self.unlaunched.next(node);
+        }
+        let (wait, sync) = *self.kinds.entry(call.name).or_insert_with(|| {
+            let name = timeline.text(call.name);
+            (
+                name.contains("StreamWaitEvent"),
+                name.contains("Synchronize"),
+            )
+        });
+        if wait {
+            let stream = self.waiting.get(&(process, call.correlation)).copied();
+            self.graph.evidence.waits_on_stream += u64::from(stream.is_some());
+            self.waits[r as usize].push(Wait {
+                at: call.start.0,
+                stream,
+            });
+        }
+        if sync && let Some(waited) = self.ends.last_ending(&self.graph.nodes, r, call.end.0) {
+            self.calls.push((CpuCall::of(r, call, waited), NONE));
+        }
+    }
+
+    /// The graph: calls in (rank, start) order, collectives and transfers matched over
+    /// `ranks`' streams `classified` with `rules` (on `activity`, whose communication kernels
+    /// they are), and every start bound.
+    pub fn finish(
+        self,
+        activity: &Activity,
+        (ranks, classified): (&[Rank], &[RankStreams]),
+        rules: &RoleRules,
+    ) -> Graph {
+        let Linking {
+            mut graph,
+            ends,
+            mut calls,
+            mut waits,
+            unlaunched,
+            ..
+        } = self;
+        drop(unlaunched);
+        calls.sort_unstable_by_key(|(c, node)| {
+            (c.rank, c.start, *node, c.end, c.thread, c.name, c.waited)
+        });
+        for (j, (_, node)) in calls.iter().enumerate() {
+            match *node {
+                NONE => graph.evidence.host_waits += 1,
+                node => {
+                    graph.nodes[node as usize].launch = j as u32;
+                    graph.evidence.launches += 1;
+                }
+            }
+        }
+        // In place: the calls' vector becomes the graph's.
+        graph.cpu = calls.into_iter().map(|(call, _)| call).collect();
+        graph.cpu.shrink_to_fit();
+        for list in &mut waits {
+            list.sort_unstable_by_key(|w| (w.at, w.stream));
+        }
+        graph.add_exchanges(activity, (ranks, classified), rules);
+        graph.bind(&waits, &ends);
+        graph
+    }
+}
+
+/// The operations not linked to a launch yet, by (rank, correlation id): the first call of an
+/// id launches every operation of it. Per rank a vector indexed by the id (ids are counters,
+/// up to the rank's largest), those past [`Unlaunched::DENSE`] in a map; the operations of one
+/// id in a chain.
+struct Unlaunched {
+    dense: Vec<Vec<u32>>,
+    sparse: FxHashMap<(u32, u32), u32>,
+    /// Each node's next node of the same rank and id, or [`NONE`].
+    next: Vec<u32>,
+}
+
+impl Unlaunched {
+    /// Ids below this are kept in the vectors.
+    const DENSE: u32 = 1 << 24;
+    /// An id whose first call came.
+    const CLAIMED: u32 = NONE - 1;
+
+    /// The chains of `nodes`, each with its launch's correlation id.
+    fn new(nodes: &[(Node, u32, bool)], ranks: usize) -> Unlaunched {
+        let mut dense: Vec<Vec<u32>> = vec![Vec::new(); ranks];
+        for &(n, id, _) in nodes.iter().filter(|&&(_, id, _)| id < Self::DENSE) {
+            let slots = &mut dense[n.rank as usize];
+            if id as usize >= slots.len() {
+                slots.resize(id as usize + 1, NONE);
+            }
+        }
+        let mut unlaunched = Unlaunched {
+            dense,
+            sparse: FxHashMap::default(),
+            next: vec![NONE; nodes.len()],
+        };
+        for (i, &(n, id, _)) in nodes.iter().enumerate().rev() {
+            let head = match id < Self::DENSE {
+                true => &mut unlaunched.dense[n.rank as usize][id as usize],
+                false => (unlaunched.sparse.entry((n.rank, id))).or_insert(NONE),
+            };
+            unlaunched.next[i] = std::mem::replace(head, i as u32);
+        }
+        unlaunched
+    }
+
+    /// The first operation of (rank, id) when this is the first call of the id, else None.
+    fn claim(&mut self, rank: u32, id: u32) -> Option<u32> {
+        let slot = match id < Self::DENSE {
+            true => self.dense[rank as usize].get_mut(id as usize)?,
+            false => self.sparse.get_mut(&(rank, id))?,
+        };
+        match *slot {
+            NONE | Self::CLAIMED => None,
+            head => {
+                *slot = Self::CLAIMED;
+                Some(head)
+            }
+        }
+    }
+
+    /// The operation after `node` of its rank and id.
+    fn next(&self, node: u32) -> Option<u32> {
+        Some(self.next[node as usize]).filter(|&n| n != NONE)
+    }
+}

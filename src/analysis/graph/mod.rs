@@ -1,0 +1,405 @@
+//! A run's dependency graph across ranks, from what the trace proves, and its replay with
+//! changed durations.
+//!
+//! Every GPU operation (kernel, copy, set, graph launch) of every rank is a node. What let it
+//! start, each edge with its evidence:
+//! - **stream order**: the operation before it on its stream (the trace's order);
+//! - **launch**: the CPU call that launched it (its correlation id); the CPU calls of a rank
+//!   follow each other, whatever their thread (the trace does not show one thread handing work
+//!   to another, as the main thread hands the backward pass to autograd's), and a host wait (`cudaStreamSynchronize`, `cudaDeviceSynchronize`,
+//!   `cudaEventSynchronize`) returns once the GPU operation it waited for ended: the operation
+//!   of its rank that ended last before the call returned;
+//! - **another stream**: a `cudaStreamWaitEvent` makes the first operation launched after it
+//!   on the waiting stream wait for the work already launched on the rank's other streams: of
+//!   the last operation launched on each other stream before the wait, the one that ended last
+//!   before it started. The waiting stream is the one CUPTI's synchronization record of the
+//!   call names (nsys's `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`, torch.profiler's `cuda_sync`
+//!   events; joined by correlation id), so launches on other streams may come between the
+//!   wait and the operation; a record naming a stream that ran no GPU work makes nothing wait,
+//!   and a call without a record counts for every stream. A rank whose trace holds no stream
+//!   waits falls back to timing: an operation of another stream that ended at most
+//!   [`CROSS_STREAM_NS`] before it started, after its own stream's and its launch's
+//!   constraints;
+//! - **a collective's members**: no member's transfer starts before the last member arrived
+//!   ([`collectives::match_instances`]); a point-to-point receive's before its matched send.
+//!
+//! The constraint that ended last is the one that set the start (the *binding* one); the time
+//! between it and the start is kept as that edge's lag. [`Graph::replay`] recomputes every
+//! start and end with changed durations: an operation starts at the latest of its constraints
+//! (each plus its lag: the measured one for the binding edge, none or the launch call's
+//! duration for the others), a transfer keeps its duration once all members arrived, CPU gaps
+//! between a rank's calls scale as asked. Unchanged, the replay gives back the measured times
+//! exactly.
+
+use super::collectives::{self, P2P_OP};
+use crate::classify::layout;
+use crate::classify::{Activity, Rank, RankStreams, RoleRules};
+use crate::hash::FxHashMap;
+use crate::model::{ApiCall, StreamId, StringId, ThreadId};
+use replay::{Replay, Scales};
+
+pub use build::{Linking, Operations};
+
+mod build;
+mod replay;
+
+/// No index.
+pub const NONE: u32 = u32::MAX;
+
+/// Without recorded stream waits, an operation of another stream that ended at most this long
+/// before an operation started (and after its other constraints) is taken for what it waited
+/// for, ns.
+pub const CROSS_STREAM_NS: i64 = 10_000;
+
+/// The whole capture, as a classification window.
+const WHOLE: (i64, i64) = (i64::MIN, i64::MAX);
+
+/// What set an operation's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// The operation before it on its stream.
+    Stream,
+    /// Its launch: the CPU was late.
+    Launch,
+    /// An operation of another stream (a stream wait).
+    Cross,
+    /// Nothing the trace shows (the first operation).
+    Nothing,
+}
+
+/// One GPU operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Node {
+    /// Its rank (index into the ranks given).
+    pub rank: u32,
+    /// Its stream.
+    pub stream: StreamId,
+    /// Start and end, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// Whether it is a communication kernel.
+    pub comm: bool,
+    /// Its family, or a communication kernel's role (index into [`Graph::labels`]).
+    pub label: u32,
+    /// Its launch (index into [`Graph::cpu`]), or [`NONE`].
+    pub launch: u32,
+    /// The operation before it on its stream, or [`NONE`].
+    pub prev: u32,
+    /// The operation of another stream it waited for, or [`NONE`].
+    pub cross: u32,
+    /// The collective or transfer it is a member of (index into [`Graph::exchanges`]), or
+    /// [`NONE`].
+    pub exchange: u32,
+    /// What set its start.
+    pub binding: Binding,
+}
+
+/// A CPU call that matters to the GPU: a launch, or a host wait.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuCall {
+    /// Its rank.
+    pub rank: u32,
+    /// Its thread.
+    pub thread: ThreadId,
+    /// Start and end, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// The API function.
+    pub name: StringId,
+    /// For a host wait, the operation it waited for (else [`NONE`]).
+    pub waited: u32,
+}
+
+impl CpuCall {
+    /// Rank `rank`'s API call `call`; a host wait for operation `waited` (else [`NONE`]).
+    fn of(rank: u32, call: &ApiCall, waited: u32) -> CpuCall {
+        CpuCall {
+            rank,
+            thread: call.thread,
+            start: call.start.0,
+            end: call.end.0.max(call.start.0),
+            name: call.name,
+            waited,
+        }
+    }
+
+    /// When its thread went on: a launch's start (the next call's gap counts from it), a host
+    /// wait's end.
+    fn moment(&self) -> i64 {
+        match self.waited {
+            NONE => self.start,
+            _ => self.end,
+        }
+    }
+}
+
+/// A collective instance or a point-to-point transfer on the graph.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// Member operations.
+    pub members: Vec<u32>,
+    /// The member that arrived last.
+    pub last: u32,
+    /// A transfer's sender (its receive waits for it; the sender waits for nobody), or
+    /// [`NONE`] for a collective.
+    pub sender: u32,
+}
+
+/// What the graph rests on: counts of each kind of edge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Evidence {
+    /// Operations with their launch.
+    pub launches: u64,
+    /// Host waits.
+    pub host_waits: u64,
+    /// Stream waits from `cudaStreamWaitEvent` calls.
+    pub stream_waits: u64,
+    /// Of those, the ones whose waiting stream a synchronization record names.
+    pub waits_on_stream: u64,
+    /// Stream waits inferred from timing (a rank without `cudaStreamWaitEvent` calls).
+    pub timed_waits: u64,
+    /// Collective instances matched across ranks.
+    pub collectives: u64,
+    /// Point-to-point transfers matched sender to receiver.
+    pub transfers: u64,
+}
+
+/// The dependency graph of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    /// Operations, by (rank, stream, start, end).
+    pub nodes: Vec<Node>,
+    /// Launches and host waits, by (rank, start).
+    pub cpu: Vec<CpuCall>,
+    /// Collectives and transfers.
+    pub exchanges: Vec<Exchange>,
+    /// Family and role names.
+    pub labels: Vec<String>,
+    /// What it rests on.
+    pub evidence: Evidence,
+}
+
+impl Graph {
+    /// Stream order, the nodes sorted.
+    fn link_streams(&mut self) {
+        for i in 1..self.nodes.len() {
+            let before = self.nodes[i - 1];
+            let node = &mut self.nodes[i];
+            if (before.rank, before.stream) == (node.rank, node.stream) {
+                node.prev = i as u32 - 1;
+            }
+        }
+    }
+
+    /// Collectives matched across ranks, and point-to-point transfers sender to receiver.
+    fn add_exchanges(
+        &mut self,
+        activity: &Activity,
+        (ranks, classified): (&[Rank], &[RankStreams]),
+        rules: &RoleRules,
+    ) {
+        let processes: Vec<_> = ranks.iter().map(|r| r.process).collect();
+        let mut matched = collectives::match_classified(activity, &processes, rules, classified);
+        let transfers: Vec<_> = classified
+            .iter()
+            .map(|streams| layout::transfers(streams, rules))
+            .collect();
+        collectives::add_transfers(&mut matched, &transfers);
+        let index: FxHashMap<(u32, StreamId, i64), u32> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.comm)
+            .map(|(i, n)| ((n.rank, n.stream, n.start), i as u32))
+            .collect();
+        for instance in &matched.instances {
+            let members: Option<Vec<u32>> = instance
+                .arrivals
+                .iter()
+                .map(|a| index.get(&(a.rank as u32, a.stream, a.start)).copied())
+                .collect();
+            let Some(members) = members else { continue };
+            let (_, last) = instance.first_last();
+            let position = instance.arrivals.iter().position(|a| *a == last);
+            let transfer = matched.communicators[instance.communicator].op == P2P_OP;
+            let id = self.exchanges.len() as u32;
+            for &m in &members {
+                self.nodes[m as usize].exchange = id;
+            }
+            match transfer {
+                true => self.evidence.transfers += 1,
+                false => self.evidence.collectives += 1,
+            }
+            self.exchanges.push(Exchange {
+                last: members[position.unwrap_or(0)],
+                sender: if transfer { members[0] } else { NONE },
+                members,
+            });
+        }
+    }
+
+    /// Each operation's stream wait (from the rank's `cudaStreamWaitEvent` calls `waits`, else
+    /// from timing) and binding constraint.
+    fn bind(&mut self, waits: &[Vec<Wait>], ends: &ByEnd) {
+        let streams = self.stream_ranges();
+        for i in 0..self.nodes.len() {
+            let node = self.nodes[i];
+            let stream = match node.prev {
+                NONE => None,
+                p => Some(self.nodes[p as usize].end.min(node.start)),
+            };
+            let launch = match node.launch {
+                NONE => None,
+                l => Some(self.cpu[l as usize].start.min(node.start)),
+            };
+            let floor = stream.max(launch).unwrap_or(i64::MIN);
+            let rank_waits = &waits[node.rank as usize];
+            let cross = match rank_waits.is_empty() {
+                true => ends.waited_for(&self.nodes, &node, floor),
+                false => self.stream_wait(&node, rank_waits, &streams),
+            };
+            let cross = cross.filter(|&c| self.nodes[c as usize].end > floor);
+            let binding = match (cross, stream, launch) {
+                (Some(_), ..) => Binding::Cross,
+                (None, Some(s), Some(l)) if l > s => Binding::Launch,
+                (None, Some(_), _) => Binding::Stream,
+                (None, None, Some(_)) => Binding::Launch,
+                (None, None, None) => Binding::Nothing,
+            };
+            if cross.is_some() {
+                match rank_waits.is_empty() {
+                    true => self.evidence.timed_waits += 1,
+                    false => self.evidence.stream_waits += 1,
+                }
+            }
+            let node = &mut self.nodes[i];
+            node.cross = cross.unwrap_or(NONE);
+            node.binding = binding;
+        }
+    }
+
+    /// What `node` waited for on another stream: when its rank called `cudaStreamWaitEvent`
+    /// for its stream (or for an unknown one) after the stream's previous launch and before
+    /// this launch, the work launched on the rank's other streams before that wait, each
+    /// stream's last operation; of those, the one that ended last before `node` started.
+    fn stream_wait(
+        &self,
+        node: &Node,
+        waits: &[Wait],
+        streams: &[(u32, StreamId, u32, u32)],
+    ) -> Option<u32> {
+        let call = self.cpu.get(node.launch as usize)?;
+        let launched = |n: &Node| match n.launch {
+            NONE => n.start,
+            l => self.cpu[l as usize].start,
+        };
+        let after_on_stream = match node.prev {
+            NONE => i64::MIN,
+            p => launched(&self.nodes[p as usize]),
+        };
+        let at = waits.partition_point(|w| w.at < call.start);
+        let wait = waits[..at]
+            .iter()
+            .rev()
+            .take_while(|w| w.at > after_on_stream)
+            .find(|w| w.stream.is_none_or(|s| s == Some(node.stream)))?
+            .at;
+        // The rank's streams (the ranges are in (rank, stream) order).
+        let first = streams.partition_point(|s| s.0 < node.rank);
+        let last = streams.partition_point(|s| s.0 <= node.rank);
+        streams[first..last]
+            .iter()
+            .filter(|&&(_, stream, ..)| stream != node.stream)
+            .filter_map(|&(_, _, from, to)| {
+                // A stream runs its operations in launch order: the last launched before the
+                // wait is found by bisection.
+                let on_stream = &self.nodes[from as usize..to as usize];
+                let before = on_stream.partition_point(|n| launched(n) < wait) as u32;
+                (before > 0).then(|| from + before - 1)
+            })
+            .filter(|&i| self.nodes[i as usize].end <= node.start)
+            .max_by_key(|&i| (self.nodes[i as usize].end, i))
+    }
+
+    /// Each stream's nodes: (rank, stream, first, end) index ranges.
+    fn stream_ranges(&self) -> Vec<(u32, StreamId, u32, u32)> {
+        let mut ranges: Vec<(u32, StreamId, u32, u32)> = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            match ranges.last_mut() {
+                Some(last) if (last.0, last.1) == (n.rank, n.stream) => last.3 = i as u32 + 1,
+                _ => ranges.push((n.rank, n.stream, i as u32, i as u32 + 1)),
+            }
+        }
+        ranges
+    }
+
+    /// The nodes of each rank ordered by end.
+    fn by_end(&self) -> ByEnd {
+        let mut order: Vec<u32> = (0..self.nodes.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| {
+            let n = &self.nodes[i as usize];
+            (n.rank, n.end, i)
+        });
+        ByEnd(order)
+    }
+
+    /// Whether the graph has no operation.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Every operation's end after changing durations: `scale(i)` multiplies operation i's
+    /// duration (a collective's or transfer's: its time once all members arrived),
+    /// `cpu_scale(j)` the CPU time between call j and its rank's previous call. See the
+    /// module's model.
+    pub fn replay(&self, scale: impl Fn(u32) -> f64, cpu_scale: impl Fn(usize) -> f64) -> Vec<i64> {
+        Replay::new(self).run(&Scales { scale, cpu_scale })
+    }
+}
+
+/// `CUpti_ActivitySynchronizationType`'s stream wait (`cudaStreamWaitEvent`).
+const STREAM_WAIT_EVENT: u8 = 2;
+
+/// A `cudaStreamWaitEvent` call: when it was made, and the stream it made wait when a
+/// synchronization record names it (`Some(None)`: a stream that ran no GPU work).
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    at: i64,
+    stream: Option<Option<StreamId>>,
+}
+
+/// Node indices ordered by (rank, end).
+struct ByEnd(Vec<u32>);
+
+impl ByEnd {
+    /// Where rank `rank`'s nodes ending at or before `t` stop.
+    fn upto(&self, nodes: &[Node], rank: u32, t: i64) -> usize {
+        self.0.partition_point(|&i| {
+            let n = &nodes[i as usize];
+            (n.rank, n.end) <= (rank, t)
+        })
+    }
+
+    /// The operation of `rank` that ended last at or before `t`.
+    fn last_ending(&self, nodes: &[Node], rank: u32, t: i64) -> Option<u32> {
+        let at = self.upto(nodes, rank, t);
+        let i = *self.0.get(at.checked_sub(1)?)?;
+        (nodes[i as usize].rank == rank).then_some(i)
+    }
+
+    /// The operation of another stream of `node`'s rank that ended last at most
+    /// [`CROSS_STREAM_NS`] before `node` started and after `floor`.
+    fn waited_for(&self, nodes: &[Node], node: &Node, floor: i64) -> Option<u32> {
+        let at = self.upto(nodes, node.rank, node.start);
+        let earliest = floor.max(node.start - CROSS_STREAM_NS);
+        self.0[..at]
+            .iter()
+            .rev()
+            .map(|&i| (i, &nodes[i as usize]))
+            .take_while(|(_, n)| n.rank == node.rank && n.end > earliest)
+            .find(|(_, n)| n.stream != node.stream)
+            .map(|(i, _)| i)
+    }
+}
