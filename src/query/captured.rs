@@ -216,13 +216,9 @@ pub fn graph(
     for part in &captures.parts {
         each(part, &part.events.syncs, |s| linking.sync(&s))?;
     }
-    let mut rank_of = vec![None; activity.timeline.processes.len()];
-    for (r, rank) in ranks.iter().enumerate() {
-        rank_of[rank.process.index()] = Some(r as u32);
-    }
     calls(both, |process, call| {
-        if let Some(r) = rank_of[process.index()] {
-            linking.call((r, process), call, activity.timeline);
+        for &r in &slots[process.index()] {
+            linking.call((r as u32, process), call, activity.timeline);
         }
     })?;
     Ok(linking.finish(activity, (ranks, &classified), rules))
