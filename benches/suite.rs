@@ -114,7 +114,8 @@ fn main() {
         let out = tempfile::tempdir().expect("tempdir");
         let base = out.path().join("out");
         let base = base.to_str().expect("utf-8");
-        let commands: [(&str, Vec<&str>); 9] = [
+        let page = format!("{base}.html");
+        let commands: [(&str, Vec<&str>); 10] = [
             ("info", vec!["info", "-q"]),
             ("overlap", vec!["overlap", "-q", "--whole"]),
             ("collectives", vec!["collectives", "-q", "--whole"]),
@@ -125,6 +126,7 @@ fn main() {
             ),
             ("kernels", vec!["kernels", "-q", "--whole"]),
             ("metrics", vec!["metrics", "-q", "--whole"]),
+            ("report", vec!["report", "-q", "--whole", "-o", &page]),
             (
                 "convert perfetto",
                 vec!["convert", "-q", "--to", "perfetto", "-o", base],

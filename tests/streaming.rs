@@ -164,9 +164,9 @@ fn no_temporary_file_is_left_in_tmpdir_after_a_spilling_run_or_an_interrupt() {
 /// `overlap`, `idle`, `streams`, `collectives` (instances, per rank, with transfers), `kernels`
 /// (steps counted and given, and `--unclassified`), `bubbles` (layout found and given),
 /// `metrics`, `critical-path`, `what-if` (a family faster; no straggler and faster launches)
-/// and `mfu` of `reports` over each of `windows` (some made from the whole-capture `overlap` JSON), as JSON: from the
-/// whole timeline, and from captures whose events are sorted under a tiny budget (spilled) and
-/// read in passes.
+/// and `mfu` of `reports` over each of `windows` (some made from the whole-capture `overlap`
+/// JSON), as JSON; the report's page (HTML) and `compare`'s metrics: from the whole timeline,
+/// and from captures whose events are sorted under a tiny budget (spilled) and read in passes.
 fn stream_level_outputs(
     reports: &[PathBuf],
     windows: &[&dyn Fn(&serde_json::Value) -> nsys_lens::query::WindowOptions],
@@ -191,6 +191,10 @@ fn stream_level_outputs(
                 o.write_in(format, unit, &mut bytes).unwrap();
                 String::from_utf8(bytes).unwrap()
             }
+            Err(e) => format!("error: {e:#}"),
+        };
+        let page = |view: anyhow::Result<_>| match view {
+            Ok(view) => nsys_lens::report::html::page(&[view]),
             Err(e) => format!("error: {e:#}"),
         };
         let collectives = |by_rank, p2p| CollectiveOptions {
@@ -223,6 +227,16 @@ fn stream_level_outputs(
             json(query::critical::what_if(loaded, &selection, &faster)),
             json(query::critical::what_if(loaded, &selection, &balanced)),
             json(query::mfu::mfu(loaded, &selection, Default::default())),
+            page(query::page::run_view(
+                loaded,
+                None,
+                &selection,
+                "run".into(),
+            )),
+            format!(
+                "{:?}",
+                query::run_metrics(loaded, window).map_err(|e| e.to_string())
+            ),
         ]
     };
     let whole = WindowOptions {

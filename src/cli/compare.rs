@@ -135,7 +135,7 @@ fn list(paths: &[PathBuf]) -> String {
 }
 
 impl Args {
-    /// One run's metrics, averaged over its ranks.
+    /// One run's metrics, averaged over its ranks, from its reports read for streaming.
     fn measure(&self, reports: &[PathBuf]) -> anyhow::Result<BTreeMap<String, f64>> {
         let common = analysis::Common {
             inputs: Inputs {
@@ -148,7 +148,7 @@ impl Args {
             format: self.format,
             timeunit: self.timeunit,
         };
-        let timeline = common.load()?;
-        query::run_metrics(&timeline, &self.window.options())
+        let captures = common.captures()?;
+        query::run_metrics(&captures, &self.window.options())
     }
 }

@@ -6,6 +6,7 @@ use super::inputs::{Align, Inputs};
 use nsys_lens::query::Selection;
 use nsys_lens::query::page::run_view;
 use nsys_lens::report::html::{RunView, page};
+use nsys_lens::spill::Budget;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -78,9 +79,12 @@ impl Args {
         }
     }
 
-    /// One run, computed by the library.
+    /// One run, computed by the library from its reports read for streaming: their events
+    /// sorted under the default memory budget, every measure taken in passes over them.
     fn view(&self, reports: &[PathBuf]) -> anyhow::Result<RunView> {
-        let (timeline, alignment) = self.inputs(reports).load_aligned()?;
+        let budget = Budget::new(Budget::DEFAULT);
+        let (mut captures, alignment) = self.inputs(reports).captures_aligned(budget)?;
+        captures.warn_repeated_gpu_ops()?;
         let selection = Selection {
             window: self.window.options(),
             ..Selection::default()
@@ -89,7 +93,7 @@ impl Args {
             .iter()
             .map(|p| relative(p).display().to_string())
             .collect();
-        run_view(&timeline, alignment.as_ref(), &selection, title.join(" "))
+        run_view(&captures, alignment.as_ref(), &selection, title.join(" "))
     }
 }
 

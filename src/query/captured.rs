@@ -288,6 +288,30 @@ pub fn computing(
     Ok(computing)
 }
 
+/// The kernels of each of `streams` that meet its window, in start order, (start, end) ns: one
+/// pass over the captures' kernels.
+pub fn kernel_spans(
+    (captures, activity): (&Captures, &Activity),
+    streams: &[(StreamId, (i64, i64))],
+) -> crate::nsys::Result<Vec<Vec<(i64, i64)>>> {
+    let mut slots = vec![Vec::new(); activity.timeline.streams.len()];
+    for (i, &(stream, _)) in streams.iter().enumerate() {
+        slots[stream.index()].push(i);
+    }
+    let mut spans = vec![Vec::new(); streams.len()];
+    for part in &captures.parts {
+        each(part, &part.events.kernels, |k| {
+            for &i in &slots[k.stream.index()] {
+                let (start, end) = streams[i].1;
+                if k.end.0 > start && k.start.0 < end {
+                    spans[i].push((k.start.0, k.end.0));
+                }
+            }
+        })?;
+    }
+    Ok(spans)
+}
+
 /// The GPU metrics of each span ([`crate::analysis::metrics::rank_metrics`]), in one pass over
 /// the captures' samples.
 pub fn metrics(

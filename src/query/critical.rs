@@ -7,9 +7,8 @@ use crate::analysis::graph::{Evidence, Graph};
 use crate::analysis::what_if::{Change, Factors};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::{Activity, Rank};
-use crate::model::Timeline;
 use crate::report::html::{FixView, PathView};
-use crate::report::{Cell, Output, Table};
+use crate::report::{Cell, Output, RankWindow, Table};
 use crate::time::human_duration;
 
 /// A run on its graph: ranks, each rank's step ranges, the graph and its steps.
@@ -26,10 +25,21 @@ impl<'t> Run<'t> {
     /// of `selection` (the window itself when it holds no step range). From captures, the
     /// graph is built in passes over their sorted events ([`captured::graph`]).
     fn new(loaded: Loaded<'t>, selection: &Selection) -> anyhow::Result<Run<'t>> {
-        let timeline = loaded.timeline();
-        let activity = Activity::new(timeline);
+        let activity = Activity::new(loaded.timeline());
         let ranks = ranks(&activity)?;
         let windows = selection.window.windows_in(loaded, &activity, &ranks)?;
+        Run::over(loaded, activity, &windows, selection)
+    }
+
+    /// [`Run::new`] over `windows`, one for every rank of `activity` (what was loaded, indexed).
+    fn over(
+        loaded: Loaded<'t>,
+        activity: Activity<'t>,
+        windows: &[RankWindow],
+        selection: &Selection,
+    ) -> anyhow::Result<Run<'t>> {
+        let timeline = loaded.timeline();
+        let ranks: Vec<Rank> = windows.iter().map(|w| w.rank).collect();
         let anchor = selection.window.anchor_regex()?;
         let bounds: Vec<_> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
         let ranges = step_ranges(&activity, &bounds, anchor.as_ref());
@@ -255,9 +265,15 @@ const PAGE_FIXES: usize = 3;
 /// The report's view of the critical path: the median and the longest step (one when they are
 /// the same), each with its longest parts, and the fixes that would shorten the steps most
 /// (no launch-bound gaps, no straggler, each communication role free, the longest family
-/// twice as fast); none when the run has no path.
-pub fn page_views(timeline: &Timeline, selection: &Selection) -> (Vec<PathView>, Vec<FixView>) {
-    let Ok(run) = Run::new(Loaded::Whole(timeline), selection) else {
+/// twice as fast); none when the run has no path. `windows` holds one window for every rank of
+/// what was loaded.
+pub fn page_views(
+    loaded: Loaded,
+    windows: &[RankWindow],
+    selection: &Selection,
+) -> (Vec<PathView>, Vec<FixView>) {
+    let activity = Activity::new(loaded.timeline());
+    let Ok(run) = Run::over(loaded, activity, windows, selection) else {
         return (Vec::new(), Vec::new());
     };
     (path_views(&run), fix_views(&run))

@@ -1,12 +1,12 @@
 //! `mfu`: FLOPs, achieved TFLOP/s and MFU per rank, step and kernel family, beside each GPU's
 //! peak.
 
-use super::{Loaded, NothingFound, Selection, captured, measured_steps};
-use crate::analysis::mfu::{FamilyWork, RankWork, arithmetic, rank_work};
-use crate::classify::families::{Families, FamilyCache};
+use super::{Loaded, NothingFound, Selection, captured};
+use crate::analysis::mfu::{FamilyWork, RankWork, arithmetic};
+use crate::classify::families::Families;
 use crate::classify::peaks::{self, Peaks, Precision};
 use crate::classify::window::MeasuredSteps;
-use crate::classify::{self, Activity, Rank, RoleRules};
+use crate::classify::{Activity, Rank, RoleRules};
 use crate::model::Timeline;
 use crate::report::html::FamilySummary;
 use crate::report::{Cell, Output, RankWindow, Table};
@@ -34,7 +34,7 @@ pub fn mfu<'a>(
     let activity = Activity::new(timeline);
     let windows = selection.windows_in(loaded, &activity)?;
     let anchor = selection.window.anchor_regex()?;
-    let found = measured_steps(loaded, &activity, windows.iter(), anchor.as_ref())?;
+    let found = loaded.measured_steps(&activity, windows.iter(), anchor.as_ref())?;
     let found: Vec<MeasuredSteps> = (found.into_iter().zip(&windows))
         .map(|(found, w)| found.or_window(w.bounds))
         .collect();
@@ -163,36 +163,20 @@ pub fn mfu<'a>(
     })
 }
 
-/// Each window's work per step of `found` (its step ranges): from the whole timeline, or in
-/// passes over the captures ([`captured::rank_work`]); streams classified over the whole
-/// capture.
+/// Each window's work per step of `found` (its step ranges), its streams classified over the
+/// whole capture.
 fn rank_works(
     loaded: Loaded,
     activity: &Activity,
     (windows, found): (&[RankWindow], &[MeasuredSteps]),
     rules: &RoleRules,
 ) -> anyhow::Result<Vec<RankWork>> {
-    let families = Families::default();
     let whole = (i64::MIN, i64::MAX);
     let spans: Vec<captured::Span> = windows.iter().map(|w| (w.rank.process, whole)).collect();
-    Ok(match loaded {
-        Loaded::Whole(timeline) => {
-            let mut cache = FamilyCache::new(&families, timeline);
-            (spans.iter().zip(found))
-                .map(|(&(process, _), found)| {
-                    let comm = classify::streams::classify(activity, process, whole, rules);
-                    let steps = (process, &found.ranges[..]);
-                    rank_work(activity, steps, (&comm, rules), &mut cache)
-                })
-                .collect()
-        }
-        Loaded::Captures(captures) => {
-            let both = (captures, activity);
-            let classified = captured::gather(both, &spans, &[], rules)?.streams;
-            let steps = (found, &classified[..]);
-            captured::rank_work(both, &spans, steps, rules, &families)?
-        }
-    })
+    let classified = loaded.classify(activity, &spans, rules)?;
+    let processes: Vec<_> = spans.iter().map(|&(p, _)| p).collect();
+    let both = (found, &classified[..]);
+    Ok(loaded.work(activity, &processes, both, rules, &Families::default())?)
 }
 
 /// A step's own precision: the one most of its FLOPs (`by_precision`) ran at; BF16 without.

@@ -5,18 +5,20 @@
 pub mod captured;
 pub mod critical;
 pub mod gate;
+mod loaded;
 pub mod mfu;
 pub mod page;
 
-use crate::analysis::bubbles::{self, ideal_pct, micro_batches, rank_bubbles};
+pub use loaded::Loaded;
+
+use crate::analysis::bubbles::{self, ideal_pct, micro_batches};
 use crate::analysis::collectives::{
     Collectives, Instance, WHOLE, add_transfers, by_rank, match_classified, match_instances,
     size_transfers,
 };
 use crate::analysis::idle::{Gap, GapContext, StreamIdle, gap_context, rank_idle};
-use crate::analysis::kernels::{rank_kernels, unclassified_share};
+use crate::analysis::kernels::unclassified_share;
 use crate::analysis::metrics::rank_metrics;
-use crate::analysis::mfu::rank_work;
 use crate::analysis::overlap::{self, StageKey, rank_exposure};
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::layout::{self, PipelineLayout};
@@ -273,40 +275,6 @@ impl Selection {
     }
 }
 
-/// What the inputs were read into: every event in memory, or captures whose events stay
-/// sorted under a memory budget ([`crate::load::Inputs::captures`]), which `streams`,
-/// `overlap`, `collectives`, `kernels`, `idle`, `bubbles`, `metrics`, `critical-path` and
-/// `what-if` read in a few passes ([`captured`]).
-#[derive(Clone, Copy)]
-pub enum Loaded<'a> {
-    /// Every event.
-    Whole(&'a Timeline),
-    /// Captures read for streaming.
-    Captures(&'a Captures),
-}
-
-impl<'a> Loaded<'a> {
-    /// The timeline: every event, or the captures' light timeline.
-    pub fn timeline(self) -> &'a Timeline {
-        match self {
-            Loaded::Whole(timeline) => timeline,
-            Loaded::Captures(captures) => &captures.light,
-        }
-    }
-}
-
-impl<'a> From<&'a Timeline> for Loaded<'a> {
-    fn from(timeline: &'a Timeline) -> Self {
-        Loaded::Whole(timeline)
-    }
-}
-
-impl<'a> From<&'a Captures> for Loaded<'a> {
-    fn from(captures: &'a Captures) -> Self {
-        Loaded::Captures(captures)
-    }
-}
-
 /// The ranks a list keeps (all without one); every rank it names must exist.
 pub fn keep_ranks(ranks: Vec<Rank>, wanted: Option<&RankList>) -> anyhow::Result<Vec<Rank>> {
     let Some(wanted) = wanted else {
@@ -454,29 +422,15 @@ fn breakdowns(
     let activity = Activity::new(loaded.timeline());
     let mut windows = selection.windows_in(loaded, &activity)?;
     let anchor = selection.window.anchor_regex()?;
-    let found = measured_steps(loaded, &activity, windows.iter(), anchor.as_ref())?;
+    let found = loaded.measured_steps(&activity, windows.iter(), anchor.as_ref())?;
     let counted: Vec<(usize, String)> = (windows.iter_mut())
         .zip(&found)
         .map(|(w, found)| count_steps(w, found, steps))
         .collect();
     let rules = &selection.rules;
     let spans: Vec<captured::Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
-    let kernels = match loaded {
-        Loaded::Whole(timeline) => {
-            let mut cache = FamilyCache::new(families, timeline);
-            (spans.iter())
-                .map(|&at| {
-                    let comm = classify::streams::classify(&activity, at.0, at.1, rules);
-                    rank_kernels(&activity, at, (&comm, rules), &mut cache)
-                })
-                .collect()
-        }
-        Loaded::Captures(captures) => {
-            let both = (captures, &activity);
-            let classified = captured::gather(both, &spans, &[], rules)?.streams;
-            captured::rank_kernels(both, &spans, (&classified, rules), families)?
-        }
-    };
+    let classified = loaded.classify(&activity, &spans, rules)?;
+    let kernels = loaded.kernels(&activity, &spans, (&classified, rules), families)?;
     Ok((windows.into_iter().zip(kernels).zip(counted))
         .map(|((window, kernels), (steps, steps_source))| RankBreakdown {
             window,
@@ -521,53 +475,6 @@ fn count_steps(w: &mut RankWindow, found: &MeasuredSteps, steps: Option<usize>) 
             "no step NVTX range inside the window: the window is taken as one step".to_string(),
         ),
     }
-}
-
-/// Each window's step ranges ([`classify::window::steps`]; none when it holds none) and the
-/// steps as measured ([`classify::window::measured_steps`]): their GPU projections from the
-/// whole timeline, or from passes over the captures.
-fn measured_steps<'w>(
-    loaded: Loaded,
-    activity: &Activity,
-    windows: impl Iterator<Item = &'w RankWindow>,
-    anchor: Option<&Regex>,
-) -> crate::nsys::Result<Vec<MeasuredSteps>> {
-    let captures = match loaded {
-        Loaded::Whole(_) => {
-            let found = |w: &RankWindow| {
-                MeasuredSteps::in_window(activity, w.rank.process, w.bounds, anchor)
-            };
-            return Ok(windows.map(found).collect());
-        }
-        Loaded::Captures(captures) => captures,
-    };
-    let windows: Vec<&RankWindow> = windows.collect();
-    let found: Vec<Vec<(i64, i64)>> = (windows.iter())
-        .map(|w| classify::window::steps(activity, w.rank.process, w.bounds, anchor))
-        .collect();
-    // A step that is the window's own range has the window's projection, when known.
-    let known = |w: &RankWindow, range: (i64, i64)| {
-        let gpu = w.window.gpu.map(|(s, e)| (s.0, e.0));
-        gpu.filter(|_| (w.window.start.0, w.window.end.0) == range)
-    };
-    let extents: Vec<captured::Span> = (windows.iter().zip(&found))
-        .flat_map(|(w, ranges)| {
-            let unknown = ranges.iter().filter(move |&&r| known(w, r).is_none());
-            unknown.map(move |&r| (w.rank.process, r))
-        })
-        .collect();
-    let mut projected = captured::projections((captures, activity), &extents)?.into_iter();
-    Ok((windows.iter().zip(found))
-        .map(|(w, ranges)| {
-            let gpu: Vec<Option<(i64, i64)>> = (ranges.iter())
-                .map(|&r| known(w, r).or_else(|| projected.next().flatten()))
-                .collect();
-            MeasuredSteps {
-                measured: classify::window::measured_steps(&ranges, &gpu),
-                ranges,
-            }
-        })
-        .collect())
 }
 
 /// How many of a rank's longest gaps `idle` lists.
@@ -645,38 +552,19 @@ pub fn bubbles<'a>(
     let (classified, notes) = selection.measured(loaded, &activity)?;
     let ranks: Vec<Rank> = classified.iter().map(|(w, _)| w.rank).collect();
     let rules = &selection.rules;
-    let pipeline = match (pp, loaded) {
-        (Some(_), _) => PipelineLayout::default(),
-        (None, Loaded::Whole(_)) => layout::pipeline_coords(&activity, &ranks, rules),
-        (None, Loaded::Captures(captures)) => layout::pipeline_layout(&ranks, || {
-            let spans: Vec<captured::Span> = (ranks.iter())
-                .map(|r| (r.process, layout::transfer_window(&activity, r)))
-                .collect();
-            // Over the whole capture (`--whole`) the streams are classified already.
-            let measured = (classified.iter()).map(|(w, _)| (w.rank.process, w.bounds));
-            if measured.eq(spans.iter().copied()) {
-                let transfers = classified.iter().map(|(_, s)| layout::transfers(s, rules));
-                return Ok(transfers.collect());
-            }
-            let gathered = captured::gather((captures, &activity), &spans, &[], rules)?;
-            let transfers = gathered.streams.iter().map(|s| layout::transfers(s, rules));
-            Ok::<_, crate::nsys::Error>(transfers.collect())
-        })?,
+    let pipeline = match pp {
+        Some(_) => PipelineLayout::default(),
+        None => loaded.pipeline(&activity, &ranks, &classified, rules)?,
     };
     let processes: Vec<ProcessId> = ranks.iter().map(|r| r.process).collect();
-    let computing = match loaded {
-        Loaded::Whole(_) => (processes.iter())
-            .map(|&p| bubbles::computing(&activity, p))
-            .collect(),
-        Loaded::Captures(captures) => captured::computing((captures, &activity), &processes)?,
-    };
+    let computing = loaded.computing(&activity, &processes)?;
     let coords = pipeline
         .coords
         .iter()
         .copied()
         .chain(std::iter::repeat(None));
     let windows = classified.iter().map(|(w, _)| w);
-    let found = measured_steps(loaded, &activity, windows, anchor.as_ref())?;
+    let found = loaded.measured_steps(&activity, windows, anchor.as_ref())?;
     let (bubbles, whole_steps): (Vec<RankBubbles>, Vec<bool>) = (classified.into_iter())
         .zip(computing)
         .zip(coords)
@@ -893,31 +781,50 @@ pub fn metrics<'a>(loaded: impl Into<Loaded<'a>>, selection: &Selection) -> anyh
 /// kernel, idle and concurrency time per step, each kernel family's time and share, exposed
 /// communication per role (its time and its share of the window), the bubble, and the MFU
 /// (over the ranks whose kernels have FLOPs and whose GPU's peak is known).
-pub fn run_metrics(
-    timeline: &Timeline,
+pub fn run_metrics<'a>(
+    loaded: impl Into<Loaded<'a>>,
     window: &WindowOptions,
 ) -> anyhow::Result<BTreeMap<String, f64>> {
+    let loaded = loaded.into();
+    let timeline = loaded.timeline();
     let activity = Activity::new(timeline);
     let ranks = ranks(&activity)?;
-    let windows = window.windows(&activity, &ranks)?;
+    let windows = window.windows_in(loaded, &activity, &ranks)?;
     let anchor = window.anchor_regex()?;
     let rules = RoleRules::default();
     let families = Families::default();
-    let mut cache = FamilyCache::new(&families, timeline);
+    let found = loaded.measured_steps(&activity, windows.iter(), anchor.as_ref())?;
+    let found: Vec<MeasuredSteps> = (found.into_iter().zip(&windows))
+        .map(|(found, w)| found.or_window(w.bounds))
+        .collect();
+    // Each rank over its window, then over its measured steps' extent.
+    let mut spans: Vec<captured::Span> =
+        windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
+    let extents: Vec<captured::Span> = (windows.iter().zip(&found))
+        .map(|(w, f)| {
+            (
+                w.rank.process,
+                (f.measured[0].0, f.measured[f.measured.len() - 1].1),
+            )
+        })
+        .collect();
+    spans.extend(&extents);
+    let mut streams = loaded.classify(&activity, &spans, &rules)?;
+    let comm = streams.split_off(windows.len());
+    let processes: Vec<ProcessId> = windows.iter().map(|w| w.rank.process).collect();
+    let kernels = loaded.kernels(&activity, &extents, (&comm, &rules), &families)?;
+    let computing = loaded.computing(&activity, &processes)?;
+    let works = loaded.work(&activity, &processes, (&found, &comm), &rules, &families)?;
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
     let mut add = |metric: String, v: f64| *sums.entry(metric).or_default() += v;
     let mut mfus: Vec<f64> = Vec::new();
-    for w in windows {
-        let streams = classify::streams::classify(&activity, w.rank.process, w.bounds, &rules);
+    let each =
+        (windows.iter().zip(&found).zip(streams)).zip(kernels.iter().zip(computing).zip(works));
+    for (((w, found), streams), ((k, computing), work)) in each {
         let window_ns = w.bounds.1.saturating_sub(w.bounds.0).max(1) as f64;
         let process = w.rank.process;
-        let found = MeasuredSteps::in_window(&activity, process, w.bounds, anchor.as_ref());
-        let found = found.or_window(w.bounds);
-        let (ranges, steps) = (found.ranges, found.measured);
+        let steps = &found.measured;
         let n = steps.len() as f64;
-        let extent = (steps[0].0, steps[steps.len() - 1].1);
-        let comm = classify::streams::classify(&activity, process, extent, &rules);
-        let k = rank_kernels(&activity, (process, extent), (&comm, &rules), &mut cache);
         let step = k.span_ns as f64 / n;
         add("step_ns".into(), step);
         add("kernel_ns per step".into(), k.kernel_ns as f64 / n);
@@ -946,11 +853,11 @@ pub fn run_metrics(
                 add(format!("exposed_comm_pct {role}"), share);
             }
         }
-        let bubbles = rank_bubbles(&activity, process, &steps, &streams, &rules);
+        let at = (&streams, &rules);
+        let bubbles = bubbles::step_bubbles(&activity, process, steps, at, computing);
         let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / n;
         add("bubble_pct".into(), mean);
-        let work = rank_work(&activity, (process, &ranges), (&comm, &rules), &mut cache);
-        mfus.extend(mfu::mean_mfu(timeline, &w.rank, &steps, &work));
+        mfus.extend(mfu::mean_mfu(timeline, &w.rank, steps, &work));
     }
     let ranks = ranks.len() as f64;
     let mut metrics: BTreeMap<String, f64> =

@@ -2,45 +2,61 @@
 //! bubble) and the timeline strip, computed by the same analyses as the commands. The CLI's
 //! `report` loads the runs and writes [`crate::report::html::page`] of these views.
 
-use super::Selection;
+use super::captured::Span;
+use super::{Loaded, Selection};
 use crate::analysis::IntervalSet;
 use crate::analysis::align::Alignment;
-use crate::analysis::bubbles::{ideal_pct, micro_batches, rank_bubbles};
-use crate::analysis::collectives::{Instance, RankWaits, by_rank, match_instances};
-use crate::analysis::kernels::rank_kernels;
-use crate::analysis::mfu::rank_work;
+use crate::analysis::bubbles::{Computing, ideal_pct, micro_batches, step_bubbles};
+use crate::analysis::collectives::{Instance, RankWaits, WHOLE, by_rank, match_classified};
+use crate::analysis::kernels::RankKernels;
+use crate::analysis::mfu::RankWork;
 use crate::analysis::overlap::rank_exposure;
 use crate::analysis::upper_median;
-use crate::classify::families::{Families, FamilyCache};
+use crate::classify::families::Families;
+use crate::classify::layout;
 use crate::classify::window::MeasuredSteps;
-use crate::classify::{Activity, Rank, RankStreams, Role, RoleRules, WindowSource, layout};
-use crate::model::Timeline;
+use crate::classify::{Activity, Rank, RankStreams, Role, RoleRules, WindowSource};
+use crate::model::{ProcessId, StreamId, Timeline};
 use crate::report::RankWindow;
 use crate::report::html::{
     CollectivesView, CommunicatorSkew, MANY_RANKS, RankView, RunView, Segment, StripRow,
 };
 use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
 
 /// One run's view, titled `title`: every rank over its window under `selection`, with how its
-/// clocks were put together (`alignment`, when aligned from its collectives).
-pub fn run_view(
-    timeline: &Timeline,
+/// clocks were put together (`alignment`, when aligned from its collectives). From captures,
+/// every measure comes from passes over their sorted events.
+pub fn run_view<'a>(
+    loaded: impl Into<Loaded<'a>>,
     alignment: Option<&Alignment>,
     selection: &Selection,
     title: String,
 ) -> anyhow::Result<RunView> {
+    let loaded = loaded.into();
+    let timeline = loaded.timeline();
     let activity = Activity::new(timeline);
     let rules = &selection.rules;
-    let classified = selection.classified(&activity)?;
-    let ranks: Vec<Rank> = classified.iter().map(|(w, _)| w.rank).collect();
-    let families = Families::default();
-    let mut cache = FamilyCache::new(&families, timeline);
-    let pipeline = layout::pipeline_coords(&activity, &ranks, rules);
-    let (collectives, waits) = collectives_view(&activity, &classified, rules);
+    let windows = selection.windows_in(loaded, &activity)?;
+    let ranks: Vec<Rank> = windows.iter().map(|w| w.rank).collect();
+    let Streams {
+        windows: classified,
+        transfers,
+        whole,
+    } = Streams::classify(loaded, &activity, windows, rules)?;
+    let transfers = transfers
+        .iter()
+        .map(|s| layout::transfers(s, rules))
+        .collect();
+    let Ok(pipeline) = layout::pipeline_layout(&ranks, || Ok::<_, Infallible>(transfers));
+    let (collectives, waits) = collectives_view(&activity, (&classified, &whole), rules);
+    let measured = measure(loaded, &activity, &classified, rules)?;
     let mut views = Vec::new();
-    for (((w, streams), coord), waits) in classified.iter().zip(&pipeline.coords).zip(waits) {
+    for ((((w, streams), coord), waits), measured) in
+        (classified.iter().zip(&pipeline.coords).zip(waits)).zip(measured)
+    {
         let pp = coord.map(|(c, _)| c.size);
-        let mut view = rank_view(&activity, (w, streams, pp), rules, &mut cache);
+        let mut view = rank_view(&activity, (w, streams, pp), measured, rules);
         (view.waits, view.instance_waits) = waits;
         views.push(view);
     }
@@ -55,8 +71,9 @@ pub fn run_view(
         ),
         None => "clocks: session starts (use --align collectives to correct them)".to_string(),
     });
-    let (strip, strip_ns) = strip(timeline, &classified, rules);
-    let (paths, fixes) = super::critical::page_views(timeline, selection);
+    let (strip, strip_ns) = strip(loaded, &activity, &classified, rules)?;
+    let windows: Vec<RankWindow> = classified.iter().map(|(w, _)| w.clone()).collect();
+    let (paths, fixes) = super::critical::page_views(loaded, &windows, selection);
     Ok(RunView {
         title,
         summary,
@@ -69,6 +86,82 @@ pub fn run_view(
     })
 }
 
+/// Each rank's streams over the spans the page reads, classified in one pass: its window, its
+/// transfer window (for the pipeline layout, when some rank has no label) and the whole capture
+/// (for matching collectives).
+struct Streams {
+    /// Each rank's window and streams over it.
+    windows: Vec<(RankWindow, RankStreams)>,
+    /// Each rank's streams over its transfer window ([`layout::transfer_window`]); none when
+    /// every rank has a label.
+    transfers: Vec<RankStreams>,
+    /// Each rank's streams over the whole capture.
+    whole: Vec<RankStreams>,
+}
+
+impl Streams {
+    /// The streams of each rank of `windows`.
+    fn classify(
+        loaded: Loaded,
+        activity: &Activity,
+        windows: Vec<RankWindow>,
+        rules: &RoleRules,
+    ) -> crate::nsys::Result<Streams> {
+        let mut spans: Vec<Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
+        if windows.iter().any(|w| w.rank.label.is_none()) {
+            let transfer = |w: &RankWindow| layout::transfer_window(activity, &w.rank);
+            spans.extend(windows.iter().map(|w| (w.rank.process, transfer(w))));
+        }
+        spans.extend(windows.iter().map(|w| (w.rank.process, WHOLE)));
+        let mut streams = loaded.classify(activity, &spans, rules)?;
+        let whole = streams.split_off(streams.len() - windows.len());
+        let transfers = streams.split_off(windows.len());
+        Ok(Streams {
+            windows: windows.into_iter().zip(streams).collect(),
+            transfers,
+            whole,
+        })
+    }
+}
+
+/// What a rank's view shows besides its streams: its steps, kernel families, compute
+/// operations (for the bubble) and work (for the MFU).
+struct Measured {
+    found: MeasuredSteps,
+    kernels: RankKernels,
+    computing: Computing,
+    work: RankWork,
+}
+
+/// Each rank's [`Measured`] over its window, its streams classified as `classified` holds.
+fn measure(
+    loaded: Loaded,
+    activity: &Activity,
+    classified: &[(RankWindow, RankStreams)],
+    rules: &RoleRules,
+) -> anyhow::Result<Vec<Measured>> {
+    let windows = classified.iter().map(|(w, _)| w);
+    let found = loaded.measured_steps(activity, windows.clone(), None)?;
+    let spans: Vec<Span> = windows.map(|w| (w.rank.process, w.bounds)).collect();
+    let processes: Vec<ProcessId> = spans.iter().map(|&(p, _)| p).collect();
+    let streams: Vec<RankStreams> = classified.iter().map(|(_, s)| s.clone()).collect();
+    let families = Families::default();
+    let kernels = loaded.kernels(activity, &spans, (&streams, rules), &families)?;
+    let computing = loaded.computing(activity, &processes)?;
+    let steps: Vec<MeasuredSteps> = (found.iter().zip(&spans))
+        .map(|(f, &(_, bounds))| f.clone().or_window(bounds))
+        .collect();
+    let work = loaded.work(activity, &processes, (&steps, &streams), rules, &families)?;
+    Ok((found.into_iter().zip(kernels).zip(computing).zip(work))
+        .map(|(((found, kernels), computing), work)| Measured {
+            found,
+            kernels,
+            computing,
+            work,
+        })
+        .collect())
+}
+
 /// A rank's part in the collectives: its totals, and its wait in each heatmap column.
 type RankCollectives = (RankWaits, Vec<Option<f64>>);
 
@@ -77,16 +170,17 @@ fn wait_columns(ranks: usize) -> usize {
     if ranks > MANY_RANKS { 8 } else { 24 }
 }
 
-/// The collectives matched across the ranks, those inside every member's window (as
-/// `collectives` keeps them), and per rank its totals (as `collectives --by rank` gives them)
+/// The collectives matched across the ranks (their streams classified over the whole capture,
+/// `whole`), those inside every member's window (as `collectives` keeps them), and per rank its
+/// totals (as `collectives --by rank` gives them)
 /// and its waits in the instances of largest skew.
 fn collectives_view(
     activity: &Activity,
-    classified: &[(RankWindow, RankStreams)],
+    (classified, whole): (&[(RankWindow, RankStreams)], &[RankStreams]),
     rules: &RoleRules,
 ) -> (CollectivesView, Vec<RankCollectives>) {
     let processes: Vec<_> = classified.iter().map(|(w, _)| w.rank.process).collect();
-    let matched = match_instances(activity, &processes, rules);
+    let matched = match_classified(activity, &processes, rules, whole);
     let inside: Vec<&Instance> = (matched.instances.iter())
         .filter(|i| i.within(|rank| classified[rank].0.bounds))
         .collect();
@@ -175,8 +269,8 @@ fn window_name(w: &RankWindow) -> String {
 fn rank_view(
     activity: &Activity,
     (w, streams, pp): (&RankWindow, &RankStreams, Option<u32>),
+    measured: Measured,
     rules: &RoleRules,
-    cache: &mut FamilyCache,
 ) -> RankView {
     let timeline = activity.timeline;
     let process = timeline.process(w.rank.process);
@@ -200,26 +294,29 @@ fn rank_view(
             )
         })
         .collect();
-    let found = MeasuredSteps::in_window(activity, w.rank.process, w.bounds, None);
+    let Measured {
+        found,
+        kernels,
+        computing,
+        work,
+    } = measured;
     // 1F1B's ideal describes whole steps of a one-directional schedule (not PithTrain's
     // DualPipeV, whose ranks carry the label), as in `bubbles`.
     let formula_applies = !found.ranges.is_empty() && w.rank.label.is_none();
     let found = found.or_window(w.bounds);
     let (ranges, steps) = (found.ranges, found.measured);
     let n = steps.len() as i64;
-    let at = (w.rank.process, w.bounds);
-    let kernels = rank_kernels(activity, at, (streams, rules), cache);
     let families = kernels
         .families
         .iter()
         .map(|f| (f.family.clone(), f.time_ns / n))
         .collect();
-    let bubbles = rank_bubbles(activity, w.rank.process, &steps, streams, rules);
+    let at = (streams, rules);
+    let bubbles = step_bubbles(activity, w.rank.process, &steps, at, computing);
     let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / bubbles.len().max(1) as f64;
     let ideal = formula_applies
         .then(|| ideal_pct(pp?, micro_batches(activity, w.rank.process, ranges[0])?))
         .flatten();
-    let work = rank_work(activity, (w.rank.process, &ranges), (streams, rules), cache);
     let flops: f64 = work
         .steps
         .iter()
@@ -320,22 +417,26 @@ fn strip_ranks<'c>(
 
 /// The streams of the ranks [`strip_ranks`] draws, over their windows.
 fn strip(
-    timeline: &Timeline,
+    loaded: Loaded,
+    activity: &Activity,
     classified: &[(RankWindow, RankStreams)],
     rules: &RoleRules,
-) -> (Vec<StripRow>, i64) {
+) -> anyhow::Result<(Vec<StripRow>, i64)> {
+    let timeline = activity.timeline;
+    let drawn = strip_ranks(timeline, classified);
+    let streams: Vec<(StreamId, (i64, i64))> = (drawn.iter())
+        .flat_map(|(w, streams)| streams.streams.iter().map(|s| (s.stream, w.bounds)))
+        .collect();
+    let mut spans = loaded.kernel_spans(activity, &streams)?.into_iter();
     let mut rows = Vec::new();
     let mut longest = 0;
-    for (w, streams) in strip_ranks(timeline, classified) {
+    for (w, streams) in drawn {
         let (start, end) = w.bounds;
         longest = longest.max(end - start);
-        for s in &streams.streams {
+        for (s, spans) in streams.streams.iter().zip(&mut spans) {
             let stream = timeline.stream(s.stream);
-            let spans = timeline
-                .kernels
-                .iter()
-                .filter(|k| k.stream == s.stream && k.end.0 > start && k.start.0 < end)
-                .map(|k| (k.start.0.max(start) - start, k.end.0.min(end) - start))
+            let spans = (spans.into_iter())
+                .map(|(s, e)| (s.max(start) - start, e.min(end) - start))
                 .collect();
             let role = s.role.name(rules).to_string();
             let key = if s.role == Role::Compute {
@@ -355,5 +456,5 @@ fn strip(
             });
         }
     }
-    (rows, longest)
+    Ok((rows, longest))
 }
