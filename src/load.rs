@@ -149,7 +149,8 @@ impl Inputs {
     }
 
     /// The reports, with each directory replaced by its exports, part files and traces
-    /// (`.sqlite`, `.{PART_EXTENSION}`, `.json`, `.json.gz`, `.xplane.pb`) in name order.
+    /// (`.sqlite`, `.{PART_EXTENSION}`, `.json`, `.json.gz`, `.xplane.pb`) in natural name order
+    /// ([`natural_order`]: `node2` before `node10`), which orders hosts and so unlabelled ranks.
     fn expanded(&self) -> anyhow::Result<Vec<PathBuf>> {
         let mut paths = Vec::new();
         for path in &self.reports {
@@ -168,7 +169,7 @@ impl Inputs {
                  trace (.json, .json.gz) or a JAX trace (.xplane.pb)",
                 path.display()
             );
-            found.sort();
+            found.sort_by(|a, b| natural_order(a.as_os_str(), b.as_os_str()));
             paths.extend(found);
         }
         for path in &paths {
@@ -176,6 +177,41 @@ impl Inputs {
         }
         Ok(paths)
     }
+}
+
+/// Names compared as people number files: runs of digits by their value (`node2` before
+/// `node10`, `rank007` beside `rank7` by the zeros after), everything else byte by byte.
+fn natural_order(a: &std::ffi::OsStr, b: &std::ffi::OsStr) -> std::cmp::Ordering {
+    let (mut a, mut b) = (a.as_encoded_bytes(), b.as_encoded_bytes());
+    loop {
+        let (x, y) = match (a.first(), b.first()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) => (x, y),
+        };
+        if !(x.is_ascii_digit() && y.is_ascii_digit()) {
+            match x.cmp(y) {
+                std::cmp::Ordering::Equal => (a, b) = (&a[1..], &b[1..]),
+                other => return other,
+            }
+            continue;
+        }
+        let digits = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+        let (m, n) = (digits(a), digits(b));
+        // Fewer significant digits is smaller; then the digits; then fewer leading zeros.
+        match number(&a[..m]).cmp(&number(&b[..n])) {
+            std::cmp::Ordering::Equal => (a, b) = (&a[m..], &b[n..]),
+            other => return other,
+        }
+    }
+}
+
+/// A run of digits as [`natural_order`] compares it: its count of significant digits, those
+/// digits, its count of leading zeros.
+fn number(run: &[u8]) -> (usize, &[u8], usize) {
+    let zeros = run.iter().take_while(|&&c| c == b'0').count();
+    (run.len() - zeros, &run[zeros..], zeros)
 }
 
 /// Whether a file in a directory given as input is one to read: an export, a part file, an
@@ -189,4 +225,40 @@ fn is_input_name(path: &std::path::Path) -> bool {
         || name.ends_with(".xplane.pb")
         || path.extension().is_some_and(|e| e == PART_EXTENSION)
         || (json && crate::input::is_kineto_trace(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::natural_order;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn file_names_sort_as_people_number_them() {
+        let mut names = [
+            "node10.sqlite",
+            "node2.sqlite",
+            "node1.sqlite",
+            "node02.sqlite",
+            "node1b.sqlite",
+            "Node3.sqlite",
+            "node.sqlite",
+            "rank-0-of-16.json",
+            "rank-12-of-16.json",
+        ];
+        names.sort_by(|a, b| natural_order(OsStr::new(a), OsStr::new(b)));
+        assert_eq!(
+            names,
+            [
+                "Node3.sqlite",
+                "node.sqlite",
+                "node1.sqlite",
+                "node1b.sqlite",
+                "node2.sqlite",
+                "node02.sqlite",
+                "node10.sqlite",
+                "rank-0-of-16.json",
+                "rank-12-of-16.json",
+            ]
+        );
+    }
 }

@@ -417,6 +417,33 @@ fn explicit_and_whole_windows_are_stated() {
     assert!(err.contains("not before"), "{err}");
 }
 
+/// A directory of exports is read in natural name order (`node2` before `node10`), so hosts,
+/// and the ranks numbered in host order, follow the node numbers: ddp_2node carries no rank
+/// labels, its node0 export named `node2.sqlite` and its node1 export `node10.sqlite`.
+#[test]
+fn a_directory_of_exports_numbers_its_hosts_in_natural_name_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for (from, to) in [("node0", "node2"), ("node1", "node10")] {
+        let source = fixture(&format!("ddp_2node/{from}.sqlite"));
+        std::fs::copy(source, dir.path().join(format!("{to}.sqlite"))).unwrap();
+    }
+    let ranks = json(&["ranks", path(dir.path())]);
+    let hosts: Vec<(i64, &str)> = (ranks["rows"].as_array().unwrap().iter())
+        .map(|r| (r["rank"].as_i64().unwrap(), r["host"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        hosts,
+        [(0, "node0"), (1, "node0"), (2, "node1"), (3, "node1")]
+    );
+    assert!(
+        ranks["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["source"] == "order")
+    );
+}
+
 // ---- the committed 2-node PithTrain fixture ----
 
 #[test]

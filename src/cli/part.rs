@@ -70,8 +70,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 #[derive(Debug, clap::Args)]
 pub struct ClusterSteps {
     /// On a cluster, step 2 of 3 (after `nsys-lens part`, one per node): write only the
-    /// processes of input N (from 0, in the order given; a directory's files in name order)
-    /// into OUT.encoded-N. Every step takes the same inputs and options.
+    /// processes of input N (from 0, in the order given; a directory's files in natural name
+    /// order: `node2` before `node10`) into OUT.encoded-N. Every step takes the same inputs
+    /// and options.
     #[arg(long, value_name = "N", conflicts_with = "merge")]
     pub encode: Option<usize>,
 
