@@ -26,7 +26,9 @@ use std::convert::Infallible;
 
 /// One run's view, titled `title`: every rank over its window under `selection`, with how its
 /// clocks were put together (`alignment`, when aligned from its collectives). From captures,
-/// every measure comes from passes over their sorted events.
+/// every measure comes from passes over their sorted events. The critical path's part (a graph
+/// of every operation, replayed for each fix weighed) is made on a thread of its own beside the
+/// ranks' views.
 pub fn run_view<'a>(
     loaded: impl Into<Loaded<'a>>,
     alignment: Option<&Alignment>,
@@ -36,33 +38,21 @@ pub fn run_view<'a>(
     let loaded = loaded.into();
     let timeline = loaded.timeline();
     let activity = Activity::new(timeline);
-    let rules = &selection.rules;
     let windows = selection.windows_in(loaded, &activity)?;
-    let ranks: Vec<Rank> = windows.iter().map(|w| w.rank).collect();
-    let Streams {
-        windows: classified,
-        transfers,
-        whole,
-    } = Streams::classify(loaded, &activity, windows, rules)?;
-    let transfers = transfers
-        .iter()
-        .map(|s| layout::transfers(s, rules))
-        .collect();
-    let Ok(pipeline) = layout::pipeline_layout(&ranks, || Ok::<_, Infallible>(transfers));
-    let (collectives, waits) = collectives_view(&activity, (&classified, &whole), rules);
-    let measured = measure(loaded, &activity, &classified, rules)?;
-    let mut views = Vec::new();
-    for ((((w, streams), coord), waits), measured) in
-        (classified.iter().zip(&pipeline.coords).zip(waits)).zip(measured)
-    {
-        let pp = coord.map(|(c, _)| c.size);
-        let mut view = rank_view(&activity, (w, streams, pp), measured, rules);
-        (view.waits, view.instance_waits) = waits;
-        views.push(view);
-    }
+    let (critical, ranks) = std::thread::scope(|scope| {
+        let critical = scope.spawn(|| super::critical::page_views(loaded, &windows, selection));
+        let ranks = RanksPart::new(loaded, &activity, windows.clone(), &selection.rules);
+        (critical.join(), ranks)
+    });
+    let (paths, fixes) = critical.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    let RanksPart {
+        views,
+        collectives,
+        strip: (strip, strip_ns),
+    } = ranks?;
     let mut summary = vec![
         hosts_line(timeline),
-        format!("{} rank(s); each measured over its own window", ranks.len()),
+        format!("{} rank(s); each measured over its own window", views.len()),
     ];
     summary.push(match alignment {
         Some(a) => format!(
@@ -71,9 +61,6 @@ pub fn run_view<'a>(
         ),
         None => "clocks: session starts (use --align collectives to correct them)".to_string(),
     });
-    let (strip, strip_ns) = strip(loaded, &activity, &classified, rules)?;
-    let windows: Vec<RankWindow> = classified.iter().map(|(w, _)| w.clone()).collect();
-    let (paths, fixes) = super::critical::page_views(loaded, &windows, selection);
     Ok(RunView {
         title,
         summary,
@@ -84,6 +71,51 @@ pub fn run_view<'a>(
         fixes,
         collectives,
     })
+}
+
+/// What the page shows of the ranks: each rank's view, the collectives, the timeline strip
+/// (its rows and its length, ns).
+struct RanksPart {
+    views: Vec<RankView>,
+    collectives: CollectivesView,
+    strip: (Vec<StripRow>, i64),
+}
+
+impl RanksPart {
+    /// The ranks of `windows` (in `activity`, of what was loaded), each over its window.
+    fn new(
+        loaded: Loaded,
+        activity: &Activity,
+        windows: Vec<RankWindow>,
+        rules: &RoleRules,
+    ) -> anyhow::Result<RanksPart> {
+        let ranks: Vec<Rank> = windows.iter().map(|w| w.rank).collect();
+        let Streams {
+            windows: classified,
+            transfers,
+            whole,
+        } = Streams::classify(loaded, activity, windows, rules)?;
+        let transfers = (transfers.iter())
+            .map(|s| layout::transfers(s, rules))
+            .collect();
+        let Ok(pipeline) = layout::pipeline_layout(&ranks, || Ok::<_, Infallible>(transfers));
+        let (collectives, waits) = collectives_view(activity, (&classified, &whole), rules);
+        let measured = measure(loaded, activity, &classified, rules)?;
+        let mut views = Vec::new();
+        for ((((w, streams), coord), waits), measured) in
+            (classified.iter().zip(&pipeline.coords).zip(waits)).zip(measured)
+        {
+            let pp = coord.map(|(c, _)| c.size);
+            let mut view = rank_view(activity, (w, streams, pp), measured, rules);
+            (view.waits, view.instance_waits) = waits;
+            views.push(view);
+        }
+        Ok(RanksPart {
+            views,
+            collectives,
+            strip: strip(loaded, activity, &classified, rules)?,
+        })
+    }
 }
 
 /// Each rank's streams over the spans the page reads, classified in one pass: its window, its
