@@ -580,3 +580,34 @@ fn a_single_gpu_torch_trace_has_no_pipeline_section() {
         no_console_errors(&log);
     }
 }
+
+/// `report` says what the readers warn of, as every command does (it printed nothing): a
+/// pre-2021.3 export has no session start and no host name.
+#[test]
+fn the_report_prints_the_readers_warnings() {
+    let Some(export) = real("mordred_report1_pre2022.sqlite") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let out = nsys_lens(&[
+        "report",
+        "-o",
+        page.to_str().unwrap(),
+        export.to_str().unwrap(),
+    ]);
+    let (_, err) = texts(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning:") && err.contains("no session start time"),
+        "{err}"
+    );
+    let quiet = nsys_lens(&[
+        "report",
+        "-q",
+        "-o",
+        page.to_str().unwrap(),
+        export.to_str().unwrap(),
+    ]);
+    assert_eq!(texts(&quiet).1, "");
+}

@@ -83,8 +83,10 @@ impl Args {
     /// sorted under the default memory budget, every measure taken in passes over them.
     fn view(&self, reports: &[PathBuf]) -> anyhow::Result<RunView> {
         let budget = Budget::new(Budget::DEFAULT);
-        let (mut captures, alignment) = self.inputs(reports).captures_aligned(budget)?;
+        let inputs = self.inputs(reports);
+        let (mut captures, alignment) = inputs.captures_aligned(budget)?;
         captures.warn_repeated_gpu_ops()?;
+        inputs.warn(&captures.light);
         let selection = Selection {
             window: self.window.options(),
             ..Selection::default()
