@@ -82,9 +82,10 @@ pub struct Node {
     pub comm: bool,
     /// Its family, or a communication kernel's role (index into [`Graph::labels`]).
     pub label: u32,
-    /// Its launch (index into [`Graph::cpu`]), or [`NONE`].
+    /// Its launch (index into [`Graph::cpu`]; each launch launches one node), or [`NONE`].
     pub launch: u32,
-    /// The operation before it on its stream, or [`NONE`].
+    /// The operation before it on its stream (the node before it: nodes are in (rank,
+    /// stream, start, end) order), or [`NONE`].
     pub prev: u32,
     /// The operation of another stream it waited for, or [`NONE`].
     pub cross: u32,

@@ -11,59 +11,117 @@ pub(super) struct Scales<S, C> {
 
 /// A replay's points: each node's start (2i) and end (2i + 1), each CPU call (2n + j), each
 /// exchange's last arrival (2n + c + x); evaluated in an order where every point's
-/// constraints come first.
+/// constraints come first. Most constraints follow from the graph's order (a node's end after
+/// its start, a stream's next start after its end, a rank's next call after its call, a
+/// launched start after its launch, an exchange's members' ends after its last arrival); the
+/// others are listed.
 pub(super) struct Replay<'g> {
     graph: &'g Graph,
-    /// Successors of each point, as offsets into `successors`.
-    offsets: Vec<u32>,
-    successors: Vec<u32>,
-    /// Constraints not yet evaluated, per point.
-    waiting: Vec<u32>,
+    /// The node each call launched, or [`NONE`] for a host wait.
+    launched: Vec<u32>,
+    /// The constraints the order does not give, (from, to) sorted: a stream wait's, a host
+    /// wait's, an exchange's last arrival after each member's start.
+    listed: Vec<(u32, u32)>,
+    /// Whether each point has a listed constraint after it, 64 points a word.
+    listing: Vec<u64>,
 }
 
 impl<'g> Replay<'g> {
-    /// The points' successors, in two walks over the edges: one counting each point's, one
-    /// placing them.
+    /// The constraints of `graph`'s points that its order does not give, listed.
     pub(super) fn new(graph: &'g Graph) -> Replay<'g> {
-        let points = 2 * graph.nodes.len() + graph.cpu.len() + graph.exchanges.len();
-        let mut offsets = vec![0u32; points + 1];
-        let mut waiting = vec![0u32; points];
-        each_edge(graph, |from, to| {
-            offsets[from as usize + 1] += 1;
-            waiting[to as usize] += 1;
-        });
-        for p in 0..points {
-            offsets[p + 1] += offsets[p];
+        let n = graph.nodes.len() as u32;
+        let cpu = graph.cpu.len() as u32;
+        let mut launched = vec![NONE; graph.cpu.len()];
+        let mut listed = Vec::new();
+        for (i, node) in graph.nodes.iter().enumerate() {
+            if node.launch != NONE {
+                launched[node.launch as usize] = i as u32;
+            }
+            if node.cross != NONE {
+                listed.push((2 * node.cross + 1, 2 * i as u32));
+            }
         }
-        // Each point's successors placed from its offset on, which then ends at the next
-        // point's: shifted back one place after.
-        let mut successors = vec![0u32; offsets[points] as usize];
-        each_edge(graph, |from, to| {
-            let at = &mut offsets[from as usize];
-            successors[*at as usize] = to;
-            *at += 1;
-        });
-        offsets.copy_within(0..points, 1);
-        offsets[0] = 0;
+        for (j, call) in graph.cpu.iter().enumerate() {
+            if call.waited != NONE {
+                listed.push((2 * call.waited + 1, 2 * n + j as u32));
+            }
+        }
+        for (x, exchange) in graph.exchanges.iter().enumerate() {
+            for &m in &exchange.members {
+                listed.push((2 * m, 2 * n + cpu + x as u32));
+            }
+        }
+        listed.sort_unstable();
+        let points = 2 * graph.nodes.len() + graph.cpu.len() + graph.exchanges.len();
+        let mut listing = vec![0u64; points.div_ceil(64)];
+        for &(from, _) in &listed {
+            listing[from as usize / 64] |= 1 << (from % 64);
+        }
         Replay {
             graph,
-            offsets,
-            successors,
-            waiting,
+            launched,
+            listed,
+            listing,
+        }
+    }
+
+    /// Hands `each` every point that waits for point `p`.
+    fn successors(&self, p: u32, mut each: impl FnMut(u32)) {
+        let g = self.graph;
+        let n = g.nodes.len() as u32;
+        let cpu = g.cpu.len() as u32;
+        if p < 2 * n && p.is_multiple_of(2) {
+            each(p + 1);
+        } else if p < 2 * n {
+            let next = p.div_ceil(2);
+            if g.nodes.get(next as usize).is_some_and(|s| s.prev == p / 2) {
+                each(2 * next);
+            }
+        } else if p < 2 * n + cpu {
+            let j = (p - 2 * n) as usize;
+            if g.cpu
+                .get(j + 1)
+                .is_some_and(|next| same_rank(&g.cpu[j], next))
+            {
+                each(p + 1);
+            }
+            if self.launched[j] != NONE {
+                each(2 * self.launched[j]);
+            }
+        } else {
+            let x = p - 2 * n - cpu;
+            for &m in &g.exchanges[x as usize].members {
+                if g.nodes[m as usize].exchange == x {
+                    each(2 * m + 1);
+                }
+            }
+        }
+        if self.listing[p as usize / 64] & (1 << (p % 64)) == 0 {
+            return;
+        }
+        let from = self.listed.partition_point(|&(f, _)| f < p);
+        for &(_, to) in self.listed[from..].iter().take_while(|&&(f, _)| f == p) {
+            each(to);
         }
     }
 
     /// Every point evaluated; each node's end, in place of the values.
     pub(super) fn run(
-        mut self,
+        self,
         scales: &Scales<impl Fn(u32) -> f64, impl Fn(usize) -> f64>,
     ) -> Vec<i64> {
-        let points = self.waiting.len();
+        let g = self.graph;
+        let points = 2 * g.nodes.len() + g.cpu.len() + g.exchanges.len();
+        // Constraints not yet evaluated, per point.
+        let mut waiting = vec![0u32; points];
+        for p in 0..points as u32 {
+            self.successors(p, |s| waiting[s as usize] += 1);
+        }
         // A point evaluated before its constraints (in a cycle) reads their measured times.
         let mut value: Vec<i64> = (0..points as u32).map(|p| self.measured(p)).collect();
         let mut done = vec![false; points];
         let mut ready: Vec<u32> = (0..points as u32)
-            .filter(|&p| self.waiting[p as usize] == 0)
+            .filter(|&p| waiting[p as usize] == 0)
             .collect();
         let mut evaluated = 0;
         let mut left: Option<Vec<u32>> = None;
@@ -72,17 +130,16 @@ impl<'g> Replay<'g> {
                 value[p as usize] = self.evaluate(p, &value, scales);
                 done[p as usize] = true;
                 evaluated += 1;
-                let (from, to) = (self.offsets[p as usize], self.offsets[p as usize + 1]);
-                for &s in &self.successors[from as usize..to as usize] {
+                self.successors(p, |s| {
                     // A point of a cycle may have gone first (below).
                     if done[s as usize] {
-                        continue;
+                        return;
                     }
-                    self.waiting[s as usize] -= 1;
-                    if self.waiting[s as usize] == 0 {
+                    waiting[s as usize] -= 1;
+                    if waiting[s as usize] == 0 {
                         ready.push(s);
                     }
-                }
+                });
             }
             if evaluated == points {
                 break;
@@ -101,7 +158,7 @@ impl<'g> Replay<'g> {
                 order.pop();
             }
             let next = order.pop().expect("points left");
-            self.waiting[next as usize] = 0;
+            waiting[next as usize] = 0;
             ready.push(next);
         }
         let n = self.graph.nodes.len();
@@ -221,44 +278,6 @@ impl<'g> Replay<'g> {
     }
 }
 
-/// Every constraint of `graph`'s replay, (from, to) between [`Replay`]'s points: a node's start
-/// after its stream's previous end, its cross-stream wait's end and its launch; its end after
-/// its start and its exchange's last arrival; a call after its rank's previous call and, for a
-/// host wait, the end it waited for; an exchange's last arrival after each member's start.
-fn each_edge(graph: &Graph, mut edge: impl FnMut(u32, u32)) {
-    let n = graph.nodes.len() as u32;
-    let cpu = graph.cpu.len() as u32;
-    for (i, node) in graph.nodes.iter().enumerate() {
-        let (start, end) = (2 * i as u32, 2 * i as u32 + 1);
-        for p in [node.prev, node.cross] {
-            if p != NONE {
-                edge(2 * p + 1, start);
-            }
-        }
-        if node.launch != NONE {
-            edge(2 * n + node.launch, start);
-        }
-        edge(start, end);
-        if node.exchange != NONE {
-            edge(2 * n + cpu + node.exchange, end);
-        }
-    }
-    for (j, call) in graph.cpu.iter().enumerate() {
-        let j = j as u32;
-        if j > 0 && same_rank(&graph.cpu[j as usize - 1], call) {
-            edge(2 * n + j - 1, 2 * n + j);
-        }
-        if call.waited != NONE {
-            edge(2 * call.waited + 1, 2 * n + j);
-        }
-    }
-    for (x, exchange) in graph.exchanges.iter().enumerate() {
-        for &m in &exchange.members {
-            edge(2 * m, 2 * n + cpu + x as u32);
-        }
-    }
-}
-
 fn same_rank(a: &CpuCall, b: &CpuCall) -> bool {
     a.rank == b.rank
 }
@@ -309,5 +328,53 @@ mod tests {
         // Twice as fast: the launch came where it did (its constraint, the wait, read as
         // measured), and the operation, starting at 20, takes 35 ns.
         assert_eq!(graph.replay(|_| 0.5, |_| 1.0), vec![55]);
+    }
+
+    /// A collective whose last member (rank 0, after a 50 ns kernel) arrives at 50 and whose
+    /// other member (rank 1) is listed first and arrives at 0; both transfer for 50 ns after
+    /// the last arrival.
+    fn collective() -> Graph {
+        let node = |rank, (start, end), prev, exchange| Node {
+            rank,
+            stream: StreamId(rank),
+            start,
+            end,
+            comm: exchange != NONE,
+            label: 0,
+            launch: NONE,
+            prev,
+            cross: NONE,
+            exchange,
+            binding: match prev {
+                NONE => Binding::Nothing,
+                _ => Binding::Stream,
+            },
+        };
+        Graph {
+            nodes: vec![
+                node(0, (0, 50), NONE, NONE),
+                node(0, (50, 100), 0, 0),
+                node(1, (0, 100), NONE, 0),
+            ],
+            exchanges: vec![super::super::Exchange {
+                members: vec![2, 1],
+                last: 1,
+                sender: NONE,
+            }],
+            labels: vec!["gemm".into()],
+            ..Graph::default()
+        }
+    }
+
+    #[test]
+    fn a_collective_waits_for_every_member_replayed() {
+        let graph = collective();
+        assert_eq!(graph.replay(|_| 1.0, |_| 1.0), vec![50, 100, 100]);
+        // The kernel twice as fast: the last member arrives at 25, and both end 50 ns later
+        // (read before rank 0's member was replayed, its arrival would stay at 50).
+        assert_eq!(
+            graph.replay(|i| if i == 0 { 0.5 } else { 1.0 }, |_| 1.0),
+            vec![25, 75, 75]
+        );
     }
 }
