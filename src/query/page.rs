@@ -41,7 +41,7 @@ pub fn run_view<'a>(
     let windows = selection.windows_in(loaded, &activity)?;
     let (critical, ranks) = std::thread::scope(|scope| {
         let critical = scope.spawn(|| super::critical::page_views(loaded, &windows, selection));
-        let ranks = RanksPart::new(loaded, &activity, windows.clone(), &selection.rules);
+        let ranks = RanksPart::new(loaded, &activity, &windows, &selection.rules);
         (critical.join(), ranks)
     });
     let (paths, fixes) = critical.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -86,12 +86,12 @@ impl RanksPart {
     fn new(
         loaded: Loaded,
         activity: &Activity,
-        windows: Vec<RankWindow>,
+        windows: &[RankWindow],
         rules: &RoleRules,
     ) -> anyhow::Result<RanksPart> {
         let ranks: Vec<Rank> = windows.iter().map(|w| w.rank).collect();
         let Streams {
-            windows: classified,
+            windows: streams,
             transfers,
             whole,
         } = Streams::classify(loaded, activity, windows, rules)?;
@@ -99,11 +99,15 @@ impl RanksPart {
             .map(|s| layout::transfers(s, rules))
             .collect();
         let Ok(pipeline) = layout::pipeline_layout(&ranks, || Ok::<_, Infallible>(transfers));
-        let (collectives, waits) = collectives_view(activity, (&classified, &whole), rules);
-        let measured = measure(loaded, activity, &classified, rules)?;
+        let (collectives, waits) = collectives_view(activity, (windows, &whole), rules);
+        let measured = measure(loaded, activity, (windows, &streams), rules)?;
         let mut views = Vec::new();
-        for ((((w, streams), coord), waits), measured) in
-            (classified.iter().zip(&pipeline.coords).zip(waits)).zip(measured)
+        for ((((w, streams), coord), waits), measured) in (windows
+            .iter()
+            .zip(&streams)
+            .zip(&pipeline.coords)
+            .zip(waits))
+        .zip(measured)
         {
             let pp = coord.map(|(c, _)| c.size);
             let mut view = rank_view(activity, (w, streams, pp), measured, rules);
@@ -113,7 +117,7 @@ impl RanksPart {
         Ok(RanksPart {
             views,
             collectives,
-            strip: strip(loaded, activity, &classified, rules)?,
+            strip: strip(loaded, activity, (windows, &streams), rules)?,
         })
     }
 }
@@ -122,8 +126,8 @@ impl RanksPart {
 /// transfer window (for the pipeline layout, when some rank has no label) and the whole capture
 /// (for matching collectives).
 struct Streams {
-    /// Each rank's window and streams over it.
-    windows: Vec<(RankWindow, RankStreams)>,
+    /// Each rank's streams over its window.
+    windows: Vec<RankStreams>,
     /// Each rank's streams over its transfer window ([`layout::transfer_window`]); none when
     /// every rank has a label.
     transfers: Vec<RankStreams>,
@@ -136,7 +140,7 @@ impl Streams {
     fn classify(
         loaded: Loaded,
         activity: &Activity,
-        windows: Vec<RankWindow>,
+        windows: &[RankWindow],
         rules: &RoleRules,
     ) -> crate::nsys::Result<Streams> {
         let mut spans: Vec<Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
@@ -149,7 +153,7 @@ impl Streams {
         let whole = streams.split_off(streams.len() - windows.len());
         let transfers = streams.split_off(windows.len());
         Ok(Streams {
-            windows: windows.into_iter().zip(streams).collect(),
+            windows: streams,
             transfers,
             whole,
         })
@@ -165,25 +169,23 @@ struct Measured {
     work: RankWork,
 }
 
-/// Each rank's [`Measured`] over its window, its streams classified as `classified` holds.
+/// Each rank's [`Measured`] over its window of `windows`, its streams over it `streams`.
 fn measure(
     loaded: Loaded,
     activity: &Activity,
-    classified: &[(RankWindow, RankStreams)],
+    (windows, streams): (&[RankWindow], &[RankStreams]),
     rules: &RoleRules,
 ) -> anyhow::Result<Vec<Measured>> {
-    let windows = classified.iter().map(|(w, _)| w);
-    let found = loaded.measured_steps(activity, windows.clone(), None)?;
-    let spans: Vec<Span> = windows.map(|w| (w.rank.process, w.bounds)).collect();
+    let found = loaded.measured_steps(activity, windows.iter(), None)?;
+    let spans: Vec<Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
     let processes: Vec<ProcessId> = spans.iter().map(|&(p, _)| p).collect();
-    let streams: Vec<RankStreams> = classified.iter().map(|(_, s)| s.clone()).collect();
     let families = Families::default();
-    let kernels = loaded.kernels(activity, &spans, (&streams, rules), &families)?;
+    let kernels = loaded.kernels(activity, &spans, (streams, rules), &families)?;
     let computing = loaded.computing(activity, &processes)?;
     let steps: Vec<MeasuredSteps> = (found.iter().zip(&spans))
         .map(|(f, &(_, bounds))| f.clone().or_window(bounds))
         .collect();
-    let work = loaded.work(activity, &processes, (&steps, &streams), rules, &families)?;
+    let work = loaded.work(activity, &processes, (&steps, streams), rules, &families)?;
     Ok((found.into_iter().zip(kernels).zip(computing).zip(work))
         .map(|(((found, kernels), computing), work)| Measured {
             found,
@@ -202,25 +204,25 @@ fn wait_columns(ranks: usize) -> usize {
     if ranks > MANY_RANKS { 8 } else { 24 }
 }
 
-/// The collectives matched across the ranks (their streams classified over the whole capture,
-/// `whole`), those inside every member's window (as `collectives` keeps them), and per rank its
-/// totals (as `collectives --by rank` gives them)
-/// and its waits in the instances of largest skew.
+/// The collectives matched across the ranks of `windows` (their streams classified over the
+/// whole capture, `whole`), those inside every member's window (as `collectives` keeps them),
+/// and per rank its totals (as `collectives --by rank` gives them) and its waits in the
+/// instances of largest skew.
 fn collectives_view(
     activity: &Activity,
-    (classified, whole): (&[(RankWindow, RankStreams)], &[RankStreams]),
+    (windows, whole): (&[RankWindow], &[RankStreams]),
     rules: &RoleRules,
 ) -> (CollectivesView, Vec<RankCollectives>) {
-    let processes: Vec<_> = classified.iter().map(|(w, _)| w.rank.process).collect();
+    let processes: Vec<_> = windows.iter().map(|w| w.rank.process).collect();
     let matched = match_classified(activity, &processes, rules, whole);
     let inside: Vec<&Instance> = (matched.instances.iter())
-        .filter(|i| i.within(|rank| classified[rank].0.bounds))
+        .filter(|i| i.within(|rank| windows[rank].bounds))
         .collect();
     let mut skews: Vec<i64> = inside.iter().map(|i| i.skew()).collect();
     let communicators: BTreeSet<usize> = inside.iter().map(|i| i.communicator).collect();
     let mut widest: Vec<&Instance> = inside.clone();
     widest.sort_by_key(|i| std::cmp::Reverse(i.skew()));
-    widest.truncate(wait_columns(classified.len()));
+    widest.truncate(wait_columns(windows.len()));
     widest.sort_by_key(|i| (i.first_last().0.start, i.communicator));
     let communicator_skews = (communicators.iter())
         .map(|&n| {
@@ -233,11 +235,7 @@ fn collectives_view(
             CommunicatorSkew {
                 name: format!("c{n}"),
                 op: c.op.clone(),
-                members: c
-                    .members
-                    .iter()
-                    .map(|&m| classified[m].0.rank.rank)
-                    .collect(),
+                members: c.members.iter().map(|&m| windows[m].rank.rank).collect(),
                 instances: skews.len(),
                 skew: (median, skews.last().copied().unwrap_or(0)),
             }
@@ -430,19 +428,15 @@ fn bar(w: &RankWindow, streams: &RankStreams, rules: &RoleRules) -> (Vec<Segment
     (segments, hidden)
 }
 
-/// The ranks the timeline strip draws: every rank up to [`MANY_RANKS`], else the first rank of
-/// each node (up to as many nodes).
-fn strip_ranks<'c>(
-    timeline: &Timeline,
-    classified: &'c [(RankWindow, RankStreams)],
-) -> Vec<&'c (RankWindow, RankStreams)> {
-    if classified.len() <= MANY_RANKS {
-        return classified.iter().collect();
+/// The ranks the timeline strip draws (indices into `windows`): every rank up to [`MANY_RANKS`],
+/// else the first rank of each node (up to as many nodes).
+fn strip_ranks(timeline: &Timeline, windows: &[RankWindow]) -> Vec<usize> {
+    if windows.len() <= MANY_RANKS {
+        return (0..windows.len()).collect();
     }
     let mut hosts = BTreeSet::new();
-    classified
-        .iter()
-        .filter(|(w, _)| hosts.insert(timeline.process(w.rank.process).host))
+    (0..windows.len())
+        .filter(|&r| hosts.insert(timeline.process(windows[r].rank.process).host))
         .take(MANY_RANKS)
         .collect()
 }
@@ -451,21 +445,22 @@ fn strip_ranks<'c>(
 fn strip(
     loaded: Loaded,
     activity: &Activity,
-    classified: &[(RankWindow, RankStreams)],
+    (windows, streams): (&[RankWindow], &[RankStreams]),
     rules: &RoleRules,
 ) -> anyhow::Result<(Vec<StripRow>, i64)> {
     let timeline = activity.timeline;
-    let drawn = strip_ranks(timeline, classified);
-    let streams: Vec<(StreamId, (i64, i64))> = (drawn.iter())
-        .flat_map(|(w, streams)| streams.streams.iter().map(|s| (s.stream, w.bounds)))
+    let drawn = strip_ranks(timeline, windows);
+    let wanted: Vec<(StreamId, (i64, i64))> = (drawn.iter())
+        .flat_map(|&r| (streams[r].streams.iter()).map(move |s| (s.stream, windows[r].bounds)))
         .collect();
-    let mut spans = loaded.kernel_spans(activity, &streams)?.into_iter();
+    let mut spans = loaded.kernel_spans(activity, &wanted)?.into_iter();
     let mut rows = Vec::new();
     let mut longest = 0;
-    for (w, streams) in drawn {
+    for r in drawn {
+        let w = &windows[r];
         let (start, end) = w.bounds;
         longest = longest.max(end - start);
-        for (s, spans) in streams.streams.iter().zip(&mut spans) {
+        for (s, spans) in streams[r].streams.iter().zip(&mut spans) {
             let stream = timeline.stream(s.stream);
             let spans = (spans.into_iter())
                 .map(|(s, e)| (s.max(start) - start, e.min(end) - start))
