@@ -341,13 +341,13 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
     // constraints that run in a circle (clocks of two nodes that disagree).
     for _ in 0..4 * nodes.len() + 8 {
         let node = nodes[i as usize];
-        let label = Name::Label(node.label);
+        let label = Name::Label(u32::from(node.label));
         let category = match node.comm {
             true => Category::Comm,
             false => Category::Compute,
         };
         // The operation's own time up to the cursor; a collective's from its last arrival.
-        match graph.exchanges.get(node.exchange as usize) {
+        match graph.exchange(i).map(|x| &graph.exchanges[x as usize]) {
             Some(x) if x.sender != i && x.last != i => {
                 let arrived = nodes[x.last as usize].start;
                 if (node.start..cursor).contains(&arrived) {
@@ -371,48 +371,43 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
             true => Name::Text(latency),
             false => Name::Text("unexplained"),
         };
-        match node.binding {
-            Binding::Stream => {
-                let before = nodes[node.prev as usize].end.min(cursor);
+        let prev = graph.prev(i);
+        match (node.binding, prev, graph.cross(i)) {
+            (Binding::Stream, Some(prev), _) => {
+                let before = nodes[prev as usize].end.min(cursor);
                 let name = idle("queue", cursor - before);
                 add(node.rank, Category::Idle, name, before, cursor);
-                (i, cursor) = (node.prev, before);
+                (i, cursor) = (prev, before);
             }
-            Binding::Cross => {
-                let before = nodes[node.cross as usize].end.min(cursor);
+            (Binding::Cross, _, Some(cross)) => {
+                let before = nodes[cross as usize].end.min(cursor);
                 let name = idle("stream wait", cursor - before);
                 add(node.rank, Category::Idle, name, before, cursor);
-                (i, cursor) = (node.cross, before);
+                (i, cursor) = (cross, before);
             }
-            Binding::Launch => {
+            (Binding::Launch, ..) => {
                 let call = graph.cpu[node.launch as usize];
-                let floor = match node.prev {
-                    NONE => t0,
-                    p => nodes[p as usize].end.min(cursor),
-                };
+                let floor = prev.map_or(t0, |p| nodes[p as usize].end.min(cursor));
                 let issued = call.end.clamp(floor, cursor);
                 let name = idle("launch latency", cursor - issued);
                 add(node.rank, Category::Idle, name, issued, cursor);
                 let launch = Name::Call(node.launch);
                 match host_wait(graph, node.launch, floor) {
-                    Some(w) => {
-                        let wait = graph.cpu[w as usize];
-                        let woke = wait.end.min(issued);
+                    Some((w, waited)) => {
+                        let woke = graph.cpu[w as usize].end.min(issued);
                         add(node.rank, Category::Launch, launch, woke, issued);
-                        let waited = nodes[wait.waited as usize].end.min(woke);
-                        add(node.rank, Category::HostSync, Name::Call(w), waited, woke);
-                        (i, cursor) = (wait.waited, waited);
+                        let until = nodes[waited as usize].end.min(woke);
+                        add(node.rank, Category::HostSync, Name::Call(w), until, woke);
+                        (i, cursor) = (waited, until);
                     }
                     None => {
                         add(node.rank, Category::Launch, launch, floor, issued);
-                        if node.prev == NONE {
-                            break;
-                        }
-                        (i, cursor) = (node.prev, floor);
+                        let Some(prev) = prev else { break };
+                        (i, cursor) = (prev, floor);
                     }
                 }
             }
-            Binding::Nothing => {
+            _ => {
                 let name = Name::Text("before the first operation");
                 add(node.rank, Category::Idle, name, t0, cursor);
                 break;
@@ -441,15 +436,14 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
 }
 
 /// The host wait its rank returned from last before launch `launch` (index into
-/// [`Graph::cpu`]) and after `floor`, if any.
-fn host_wait(graph: &Graph, launch: u32, floor: i64) -> Option<u32> {
+/// [`Graph::cpu`]) and after `floor`, if any, with the operation it waited for.
+fn host_wait(graph: &Graph, launch: u32, floor: i64) -> Option<(u32, u32)> {
     let call = graph.cpu[launch as usize];
     (0..launch)
         .rev()
         .map(|j| (j, graph.cpu[j as usize]))
         .take_while(|(_, c)| c.rank == call.rank && c.end > floor)
-        .find(|(_, c)| c.waited != NONE)
-        .map(|(j, _)| j)
+        .find_map(|(j, c)| Some((j, c.waited()?)))
 }
 
 /// Names of paths' stretches: families and roles, the NVTX range around a launch (the
@@ -512,6 +506,12 @@ impl<'a> Names<'a> {
             activity,
             launches,
         }
+    }
+
+    /// The text of every name on `paths`.
+    pub fn texts(&self, paths: &[PathSummary]) -> BTreeMap<Name, String> {
+        let names = paths.iter().flat_map(|p| p.parts.keys().map(|k| k.2));
+        names.map(|name| (name, self.text(name))).collect()
     }
 
     /// The text of `name`.

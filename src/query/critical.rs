@@ -143,7 +143,7 @@ impl<'t> Run<'t> {
             fixes.push((Change::StragglerMedian, meaning.to_string()));
         }
         let mut roles = std::collections::BTreeSet::new();
-        let mut compute: std::collections::BTreeMap<u32, i64> = Default::default();
+        let mut compute: std::collections::BTreeMap<u16, i64> = Default::default();
         for (i, node) in self.graph.nodes.iter().enumerate() {
             match node.comm {
                 true => {
@@ -162,7 +162,7 @@ impl<'t> Run<'t> {
         }
         let longest = compute
             .into_iter()
-            .max_by_key(|&(label, ns)| (ns, u32::MAX - label));
+            .max_by_key(|&(label, ns)| (ns, u16::MAX - label));
         if let Some((label, _)) = longest {
             let family = self.graph.labels[label as usize].clone();
             let meaning = format!("{family} kernels twice as fast");
@@ -179,27 +179,13 @@ pub fn critical_path<'a>(
     loaded: impl Into<Loaded<'a>>,
     selection: &Selection,
 ) -> anyhow::Result<Output> {
-    let run = Run::new(loaded.into(), selection)?;
+    let mut run = Run::new(loaded.into(), selection)?;
     // Summed as each is walked: a step's stretches (one per operation on its path) are not
     // kept for every step at once.
     let paths: Vec<PathSummary> = (0..run.steps.bounds.len())
         .map(|k| walk(&run.graph, &run.steps, k).summary())
         .collect();
-    let names = Names::new(&run.graph, &run.activity, &run.ranks, &paths);
-    let mut table = Table::new(&[
-        "step",
-        "step_ns",
-        "path_ns",
-        "rank",
-        "category",
-        "name",
-        "ns",
-        "share_pct",
-    ]);
-    let wanted = |r: u32| {
-        let rank = run.ranks[r as usize].rank;
-        selection.ranks.as_ref().is_none_or(|l| l.contains(rank))
-    };
+    let texts = Names::new(&run.graph, &run.activity, &run.ranks, &paths).texts(&paths);
     let mut notes = run.evidence_notes();
     let mut crossings = Vec::new();
     for path in &paths {
@@ -215,6 +201,24 @@ pub fn critical_path<'a>(
                 "to_rank": run.rank(left.rank),
             }));
         }
+    }
+    // The table holds a row per step and part: the graph goes first.
+    drop(std::mem::take(&mut run.graph));
+    let mut table = Table::new(&[
+        "step",
+        "step_ns",
+        "path_ns",
+        "rank",
+        "category",
+        "name",
+        "ns",
+        "share_pct",
+    ]);
+    let wanted = |r: u32| {
+        let rank = run.ranks[r as usize].rank;
+        selection.ranks.as_ref().is_none_or(|l| l.contains(rank))
+    };
+    for path in &paths {
         let parts = path.longest_parts();
         for ((r, category, name), ns) in parts.into_iter().filter(|p| wanted(p.0.0)) {
             table.push(vec![
@@ -223,7 +227,7 @@ pub fn critical_path<'a>(
                 Cell::Duration(path.path_ns),
                 Cell::Int(run.rank(r)),
                 Cell::text(category.name()),
-                Cell::Text(names.text(name)),
+                Cell::Text(texts[&name].clone()),
                 Cell::Duration(ns),
                 Cell::Percent(100.0 * ns as f64 / path.step_ns.max(1) as f64),
             ]);

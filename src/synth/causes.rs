@@ -10,7 +10,7 @@
 
 use super::sim::Schedule;
 use crate::analysis::critical_path::{Category, Name, StepPath, Steps, walk};
-use crate::analysis::graph::{Binding, CpuCall, Exchange, Graph, NONE, Node};
+use crate::analysis::graph::{Binding, CpuCall, Exchange, Graph, Link, NONE, Node};
 use crate::model::{StreamId, StringId, ThreadId};
 use indexmap::IndexSet;
 
@@ -39,8 +39,8 @@ pub struct Ran {
     pub comm: bool,
     /// Its launch (index into the rank's [`Schedule::calls`]).
     pub launch: usize,
-    /// The operation before it on its stream (index into the rank's operations).
-    pub prev: Option<usize>,
+    /// The simulator's number of its stream.
+    pub stream: u32,
     /// What set its start.
     pub set_by: SetBy,
 }
@@ -97,11 +97,6 @@ impl Lane {
         }
     }
 
-    /// The operation before the next one.
-    pub fn last(&self) -> Option<usize> {
-        self.last
-    }
-
     /// Operation `op` runs on it until `end`.
     pub fn occupy(&mut self, op: usize, end: i64) {
         (self.free, self.last, self.waited) = (end, Some(op), None);
@@ -122,70 +117,87 @@ impl Lane {
 }
 
 /// The dependency graph of the simulated run: the operations and calls of every rank's
-/// schedule with what truly set each start.
+/// schedule with what truly set each start. Nodes are in the graph's order, (rank, stream,
+/// start, end), so that the one before a node on its stream is the node before it; each launch
+/// entry launches one operation, as [`Graph::build`] makes them.
 fn graph(schedules: &[Schedule]) -> Graph {
-    let offsets = |len: fn(&Schedule) -> usize| -> Vec<u32> {
-        let mut at = 0;
-        let mut offsets = Vec::with_capacity(schedules.len());
-        for schedule in schedules {
-            offsets.push(at);
-            at += len(schedule) as u32;
+    // Each rank's operations in the graph's order, and each one's node.
+    let mut nodes_of: Vec<Vec<u32>> = Vec::with_capacity(schedules.len());
+    let mut order: Vec<(usize, usize)> = Vec::new();
+    for (r, schedule) in schedules.iter().enumerate() {
+        let mut ops: Vec<usize> = (0..schedule.ops.len()).collect();
+        ops.sort_by_key(|&i| {
+            let ran = &schedule.ops[i];
+            (ran.stream, ran.span, i)
+        });
+        let mut node_of = vec![0; ops.len()];
+        for &i in &ops {
+            node_of[i] = order.len() as u32;
+            order.push((r, i));
         }
-        offsets
-    };
-    let (ops, calls) = (offsets(|s| s.ops.len()), offsets(|s| s.calls.len()));
-    let index = |offsets: &[u32], r: usize, i: usize| offsets[r] + i as u32;
+        nodes_of.push(node_of);
+    }
+    let node = |(r, i): OpRef| nodes_of[r][i];
     let mut labels: IndexSet<&str> = IndexSet::new();
     let mut graph = Graph::default();
-    for (r, schedule) in schedules.iter().enumerate() {
-        for ran in &schedule.ops {
-            let (binding, cross) = match ran.set_by {
-                SetBy::Launch => (Binding::Launch, NONE),
-                SetBy::Stream => (Binding::Stream, NONE),
-                SetBy::Cross(op) => (Binding::Cross, index(&ops, r, op)),
-            };
-            graph.nodes.push(Node {
-                rank: r as u32,
-                stream: StreamId(0),
-                start: ran.span.0,
-                end: ran.span.1,
-                comm: ran.comm,
-                label: labels.insert_full(ran.label).0 as u32,
-                launch: index(&calls, r, ran.launch),
-                prev: ran.prev.map_or(NONE, |p| index(&ops, r, p)),
-                cross,
-                exchange: NONE,
-                binding,
-            });
-        }
-        graph.cpu.extend(schedule.calls.iter().map(|call| CpuCall {
+    let mut crosses = Vec::new();
+    for &(r, i) in &order {
+        let ran = &schedules[r].ops[i];
+        let binding = match ran.set_by {
+            SetBy::Launch => Binding::Launch,
+            SetBy::Stream => Binding::Stream,
+            SetBy::Cross(op) => {
+                crosses.push((graph.nodes.len() as u32, node((r, op))));
+                Binding::Cross
+            }
+        };
+        graph.nodes.push(Node {
             rank: r as u32,
-            thread: ThreadId(0),
-            start: call.span.0,
-            end: call.span.1,
-            name: StringId::EMPTY,
-            waited: call.waited.map_or(NONE, |w| index(&ops, r, w)),
-        }));
+            stream: StreamId(ran.stream),
+            start: ran.span.0,
+            end: ran.span.1,
+            comm: ran.comm,
+            label: labels.insert_full(ran.label).0 as u16,
+            launch: NONE,
+            binding,
+        });
+    }
+    graph.set_crosses(crosses);
+    for (r, schedule) in schedules.iter().enumerate() {
+        // Each call's operations, in node order.
+        let mut launched: Vec<Vec<u32>> = vec![Vec::new(); schedule.calls.len()];
+        for (i, ran) in schedule.ops.iter().enumerate() {
+            launched[ran.launch].push(node((r, i)));
+        }
+        for (call, ops) in schedule.calls.iter().zip(&mut launched) {
+            ops.sort_unstable();
+            let entry =
+                |link| CpuCall::new(r as u32, ThreadId(0), call.span, StringId::EMPTY, link);
+            if let Some(waited) = call.waited {
+                graph.cpu.push(entry(Link::Wait(node((r, waited)))));
+            } else if ops.is_empty() {
+                graph.cpu.push(entry(Link::Launch(NONE)));
+            }
+            for &op in ops.iter() {
+                graph.nodes[op as usize].launch = graph.cpu.len() as u32;
+                graph.cpu.push(entry(Link::Launch(op)));
+            }
+        }
     }
     for members in schedules.iter().flat_map(|s| &s.exchanges) {
-        let global = |(r, i): OpRef| index(&ops, r, i);
-        let id = graph.exchanges.len() as u32;
-        let members_ops: Vec<u32> = members.ops.iter().map(|&m| global(m)).collect();
-        for &m in &members_ops {
-            graph.nodes[m as usize].exchange = id;
-        }
         // The last to arrive, as `collectives` names it: the latest start, the lowest rank.
         let last = members
             .ops
             .iter()
             .max_by_key(|&&(r, i)| (schedules[r].ops[i].span.0, std::cmp::Reverse(r)))
-            .map_or(NONE, |&m| global(m));
-        graph.exchanges.push(Exchange {
-            members: members_ops,
+            .map_or(NONE, |&m| node(m));
+        graph.add_exchange(Exchange {
+            members: members.ops.iter().map(|&m| node(m)).collect(),
             last,
-            sender: members.sender.map_or(NONE, global),
+            sender: members.sender.map_or(NONE, node),
         });
     }
+    graph.order_memberships();
     graph.labels = labels.into_iter().map(str::to_string).collect();
     graph
 }

@@ -301,13 +301,12 @@ impl RankState {
         set_by: SetBy,
     ) -> usize {
         let op = self.schedule.ops.len();
-        let prev = self.lane(stream).last();
         self.schedule.ops.push(Ran {
             span,
             label,
             comm,
             launch: self.schedule.calls.len() - 1,
-            prev,
+            stream,
             set_by,
         });
         self.lane(stream).occupy(op, span.1);

@@ -1,7 +1,7 @@
 //! Building a graph from whatever reads the events: its operations in any order
 //! ([`Operations`]), then the synchronization records and each rank's calls ([`Linking`]).
 
-use super::{Binding, ByEnd, CpuCall, Graph, NONE, Node, STREAM_WAIT_EVENT, WHOLE, Wait};
+use super::{Binding, ByEnd, CpuCall, Graph, Link, NONE, Node, STREAM_WAIT_EVENT, WHOLE, Wait};
 use crate::analysis::kernels::{Operation, each_operation, roles};
 use crate::classify::families::{FamilyCache, MEMCPY_PEER};
 use crate::classify::{Activity, Rank, RankStreams, RoleRules, streams};
@@ -74,21 +74,20 @@ impl Operations {
             comm: op.comm,
             label,
             launch: NONE,
-            prev: NONE,
-            cross: NONE,
-            exchange: NONE,
             binding: Binding::Nothing,
         };
         let named_by_role = op.kernel.is_some() || family == MEMCPY_PEER;
         self.nodes.push((node, op.correlation, named_by_role));
     }
 
-    /// The index of label `name`.
-    fn label(&mut self, name: &str) -> u32 {
-        match self.labels.get_index_of(name) {
-            Some(label) => label as u32,
-            None => self.labels.insert_full(name.to_string()).0 as u32,
-        }
+    /// The index of label `name`. Labels are families (from the rules) and roles (from the
+    /// role table): past the 65,535th, they would share the last.
+    fn label(&mut self, name: &str) -> u16 {
+        let index = match self.labels.get_index_of(name) {
+            Some(label) => label,
+            None => self.labels.insert_full(name.to_string()).0,
+        };
+        u16::try_from(index).unwrap_or(u16::MAX)
     }
 
     /// Names the communication of operations added as if no stream carried any: each kernel
@@ -118,9 +117,9 @@ impl Operations {
         }
         let mut order: Vec<usize> = (0..labels.len()).filter(|&l| used[l]).collect();
         order.sort_unstable_by(|&a, &b| labels[a].cmp(&labels[b]));
-        let mut renamed = vec![0u32; labels.len()];
+        let mut renamed = vec![0u16; labels.len()];
         for (new, &old) in order.iter().enumerate() {
-            renamed[old] = new as u32;
+            renamed[old] = new as u16;
         }
         for (node, ..) in &mut nodes {
             node.label = renamed[node.label as usize];
@@ -140,12 +139,11 @@ impl Operations {
         // In place: the correlation ids are in the chains now.
         let mut nodes: Vec<Node> = nodes.into_iter().map(|(node, ..)| node).collect();
         nodes.shrink_to_fit();
-        let mut graph = Graph {
+        let graph = Graph {
             nodes,
             labels: order.iter().map(|&i| labels[i].clone()).collect(),
             ..Graph::default()
         };
-        graph.link_streams();
         let operations = graph.nodes.len();
         Linking {
             ends: graph.by_end(),
@@ -172,8 +170,8 @@ pub struct Linking {
     waiting: FxHashMap<(ProcessId, u32), Option<StreamId>>,
     /// Whether each API function is a stream wait, and whether a host wait.
     kinds: FxHashMap<StringId, (bool, bool)>,
-    /// Launches (with their operation) and host waits (with [`NONE`]).
-    calls: Vec<(CpuCall, u32)>,
+    /// Launches and host waits.
+    calls: Vec<CpuCall>,
     /// Each rank's `cudaStreamWaitEvent` calls.
     waits: Vec<Vec<Wait>>,
 }
@@ -194,7 +192,7 @@ impl Linking {
     pub fn call(&mut self, (r, process): (u32, ProcessId), call: &ApiCall, timeline: &Timeline) {
         let mut launched = self.unlaunched.claim(r, call.correlation);
         while let Some(node) = launched {
-            self.calls.push((CpuCall::of(r, call, NONE), node));
+            self.calls.push(CpuCall::of(r, call, Link::Launch(node)));
             launched = self.unlaunched.next(node);
         }
         let (wait, sync) = *self.kinds.entry(call.name).or_insert_with(|| {
@@ -213,7 +211,7 @@ impl Linking {
             });
         }
         if sync && let Some(waited) = self.ends.last_ending(&self.graph.nodes, r, call.end.0) {
-            self.calls.push((CpuCall::of(r, call, waited), NONE));
+            self.calls.push(CpuCall::of(r, call, Link::Wait(waited)));
         }
     }
 
@@ -235,21 +233,22 @@ impl Linking {
             ..
         } = self;
         drop(unlaunched);
-        calls.sort_unstable_by_key(|(c, node)| {
-            (c.rank, c.start, *node, c.end, c.thread, c.name, c.waited)
+        calls.sort_unstable_by_key(|c| {
+            let launched = c.launched().unwrap_or(NONE);
+            let waited = c.waited().unwrap_or(NONE);
+            (c.rank, c.start, launched, c.end, c.thread, c.name, waited)
         });
-        for (j, (_, node)) in calls.iter().enumerate() {
-            match *node {
-                NONE => graph.evidence.host_waits += 1,
-                node => {
+        for (j, call) in calls.iter().enumerate() {
+            match call.launched() {
+                None => graph.evidence.host_waits += 1,
+                Some(node) => {
                     graph.nodes[node as usize].launch = j as u32;
                     graph.evidence.launches += 1;
                 }
             }
         }
-        // In place: the calls' vector becomes the graph's.
-        graph.cpu = calls.into_iter().map(|(call, _)| call).collect();
-        graph.cpu.shrink_to_fit();
+        calls.shrink_to_fit();
+        graph.cpu = calls;
         for list in &mut waits {
             list.sort_unstable_by_key(|w| (w.at, w.stream));
         }
@@ -266,8 +265,9 @@ impl Linking {
 struct Unlaunched {
     dense: Vec<Vec<u32>>,
     sparse: FxHashMap<(u32, u32), u32>,
-    /// Each node's next node of the same rank and id, or [`NONE`].
-    next: Vec<u32>,
+    /// The next node of the same rank and id, for the nodes that have one (most ids launch one
+    /// operation).
+    next: FxHashMap<u32, u32>,
 }
 
 impl Unlaunched {
@@ -288,14 +288,17 @@ impl Unlaunched {
         let mut unlaunched = Unlaunched {
             dense,
             sparse: FxHashMap::default(),
-            next: vec![NONE; nodes.len()],
+            next: FxHashMap::default(),
         };
         for (i, &(n, id, _)) in nodes.iter().enumerate().rev() {
             let head = match id < Self::DENSE {
                 true => &mut unlaunched.dense[n.rank as usize][id as usize],
                 false => (unlaunched.sparse.entry((n.rank, id))).or_insert(NONE),
             };
-            unlaunched.next[i] = std::mem::replace(head, i as u32);
+            let next = std::mem::replace(head, i as u32);
+            if next != NONE {
+                unlaunched.next.insert(i as u32, next);
+            }
         }
         unlaunched
     }
@@ -317,6 +320,6 @@ impl Unlaunched {
 
     /// The operation after `node` of its rank and id.
     fn next(&self, node: u32) -> Option<u32> {
-        Some(self.next[node as usize]).filter(|&n| n != NONE)
+        self.next.get(&node).copied()
     }
 }

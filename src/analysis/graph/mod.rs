@@ -67,7 +67,10 @@ pub enum Binding {
     Nothing,
 }
 
-/// One GPU operation.
+/// One GPU operation: 32 bytes, the graph's size is mostly theirs. What it waited for on
+/// another stream and the exchange it is a member of are rare, and kept beside the nodes
+/// ([`Graph::cross`], [`Graph::exchange`]); the operation before it on its stream is the node
+/// before it ([`Graph::prev`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Node {
     /// Its rank (index into the ranks given).
@@ -81,22 +84,14 @@ pub struct Node {
     /// Whether it is a communication kernel.
     pub comm: bool,
     /// Its family, or a communication kernel's role (index into [`Graph::labels`]).
-    pub label: u32,
+    pub label: u16,
     /// Its launch (index into [`Graph::cpu`]; each launch launches one node), or [`NONE`].
     pub launch: u32,
-    /// The operation before it on its stream (the node before it: nodes are in (rank,
-    /// stream, start, end) order), or [`NONE`].
-    pub prev: u32,
-    /// The operation of another stream it waited for, or [`NONE`].
-    pub cross: u32,
-    /// The collective or transfer it is a member of (index into [`Graph::exchanges`]), or
-    /// [`NONE`].
-    pub exchange: u32,
     /// What set its start.
     pub binding: Binding,
 }
 
-/// A CPU call that matters to the GPU: a launch, or a host wait.
+/// A CPU call that matters to the GPU: a launch of one operation, or a host wait for one.
 #[derive(Debug, Clone, Copy)]
 pub struct CpuCall {
     /// Its rank.
@@ -109,29 +104,69 @@ pub struct CpuCall {
     pub end: i64,
     /// The API function.
     pub name: StringId,
-    /// For a host wait, the operation it waited for (else [`NONE`]).
-    pub waited: u32,
+    /// The operation it launched, or ([`CpuCall::WAIT`] set) the one it waited for; [`NONE`]
+    /// for a launch of nothing the graph holds.
+    link: u32,
+}
+
+/// What a CPU call is to the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// A launch of this operation ([`NONE`]: of nothing the graph holds).
+    Launch(u32),
+    /// A host wait that returned once this operation ended.
+    Wait(u32),
 }
 
 impl CpuCall {
-    /// Rank `rank`'s API call `call`; a host wait for operation `waited` (else [`NONE`]).
-    fn of(rank: u32, call: &ApiCall, waited: u32) -> CpuCall {
+    /// A host wait's link, beside the operation's index (below `WAIT - 1`: a graph of 2^31
+    /// operations would take 64 GiB).
+    const WAIT: u32 = 1 << 31;
+
+    /// A call of rank `rank` on `thread` over `(start, end)` (an end before the start is the
+    /// start), of API function `name`.
+    pub fn new(
+        rank: u32,
+        thread: ThreadId,
+        (start, end): (i64, i64),
+        name: StringId,
+        link: Link,
+    ) -> CpuCall {
         CpuCall {
             rank,
-            thread: call.thread,
-            start: call.start.0,
-            end: call.end.0.max(call.start.0),
-            name: call.name,
-            waited,
+            thread,
+            start,
+            end: end.max(start),
+            name,
+            link: match link {
+                Link::Launch(node) => node,
+                Link::Wait(node) => node | CpuCall::WAIT,
+            },
         }
+    }
+
+    /// Rank `rank`'s API call `call`.
+    fn of(rank: u32, call: &ApiCall, link: Link) -> CpuCall {
+        let span = (call.start.0, call.end.0);
+        CpuCall::new(rank, call.thread, span, call.name, link)
+    }
+
+    /// The operation it launched, for a launch.
+    pub fn launched(&self) -> Option<u32> {
+        (self.link & CpuCall::WAIT == 0).then_some(self.link)
+    }
+
+    /// The operation it waited for, for a host wait.
+    pub fn waited(&self) -> Option<u32> {
+        (self.link != NONE && self.link & CpuCall::WAIT != 0).then_some(self.link & !CpuCall::WAIT)
     }
 
     /// When its thread went on: a launch's start (the next call's gap counts from it), a host
     /// wait's end.
     fn moment(&self) -> i64 {
-        match self.waited {
-            NONE => self.start,
-            _ => self.end,
+        match self.waited() {
+            None => self.start,
+            Some(_) => self.end,
         }
     }
 }
@@ -180,18 +215,71 @@ pub struct Graph {
     pub labels: Vec<String>,
     /// What it rests on.
     pub evidence: Evidence,
+    /// The operation of another stream each operation bound by one waited for: (operation,
+    /// waited for), by operation.
+    crosses: Vec<(u32, u32)>,
+    /// The exchange each member is a member of: (operation, exchange), by operation.
+    memberships: Vec<(u32, u32)>,
 }
 
 impl Graph {
-    /// Stream order, the nodes sorted.
-    fn link_streams(&mut self) {
-        for i in 1..self.nodes.len() {
-            let before = self.nodes[i - 1];
-            let node = &mut self.nodes[i];
-            if (before.rank, before.stream) == (node.rank, node.stream) {
-                node.prev = i as u32 - 1;
-            }
+    /// The operation before operation `i` on its stream (nodes are in (rank, stream, start,
+    /// end) order: the node before it, on the same stream).
+    pub fn prev(&self, i: u32) -> Option<u32> {
+        let before = i.checked_sub(1)?;
+        let (a, b) = (&self.nodes[before as usize], &self.nodes[i as usize]);
+        ((a.rank, a.stream) == (b.rank, b.stream)).then_some(before)
+    }
+
+    /// The operation of another stream operation `i` waited for, when that set its start.
+    pub fn cross(&self, i: u32) -> Option<u32> {
+        if self.nodes[i as usize].binding != Binding::Cross {
+            return None;
         }
+        lookup(&self.crosses, i)
+    }
+
+    /// The collective or transfer operation `i` is a member of (index into
+    /// [`Graph::exchanges`]; members are communication operations).
+    pub fn exchange(&self, i: u32) -> Option<u32> {
+        if !self.nodes[i as usize].comm {
+            return None;
+        }
+        lookup(&self.memberships, i)
+    }
+
+    /// Sets what each operation bound by another stream waited for: `crosses` holds
+    /// (operation, waited for) pairs, each operation's binding says [`Binding::Cross`].
+    pub(crate) fn set_crosses(&mut self, mut crosses: Vec<(u32, u32)>) {
+        crosses.sort_unstable();
+        self.crosses = crosses;
+    }
+
+    /// Adds a collective or transfer whose members are communication operations.
+    pub(crate) fn add_exchange(&mut self, exchange: Exchange) {
+        let id = self.exchanges.len() as u32;
+        debug_assert!(
+            exchange
+                .members
+                .iter()
+                .all(|&m| self.nodes[m as usize].comm)
+        );
+        (self.memberships).extend(exchange.members.iter().map(|&m| (m, id)));
+        self.exchanges.push(exchange);
+    }
+
+    /// Orders the exchanges' memberships once all are added; an operation matched into two
+    /// belongs to the later.
+    pub(crate) fn order_memberships(&mut self) {
+        self.memberships.sort_unstable();
+        self.memberships.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 = later.1;
+            }
+            same
+        });
+        self.memberships.shrink_to_fit();
     }
 
     /// Collectives matched across ranks, and point-to-point transfers sender to receiver.
@@ -225,32 +313,28 @@ impl Graph {
             let (_, last) = instance.first_last();
             let position = instance.arrivals.iter().position(|a| *a == last);
             let transfer = matched.communicators[instance.communicator].op == P2P_OP;
-            let id = self.exchanges.len() as u32;
-            for &m in &members {
-                self.nodes[m as usize].exchange = id;
-            }
             match transfer {
                 true => self.evidence.transfers += 1,
                 false => self.evidence.collectives += 1,
             }
-            self.exchanges.push(Exchange {
+            self.add_exchange(Exchange {
                 last: members[position.unwrap_or(0)],
                 sender: if transfer { members[0] } else { NONE },
                 members,
             });
         }
+        self.order_memberships();
     }
 
     /// Each operation's stream wait (from the rank's `cudaStreamWaitEvent` calls `waits`, else
     /// from timing) and binding constraint.
     fn bind(&mut self, waits: &[Vec<Wait>], ends: &ByEnd) {
         let streams = self.stream_ranges();
+        let mut crosses = Vec::new();
         for i in 0..self.nodes.len() {
             let node = self.nodes[i];
-            let stream = match node.prev {
-                NONE => None,
-                p => Some(self.nodes[p as usize].end.min(node.start)),
-            };
+            let prev = self.prev(i as u32);
+            let stream = prev.map(|p| self.nodes[p as usize].end.min(node.start));
             let launch = match node.launch {
                 NONE => None,
                 l => Some(self.cpu[l as usize].start.min(node.start)),
@@ -259,7 +343,7 @@ impl Graph {
             let rank_waits = &waits[node.rank as usize];
             let cross = match rank_waits.is_empty() {
                 true => ends.waited_for(&self.nodes, &node, floor),
-                false => self.stream_wait(&node, rank_waits, &streams),
+                false => self.stream_wait((&node, prev), rank_waits, &streams),
             };
             let cross = cross.filter(|&c| self.nodes[c as usize].end > floor);
             let binding = match (cross, stream, launch) {
@@ -269,25 +353,27 @@ impl Graph {
                 (None, None, Some(_)) => Binding::Launch,
                 (None, None, None) => Binding::Nothing,
             };
-            if cross.is_some() {
+            if let Some(cross) = cross {
                 match rank_waits.is_empty() {
                     true => self.evidence.timed_waits += 1,
                     false => self.evidence.stream_waits += 1,
                 }
+                crosses.push((i as u32, cross));
             }
-            let node = &mut self.nodes[i];
-            node.cross = cross.unwrap_or(NONE);
-            node.binding = binding;
+            self.nodes[i].binding = binding;
         }
+        crosses.shrink_to_fit();
+        self.crosses = crosses;
     }
 
-    /// What `node` waited for on another stream: when its rank called `cudaStreamWaitEvent`
-    /// for its stream (or for an unknown one) after the stream's previous launch and before
-    /// this launch, the work launched on the rank's other streams before that wait, each
-    /// stream's last operation; of those, the one that ended last before `node` started.
+    /// What `node` (after `prev` on its stream) waited for on another stream: when its rank
+    /// called `cudaStreamWaitEvent` for its stream (or for an unknown one) after the stream's
+    /// previous launch and before this launch, the work launched on the rank's other streams
+    /// before that wait, each stream's last operation; of those, the one that ended last
+    /// before `node` started.
     fn stream_wait(
         &self,
-        node: &Node,
+        (node, prev): (&Node, Option<u32>),
         waits: &[Wait],
         streams: &[(u32, StreamId, u32, u32)],
     ) -> Option<u32> {
@@ -296,10 +382,7 @@ impl Graph {
             NONE => n.start,
             l => self.cpu[l as usize].start,
         };
-        let after_on_stream = match node.prev {
-            NONE => i64::MIN,
-            p => launched(&self.nodes[p as usize]),
-        };
+        let after_on_stream = prev.map_or(i64::MIN, |p| launched(&self.nodes[p as usize]));
         let at = waits.partition_point(|w| w.at < call.start);
         let wait = waits[..at]
             .iter()
@@ -360,6 +443,12 @@ impl Graph {
     }
 }
 
+/// The value paired with `key` in `pairs` (sorted by key).
+fn lookup(pairs: &[(u32, u32)], key: u32) -> Option<u32> {
+    let at = pairs.partition_point(|&(k, _)| k < key);
+    pairs.get(at).filter(|&&(k, _)| k == key).map(|&(_, v)| v)
+}
+
 /// `CUpti_ActivitySynchronizationType`'s stream wait (`cudaStreamWaitEvent`).
 const STREAM_WAIT_EVENT: u8 = 2;
 
@@ -402,5 +491,85 @@ impl ByEnd {
             .take_while(|(_, n)| n.rank == node.rank && n.end > earliest)
             .find(|(_, n)| n.stream != node.stream)
             .map(|(i, _)| i)
+    }
+}
+
+// A graph holds a node per GPU operation and a call per launch: their sizes are its size.
+const _: () = assert!(std::mem::size_of::<Node>() == 32);
+const _: () = assert!(std::mem::size_of::<CpuCall>() == 32);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(rank: u32, stream: u32, (start, end): (i64, i64), comm: bool) -> Node {
+        Node {
+            rank,
+            stream: StreamId(stream),
+            start,
+            end,
+            comm,
+            label: 0,
+            launch: NONE,
+            binding: Binding::Nothing,
+        }
+    }
+
+    #[test]
+    fn a_call_links_the_operation_it_launched_or_waited_for() {
+        let call = |link| CpuCall::new(0, ThreadId(0), (10, 5), StringId::EMPTY, link);
+        let launch = call(Link::Launch(7));
+        assert_eq!((launch.launched(), launch.waited()), (Some(7), None));
+        assert_eq!((launch.end, launch.moment()), (10, 10));
+        let wait = call(Link::Wait(7));
+        assert_eq!((wait.launched(), wait.waited()), (None, Some(7)));
+        let nothing = call(Link::Launch(NONE));
+        assert_eq!((nothing.launched(), nothing.waited()), (None, None));
+        let last = call(Link::Wait(CpuCall::WAIT - 2));
+        assert_eq!(
+            (last.launched(), last.waited()),
+            (None, Some(CpuCall::WAIT - 2))
+        );
+    }
+
+    #[test]
+    fn the_operation_before_on_a_stream_is_the_node_before_on_it() {
+        let graph = Graph {
+            nodes: vec![
+                node(0, 1, (0, 5), false),
+                node(0, 1, (5, 9), false),
+                node(0, 2, (1, 3), false),
+                node(1, 2, (4, 6), false),
+            ],
+            ..Graph::default()
+        };
+        let prevs: Vec<_> = (0..4).map(|i| graph.prev(i)).collect();
+        assert_eq!(prevs, vec![None, Some(0), None, None]);
+    }
+
+    #[test]
+    fn an_operation_matched_into_two_exchanges_belongs_to_the_later() {
+        let mut graph = Graph {
+            nodes: vec![
+                node(0, 0, (0, 5), true),
+                node(0, 0, (5, 9), false),
+                node(1, 1, (0, 5), true),
+                node(1, 1, (5, 9), true),
+            ],
+            ..Graph::default()
+        };
+        let exchange = |members: Vec<u32>| Exchange {
+            last: members[0],
+            sender: NONE,
+            members,
+        };
+        graph.add_exchange(exchange(vec![3, 0]));
+        graph.add_exchange(exchange(vec![2, 0]));
+        graph.order_memberships();
+        let of: Vec<_> = (0..4).map(|i| graph.exchange(i)).collect();
+        assert_eq!(of, vec![Some(1), None, Some(1), Some(0)]);
+        graph.nodes[1].binding = Binding::Cross;
+        graph.set_crosses(vec![(1, 2)]);
+        assert_eq!((graph.cross(0), graph.cross(1)), (None, Some(2)));
     }
 }

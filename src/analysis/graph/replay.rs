@@ -17,8 +17,6 @@ pub(super) struct Scales<S, C> {
 /// others are listed.
 pub(super) struct Replay<'g> {
     graph: &'g Graph,
-    /// The node each call launched, or [`NONE`] for a host wait.
-    launched: Vec<u32>,
     /// The constraints the order does not give, (from, to) sorted: a stream wait's, a host
     /// wait's, an exchange's last arrival after each member's start.
     listed: Vec<(u32, u32)>,
@@ -31,19 +29,15 @@ impl<'g> Replay<'g> {
     pub(super) fn new(graph: &'g Graph) -> Replay<'g> {
         let n = graph.nodes.len() as u32;
         let cpu = graph.cpu.len() as u32;
-        let mut launched = vec![NONE; graph.cpu.len()];
         let mut listed = Vec::new();
-        for (i, node) in graph.nodes.iter().enumerate() {
-            if node.launch != NONE {
-                launched[node.launch as usize] = i as u32;
-            }
-            if node.cross != NONE {
-                listed.push((2 * node.cross + 1, 2 * i as u32));
+        for i in 0..n {
+            if let Some(cross) = graph.cross(i) {
+                listed.push((2 * cross + 1, 2 * i));
             }
         }
         for (j, call) in graph.cpu.iter().enumerate() {
-            if call.waited != NONE {
-                listed.push((2 * call.waited + 1, 2 * n + j as u32));
+            if let Some(waited) = call.waited() {
+                listed.push((2 * waited + 1, 2 * n + j as u32));
             }
         }
         for (x, exchange) in graph.exchanges.iter().enumerate() {
@@ -59,7 +53,6 @@ impl<'g> Replay<'g> {
         }
         Replay {
             graph,
-            launched,
             listed,
             listing,
         }
@@ -74,7 +67,7 @@ impl<'g> Replay<'g> {
             each(p + 1);
         } else if p < 2 * n {
             let next = p.div_ceil(2);
-            if g.nodes.get(next as usize).is_some_and(|s| s.prev == p / 2) {
+            if next < n && g.prev(next) == Some(p / 2) {
                 each(2 * next);
             }
         } else if p < 2 * n + cpu {
@@ -85,13 +78,13 @@ impl<'g> Replay<'g> {
             {
                 each(p + 1);
             }
-            if self.launched[j] != NONE {
-                each(2 * self.launched[j]);
+            if let Some(launched) = g.cpu[j].launched() {
+                each(2 * launched);
             }
         } else {
             let x = p - 2 * n - cpu;
             for &m in &g.exchanges[x as usize].members {
-                if g.nodes[m as usize].exchange == x {
+                if g.exchange(m) == Some(x) {
                     each(2 * m + 1);
                 }
             }
@@ -112,14 +105,13 @@ impl<'g> Replay<'g> {
     ) -> Vec<i64> {
         let g = self.graph;
         let points = 2 * g.nodes.len() + g.cpu.len() + g.exchanges.len();
-        // Constraints not yet evaluated, per point.
+        // Constraints not yet evaluated, per point ([`DONE`] once it is evaluated).
         let mut waiting = vec![0u32; points];
         for p in 0..points as u32 {
             self.successors(p, |s| waiting[s as usize] += 1);
         }
         // A point evaluated before its constraints (in a cycle) reads their measured times.
         let mut value: Vec<i64> = (0..points as u32).map(|p| self.measured(p)).collect();
-        let mut done = vec![false; points];
         let mut ready: Vec<u32> = (0..points as u32)
             .filter(|&p| waiting[p as usize] == 0)
             .collect();
@@ -128,11 +120,11 @@ impl<'g> Replay<'g> {
         loop {
             while let Some(p) = ready.pop() {
                 value[p as usize] = self.evaluate(p, &value, scales);
-                done[p as usize] = true;
+                waiting[p as usize] = DONE;
                 evaluated += 1;
                 self.successors(p, |s| {
                     // A point of a cycle may have gone first (below).
-                    if done[s as usize] {
+                    if waiting[s as usize] == DONE {
                         return;
                     }
                     waiting[s as usize] -= 1;
@@ -148,13 +140,14 @@ impl<'g> Replay<'g> {
             // waited for work another thread launched after it began): the earliest point left
             // goes first, on what is known. The points by measured time are sorted once.
             let order = left.get_or_insert_with(|| {
-                let mut order: Vec<u32> =
-                    (0..points as u32).filter(|&p| !done[p as usize]).collect();
+                let mut order: Vec<u32> = (0..points as u32)
+                    .filter(|&p| waiting[p as usize] != DONE)
+                    .collect();
                 order.sort_unstable_by_key(|&p| (self.measured(p), p));
                 order.reverse();
                 order
             });
-            while order.last().is_some_and(|&p| done[p as usize]) {
+            while order.last().is_some_and(|&p| waiting[p as usize] == DONE) {
                 order.pop();
             }
             let next = order.pop().expect("points left");
@@ -208,9 +201,10 @@ impl<'g> Replay<'g> {
             let factor = (scales.scale)(i);
             // A collective's member, or a transfer's receiver, ends its transfer's time after
             // the last arrival; anything else (a sender too) its own time after its start.
-            let end = match g.exchanges.get(node.exchange as usize) {
-                Some(x) if x.sender != i => {
-                    let last = 2 * n + cpu + node.exchange;
+            let exchange = g.exchange(i);
+            let end = match exchange.map(|x| (x, &g.exchanges[x as usize])) {
+                Some((exchange, x)) if x.sender != i => {
+                    let last = 2 * n + cpu + exchange;
                     let arrived = g.nodes[x.last as usize].start;
                     value[last as usize] + scaled(node.end - arrived, factor)
                 }
@@ -228,9 +222,9 @@ impl<'g> Replay<'g> {
                 }
                 _ => call.start,
             };
-            return match call.waited {
-                NONE => entry,
-                w => {
+            return match call.waited() {
+                None => entry,
+                Some(w) => {
                     let waited = g.nodes[w as usize];
                     entry.max(value[2 * w as usize + 1] + (call.end - waited.end).max(0))
                 }
@@ -258,12 +252,12 @@ impl<'g> Replay<'g> {
             };
             start = start.max(now + lag);
         };
-        if node.prev != NONE {
-            let p = node.prev as usize;
+        if let Some(p) = g.prev(i) {
+            let p = p as usize;
             term(Binding::Stream, g.nodes[p].end, value[2 * p + 1], 0);
         }
-        if node.cross != NONE {
-            let c = node.cross as usize;
+        if let Some(c) = g.cross(i) {
+            let c = c as usize;
             term(Binding::Cross, g.nodes[c].end, value[2 * c + 1], 0);
         }
         if node.launch != NONE {
@@ -278,6 +272,9 @@ impl<'g> Replay<'g> {
     }
 }
 
+/// A point's count of constraints once it is evaluated.
+const DONE: u32 = u32::MAX;
+
 fn same_rank(a: &CpuCall, b: &CpuCall) -> bool {
     a.rank == b.rank
 }
@@ -285,21 +282,14 @@ fn same_rank(a: &CpuCall, b: &CpuCall) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::graph::Node;
+    use crate::analysis::graph::{Link, Node};
     use crate::model::{StreamId, StringId, ThreadId};
 
     /// A host wait that returned once an operation ended which another thread launched after
     /// the wait began: the operation's end, the wait, the launch and the operation's start
     /// constrain each other in a cycle.
     fn cycle() -> Graph {
-        let call = |start, end, waited| CpuCall {
-            rank: 0,
-            thread: ThreadId(0),
-            start,
-            end,
-            name: StringId::EMPTY,
-            waited,
-        };
+        let call = |span, link| CpuCall::new(0, ThreadId(0), span, StringId::EMPTY, link);
         let node = Node {
             rank: 0,
             stream: StreamId(0),
@@ -308,14 +298,14 @@ mod tests {
             comm: false,
             label: 0,
             launch: 1,
-            prev: NONE,
-            cross: NONE,
-            exchange: NONE,
             binding: Binding::Launch,
         };
         Graph {
             nodes: vec![node],
-            cpu: vec![call(0, 100, 0), call(10, 15, NONE)],
+            cpu: vec![
+                call((0, 100), Link::Wait(0)),
+                call((10, 15), Link::Launch(0)),
+            ],
             labels: vec!["gemm".into()],
             ..Graph::default()
         }
@@ -334,36 +324,32 @@ mod tests {
     /// other member (rank 1) is listed first and arrives at 0; both transfer for 50 ns after
     /// the last arrival.
     fn collective() -> Graph {
-        let node = |rank, (start, end), prev, exchange| Node {
+        let node = |rank, (start, end), binding| Node {
             rank,
             stream: StreamId(rank),
             start,
             end,
-            comm: exchange != NONE,
+            comm: start > 0 || rank == 1,
             label: 0,
             launch: NONE,
-            prev,
-            cross: NONE,
-            exchange,
-            binding: match prev {
-                NONE => Binding::Nothing,
-                _ => Binding::Stream,
-            },
+            binding,
         };
-        Graph {
+        let mut graph = Graph {
             nodes: vec![
-                node(0, (0, 50), NONE, NONE),
-                node(0, (50, 100), 0, 0),
-                node(1, (0, 100), NONE, 0),
+                node(0, (0, 50), Binding::Nothing),
+                node(0, (50, 100), Binding::Stream),
+                node(1, (0, 100), Binding::Nothing),
             ],
-            exchanges: vec![super::super::Exchange {
-                members: vec![2, 1],
-                last: 1,
-                sender: NONE,
-            }],
             labels: vec!["gemm".into()],
             ..Graph::default()
-        }
+        };
+        graph.add_exchange(super::super::Exchange {
+            members: vec![2, 1],
+            last: 1,
+            sender: NONE,
+        });
+        graph.order_memberships();
+        graph
     }
 
     #[test]
