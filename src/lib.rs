@@ -6,7 +6,7 @@
 //! `crate::` path):
 //!
 //! 1. leaves: [`output`] (files written whole or not at all), [`intervals`], [`spill`],
-//!    [`time`] (formatting times), `hash`;
+//!    [`time`] (formatting times), `hash`, `second_core` (reading ahead, sorting halves);
 //! 2. [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events), data
 //!    only;
 //! 3. the reading layer: [`nsys`] (the SQLite reader, the timeline builder, the nsys-schema
@@ -42,6 +42,7 @@ pub mod nsys;
 pub mod output;
 pub mod query;
 pub mod report;
+mod second_core;
 pub mod spill;
 pub mod synth;
 pub mod time;

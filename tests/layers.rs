@@ -13,6 +13,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("output", 0),
     ("intervals", 0),
     ("spill", 0),
+    ("second_core", 0),
     ("time", 0),
     ("model", 1),
     ("nsys", 2),

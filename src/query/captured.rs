@@ -26,6 +26,7 @@ use crate::model::records::Fits;
 use crate::model::{ApiCall, Kernel, Memcpy, Ns, ProcessId, StreamId, ThreadId};
 use crate::nsys::Moved;
 use crate::report::RankWindow;
+use crate::second_core::Reading;
 use crate::spill::{Record, Sorted};
 
 /// A process over a window, ns on the merged clock.
@@ -199,7 +200,8 @@ pub fn graph(
         .sum::<u64>();
     let mut nodes = Operations::with_capacity(operation_count as usize);
     let mut cache = FamilyCache::new(families, activity.timeline);
-    operations(both, |process, op| {
+    // The graph's passes do much per item: they read ahead on a second core.
+    operations_read(both, Reading::Ahead, |process, op| {
         for &r in &slots[process.index()] {
             let comm = matches!(op, Operation::Kernel(k) if activity.is_comm_kernel(k));
             count(&mut usages[r], op, comm, op.span());
@@ -216,7 +218,7 @@ pub fn graph(
     for part in &captures.parts {
         each(part, &part.events.syncs, |s| linking.sync(&s))?;
     }
-    calls(both, |process, call| {
+    calls_read(both, Reading::Ahead, |process, call| {
         for &r in &slots[process.index()] {
             linking.call((r as u32, process), call, activity.timeline);
         }
@@ -487,19 +489,27 @@ fn operations(
     (captures, activity): (&Captures, &Activity),
     mut f: impl FnMut(ProcessId, &Operation),
 ) -> crate::nsys::Result<()> {
+    operations_read((captures, activity), Reading::Inline, &mut f)
+}
+
+/// [`operations`], read as `reading` says.
+fn operations_read(
+    (captures, activity): (&Captures, &Activity),
+    reading: Reading,
+    mut f: impl FnMut(ProcessId, &Operation),
+) -> crate::nsys::Result<()> {
     let timeline = activity.timeline;
-    for part in &captures.parts {
-        for op in kinds(part).into_iter().flatten() {
-            let op = op?;
-            f(timeline.stream(op.stream()).process, &op);
-        }
-    }
-    Ok(())
+    let ops = (captures.parts.iter()).flat_map(|part| kinds(part).into_iter().flatten());
+    crate::second_core::each(ops, reading, |op| {
+        let op = op?;
+        f(timeline.stream(op.stream()).process, &op);
+        Ok(())
+    })
 }
 
 /// A capture's GPU operations read back, one sequence per kind (kernels, copies, sets, graph
 /// launches), each in start order.
-type Kind<'p> = Box<dyn Iterator<Item = crate::nsys::Result<Operation>> + 'p>;
+type Kind<'p> = Box<dyn Iterator<Item = crate::nsys::Result<Operation>> + Send + 'p>;
 
 /// The GPU operations of `part`, by kind ([`Kind`]).
 fn kinds(part: &Joined) -> [Kind<'_>; 4] {
@@ -538,13 +548,22 @@ fn calls(
     (captures, activity): (&Captures, &Activity),
     mut f: impl FnMut(ProcessId, &ApiCall),
 ) -> crate::nsys::Result<()> {
+    calls_read((captures, activity), Reading::Inline, &mut f)
+}
+
+/// [`calls`], read as `reading` says.
+fn calls_read(
+    (captures, activity): (&Captures, &Activity),
+    reading: Reading,
+    mut f: impl FnMut(ProcessId, &ApiCall),
+) -> crate::nsys::Result<()> {
     let timeline = activity.timeline;
-    for part in &captures.parts {
-        each(part, &part.events.api_calls, |a| {
-            f(timeline.thread(a.thread).process, &a)
-        })?;
-    }
-    Ok(())
+    let calls = (captures.parts.iter()).flat_map(|part| moved(part, &part.events.api_calls));
+    crate::second_core::each(calls, reading, |a| {
+        let a = a?;
+        f(timeline.thread(a.thread).process, &a);
+        Ok(())
+    })
 }
 
 /// Hands every event of `sorted` to `f`, moved onto the merged timeline.

@@ -182,9 +182,11 @@ pub fn critical_path<'a>(
     let mut run = Run::new(loaded.into(), selection)?;
     // Summed as each is walked: a step's stretches (one per operation on its path) are not
     // kept for every step at once.
-    let paths: Vec<PathSummary> = (0..run.steps.bounds.len())
-        .map(|k| walk(&run.graph, &run.steps, k).summary())
-        .collect();
+    let (mut paths, high) = crate::second_core::halves(run.steps.bounds.len(), |steps| {
+        let walked = steps.map(|k| walk(&run.graph, &run.steps, k).summary());
+        walked.collect::<Vec<PathSummary>>()
+    });
+    paths.extend(high);
     let texts = Names::new(&run.graph, &run.activity, &run.ranks, &paths).texts(&paths);
     let mut notes = run.evidence_notes();
     let mut crossings = Vec::new();

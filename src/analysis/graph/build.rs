@@ -124,7 +124,7 @@ impl Operations {
         for (node, ..) in &mut nodes {
             node.label = renamed[node.label as usize];
         }
-        nodes.sort_unstable_by_key(|&(n, correlation, _)| {
+        crate::second_core::sort_by_key(&mut nodes, |&(n, correlation, _)| {
             (
                 n.rank,
                 n.stream,

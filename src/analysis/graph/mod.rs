@@ -327,43 +327,66 @@ impl Graph {
     }
 
     /// Each operation's stream wait (from the rank's `cudaStreamWaitEvent` calls `waits`, else
-    /// from timing) and binding constraint.
+    /// from timing) and binding constraint; the two halves of the nodes on two cores.
     fn bind(&mut self, waits: &[Vec<Wait>], ends: &ByEnd) {
         let streams = self.stream_ranges();
-        let mut crosses = Vec::new();
-        for i in 0..self.nodes.len() {
-            let node = self.nodes[i];
-            let prev = self.prev(i as u32);
-            let stream = prev.map(|p| self.nodes[p as usize].end.min(node.start));
-            let launch = match node.launch {
-                NONE => None,
-                l => Some(self.cpu[l as usize].start.min(node.start)),
-            };
-            let floor = stream.max(launch).unwrap_or(i64::MIN);
-            let rank_waits = &waits[node.rank as usize];
-            let cross = match rank_waits.is_empty() {
-                true => ends.waited_for(&self.nodes, &node, floor),
-                false => self.stream_wait((&node, prev), rank_waits, &streams),
-            };
-            let cross = cross.filter(|&c| self.nodes[c as usize].end > floor);
-            let binding = match (cross, stream, launch) {
-                (Some(_), ..) => Binding::Cross,
-                (None, Some(s), Some(l)) if l > s => Binding::Launch,
-                (None, Some(_), _) => Binding::Stream,
-                (None, None, Some(_)) => Binding::Launch,
-                (None, None, None) => Binding::Nothing,
-            };
-            if let Some(cross) = cross {
-                match rank_waits.is_empty() {
-                    true => self.evidence.timed_waits += 1,
-                    false => self.evidence.stream_waits += 1,
-                }
-                crosses.push((i as u32, cross));
+        let graph = &*self;
+        let (low, high) = crate::second_core::halves(self.nodes.len(), |range| {
+            let mut bindings = Vec::with_capacity(range.len());
+            let mut crosses = Vec::new();
+            for i in range {
+                let (binding, cross) = graph.binding(i as u32, waits, (ends, &streams));
+                bindings.push(binding);
+                crosses.extend(cross.map(|c| (i as u32, c)));
             }
-            self.nodes[i].binding = binding;
+            (bindings, crosses)
+        });
+        let bindings = low.0.into_iter().chain(high.0);
+        for (node, binding) in self.nodes.iter_mut().zip(bindings) {
+            node.binding = binding;
+        }
+        let mut crosses = low.1;
+        crosses.extend(high.1);
+        for &(i, _) in &crosses {
+            match waits[self.nodes[i as usize].rank as usize].is_empty() {
+                true => self.evidence.timed_waits += 1,
+                false => self.evidence.stream_waits += 1,
+            }
         }
         crosses.shrink_to_fit();
         self.crosses = crosses;
+    }
+
+    /// What set operation `i`'s start, and the operation of another stream it waited for
+    /// (from its rank's stream waits `waits`, else from timing with `ends`).
+    fn binding(
+        &self,
+        i: u32,
+        waits: &[Vec<Wait>],
+        (ends, streams): (&ByEnd, &[(u32, StreamId, u32, u32)]),
+    ) -> (Binding, Option<u32>) {
+        let node = self.nodes[i as usize];
+        let prev = self.prev(i);
+        let stream = prev.map(|p| self.nodes[p as usize].end.min(node.start));
+        let launch = match node.launch {
+            NONE => None,
+            l => Some(self.cpu[l as usize].start.min(node.start)),
+        };
+        let floor = stream.max(launch).unwrap_or(i64::MIN);
+        let rank_waits = &waits[node.rank as usize];
+        let cross = match rank_waits.is_empty() {
+            true => ends.waited_for(&self.nodes, &node, floor),
+            false => self.stream_wait((&node, prev), rank_waits, streams),
+        };
+        let cross = cross.filter(|&c| self.nodes[c as usize].end > floor);
+        let binding = match (cross, stream, launch) {
+            (Some(_), ..) => Binding::Cross,
+            (None, Some(s), Some(l)) if l > s => Binding::Launch,
+            (None, Some(_), _) => Binding::Stream,
+            (None, None, Some(_)) => Binding::Launch,
+            (None, None, None) => Binding::Nothing,
+        };
+        (binding, cross)
     }
 
     /// What `node` (after `prev` on its stream) waited for on another stream: when its rank
@@ -422,9 +445,11 @@ impl Graph {
     /// The nodes of each rank ordered by end.
     fn by_end(&self) -> ByEnd {
         let mut order: Vec<u32> = (0..self.nodes.len() as u32).collect();
-        order.sort_unstable_by_key(|&i| {
+        // Stable, ties in index order: each stream's nodes are a run already in end order
+        // (mostly), which the merge sort finds and merges.
+        order.sort_by_key(|&i| {
             let n = &self.nodes[i as usize];
-            (n.rank, n.end, i)
+            (n.rank, n.end)
         });
         ByEnd(order)
     }
