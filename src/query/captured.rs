@@ -57,7 +57,7 @@ pub fn gather(
         .map(|&(_, w)| UnclassifiedShare::new(w))
         .collect();
     let (usage_slots, share_slots) = (slots(activity, streams), slots(activity, shares));
-    operations((captures, activity), |process, op| {
+    operations((captures, activity), Reading::Inline, |process, op| {
         let span = op.span();
         let comm = match op {
             Operation::Kernel(k) if !usage_slots[process.index()].is_empty() => {
@@ -111,7 +111,7 @@ pub fn rank_kernels(
     let namers = namers(both, spans, (classified, rules), None)?;
     let mut tallies: Vec<KernelTally> = spans.iter().map(|_| KernelTally::default()).collect();
     let (slots, mut cache) = (slots(both.1, spans), FamilyCache::new(families, timeline));
-    operations(both, |process, op| {
+    operations(both, Reading::Inline, |process, op| {
         for &i in &slots[process.index()] {
             let tally = &mut tallies[i];
             name(&namers[i], op, &mut cache, &mut |op, family| {
@@ -144,7 +144,7 @@ fn namers<'c>(
         .map(|&(p, _)| LaunchPrecisions::ranges(activity, p))
         .collect();
     if also.is_some() || precisions.iter().any(LaunchPrecisions::speaks) {
-        calls((captures, activity), |process, call| {
+        calls((captures, activity), Reading::Inline, |process, call| {
             let slots = &slots[process.index()];
             if slots.is_empty() {
                 return;
@@ -201,7 +201,7 @@ pub fn graph(
     let mut nodes = Operations::with_capacity(operation_count as usize);
     let mut cache = FamilyCache::new(families, activity.timeline);
     // The graph's passes do much per item: they read ahead on a second core.
-    operations_read(both, Reading::Ahead, |process, op| {
+    operations(both, Reading::Ahead, |process, op| {
         for &r in &slots[process.index()] {
             let comm = matches!(op, Operation::Kernel(k) if activity.is_comm_kernel(k));
             count(&mut usages[r], op, comm, op.span());
@@ -218,7 +218,7 @@ pub fn graph(
     for part in &captures.parts {
         each(part, &part.events.syncs, |s| linking.sync(&s))?;
     }
-    calls_read(both, Reading::Ahead, |process, call| {
+    calls(both, Reading::Ahead, |process, call| {
         for &r in &slots[process.index()] {
             linking.call((r as u32, process), call, activity.timeline);
         }
@@ -256,7 +256,7 @@ pub fn rank_work(
     let slots = slots(activity, spans);
     let mut tallies: Vec<WorkTally> = found.iter().map(|f| WorkTally::new(&f.ranges)).collect();
     let mut cache = FamilyCache::new(families, activity.timeline);
-    operations(both, |process, op| {
+    operations(both, Reading::Inline, |process, op| {
         let launches = &launches[process.index()];
         for &i in &slots[process.index()] {
             let (tally, operators) = (&mut tallies[i], &operators[i]);
@@ -278,7 +278,7 @@ pub fn computing(
     let spans: Vec<Span> = processes.iter().map(|&p| (p, WHOLE)).collect();
     let slots = slots(activity, &spans);
     let mut computing: Vec<Computing> = processes.iter().map(|_| Computing::default()).collect();
-    operations((captures, activity), |process, op| {
+    operations((captures, activity), Reading::Inline, |process, op| {
         for &i in &slots[process.index()] {
             match op {
                 Operation::Kernel(k) => computing[i].kernel(activity.timeline, k),
@@ -382,13 +382,13 @@ pub fn projections(
     // Each process's launches: the first call of each correlation id (calls come in start
     // order), and whether an extent holds it.
     let mut launches: Vec<Launches> = vec![Launches::default(); activity.timeline.processes.len()];
-    calls(both, |process, call| {
+    calls(both, Reading::Inline, |process, call| {
         let t = call.start.0;
         let inside = || holding.any(process, t);
         launches[process.index()].call(call.correlation, t, inside);
     })?;
     let mut projections: Vec<Option<(i64, i64)>> = vec![None; extents.len()];
-    operations(both, |process, op| {
+    operations(both, Reading::Inline, |process, op| {
         let Some(launch) = launches[process.index()].get(op.correlation()) else {
             return;
         };
@@ -484,16 +484,8 @@ impl Operation {
 }
 
 /// Hands `f` every GPU operation of every capture with its process: kernels, then copies, sets
-/// and graph launches, each kind in start order.
+/// and graph launches, each kind in start order, read as `reading` says.
 fn operations(
-    (captures, activity): (&Captures, &Activity),
-    mut f: impl FnMut(ProcessId, &Operation),
-) -> crate::nsys::Result<()> {
-    operations_read((captures, activity), Reading::Inline, &mut f)
-}
-
-/// [`operations`], read as `reading` says.
-fn operations_read(
     (captures, activity): (&Captures, &Activity),
     reading: Reading,
     mut f: impl FnMut(ProcessId, &Operation),
@@ -543,16 +535,9 @@ fn kinds(part: &Joined) -> [Kind<'_>; 4] {
     ]
 }
 
-/// Hands `f` every CUDA API call of every capture with its process, in start order per capture.
+/// Hands `f` every CUDA API call of every capture with its process, in start order per
+/// capture, read as `reading` says.
 fn calls(
-    (captures, activity): (&Captures, &Activity),
-    mut f: impl FnMut(ProcessId, &ApiCall),
-) -> crate::nsys::Result<()> {
-    calls_read((captures, activity), Reading::Inline, &mut f)
-}
-
-/// [`calls`], read as `reading` says.
-fn calls_read(
     (captures, activity): (&Captures, &Activity),
     reading: Reading,
     mut f: impl FnMut(ProcessId, &ApiCall),
@@ -637,7 +622,7 @@ pub fn idle(
     }
     // A launch is the earliest call of its correlation id (no pass when no gap needs one).
     if !launches.is_empty() {
-        calls(both, |process, call| {
+        calls(both, Reading::Inline, |process, call| {
             if let Some(launch @ None) = launches.get_mut(&(process, call.correlation)) {
                 *launch = Some((call.start.0, call.thread));
             }
@@ -681,7 +666,7 @@ pub fn gap_contexts(
     for (w, witness) in witnesses.iter().enumerate() {
         by_process[witness.process().index()].push(w);
     }
-    calls((captures, activity), |process, call| {
+    calls((captures, activity), Reading::Inline, |process, call| {
         for &w in &by_process[process.index()] {
             witnesses[w].call(call);
         }
