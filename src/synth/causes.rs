@@ -121,22 +121,7 @@ impl Lane {
 /// start, end), so that the one before a node on its stream is the node before it; each launch
 /// entry launches one operation, as [`Graph::build`] makes them.
 fn graph(schedules: &[Schedule]) -> Graph {
-    // Each rank's operations in the graph's order, and each one's node.
-    let mut nodes_of: Vec<Vec<u32>> = Vec::with_capacity(schedules.len());
-    let mut order: Vec<(usize, usize)> = Vec::new();
-    for (r, schedule) in schedules.iter().enumerate() {
-        let mut ops: Vec<usize> = (0..schedule.ops.len()).collect();
-        ops.sort_by_key(|&i| {
-            let ran = &schedule.ops[i];
-            (ran.stream, ran.span, i)
-        });
-        let mut node_of = vec![0; ops.len()];
-        for &i in &ops {
-            node_of[i] = order.len() as u32;
-            order.push((r, i));
-        }
-        nodes_of.push(node_of);
-    }
+    let (order, nodes_of) = graph_order(schedules);
     let node = |(r, i): OpRef| nodes_of[r][i];
     let mut labels: IndexSet<&str> = IndexSet::new();
     let mut graph = Graph::default();
@@ -164,25 +149,7 @@ fn graph(schedules: &[Schedule]) -> Graph {
     }
     graph.set_crosses(crosses);
     for (r, schedule) in schedules.iter().enumerate() {
-        // Each call's operations, in node order.
-        let mut launched: Vec<Vec<u32>> = vec![Vec::new(); schedule.calls.len()];
-        for (i, ran) in schedule.ops.iter().enumerate() {
-            launched[ran.launch].push(node((r, i)));
-        }
-        for (call, ops) in schedule.calls.iter().zip(&mut launched) {
-            ops.sort_unstable();
-            let entry =
-                |link| CpuCall::new(r as u32, ThreadId(0), call.span, StringId::EMPTY, link);
-            if let Some(waited) = call.waited {
-                graph.cpu.push(entry(Link::Wait(node((r, waited)))));
-            } else if ops.is_empty() {
-                graph.cpu.push(entry(Link::Launch(NONE)));
-            }
-            for &op in ops.iter() {
-                graph.nodes[op as usize].launch = graph.cpu.len() as u32;
-                graph.cpu.push(entry(Link::Launch(op)));
-            }
-        }
+        add_calls(&mut graph, (r, schedule), &node);
     }
     for members in schedules.iter().flat_map(|s| &s.exchanges) {
         // The last to arrive, as `collectives` names it: the latest start, the lowest rank.
@@ -200,6 +167,47 @@ fn graph(schedules: &[Schedule]) -> Graph {
     graph.order_memberships();
     graph.labels = labels.into_iter().map(str::to_string).collect();
     graph
+}
+
+/// Every operation in the graph's order (each rank's by stream, start and end), and each
+/// rank's operations' nodes.
+fn graph_order(schedules: &[Schedule]) -> (Vec<OpRef>, Vec<Vec<u32>>) {
+    let mut order: Vec<OpRef> = Vec::new();
+    let mut nodes_of: Vec<Vec<u32>> = Vec::with_capacity(schedules.len());
+    for (r, schedule) in schedules.iter().enumerate() {
+        let mut ops: Vec<usize> = (0..schedule.ops.len()).collect();
+        ops.sort_by_key(|&i| (schedule.ops[i].stream, schedule.ops[i].span, i));
+        let mut node_of = vec![0; ops.len()];
+        for &i in &ops {
+            node_of[i] = order.len() as u32;
+            order.push((r, i));
+        }
+        nodes_of.push(node_of);
+    }
+    (order, nodes_of)
+}
+
+/// Rank `r`'s calls: a host wait for its operation, a launch entry per launched operation (a
+/// launch of none: one for nothing), each operation's launch set; `node` gives operations'
+/// nodes.
+fn add_calls(graph: &mut Graph, (r, schedule): (usize, &Schedule), node: &impl Fn(OpRef) -> u32) {
+    let mut launched: Vec<Vec<u32>> = vec![Vec::new(); schedule.calls.len()];
+    for (i, ran) in schedule.ops.iter().enumerate() {
+        launched[ran.launch].push(node((r, i)));
+    }
+    for (call, ops) in schedule.calls.iter().zip(&mut launched) {
+        ops.sort_unstable();
+        let entry = |link| CpuCall::new(r as u32, ThreadId(0), call.span, StringId::EMPTY, link);
+        if let Some(waited) = call.waited {
+            graph.cpu.push(entry(Link::Wait(node((r, waited)))));
+        } else if ops.is_empty() {
+            graph.cpu.push(entry(Link::Launch(NONE)));
+        }
+        for &op in ops.iter() {
+            graph.nodes[op as usize].launch = graph.cpu.len() as u32;
+            graph.cpu.push(entry(Link::Launch(op)));
+        }
+    }
 }
 
 /// One part of a step's true critical path: its rank, category and name, and its time.
