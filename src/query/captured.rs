@@ -23,7 +23,7 @@ use crate::classify::{Activity, Rank, RankStreams, RoleRules, WindowSource};
 use crate::hash::FxHashMap;
 use crate::input::capture::{Captures, Joined};
 use crate::model::records::Fits;
-use crate::model::{ApiCall, Kernel, Memcpy, Ns, ProcessId, StreamId, ThreadId};
+use crate::model::{ApiCall, Kernel, Memcpy, Ns, ProcessId, StreamId, ThreadId, Timeline};
 use crate::nsys::Moved;
 use crate::report::RankWindow;
 use crate::second_core::Reading;
@@ -113,15 +113,28 @@ pub fn rank_kernels(
     let (slots, mut cache) = (slots(both.1, spans), FamilyCache::new(families, timeline));
     operations(both, Reading::Inline, |process, op| {
         for &i in &slots[process.index()] {
-            let tally = &mut tallies[i];
-            name(&namers[i], op, &mut cache, &mut |op, family| {
-                tally.add(op, family, timeline)
-            });
+            count_kernel(&mut tallies[i], (&namers[i], op), (&mut cache, timeline));
         }
     })?;
-    Ok((tallies.into_iter().zip(spans))
+    Ok(finish_kernels(tallies, spans))
+}
+
+/// Counts operation `op`, named by `namer`, toward a kernel breakdown.
+fn count_kernel(
+    tally: &mut KernelTally,
+    (namer, op): (&Namer, &Operation),
+    (cache, timeline): (&mut FamilyCache, &Timeline),
+) {
+    name(namer, op, cache, &mut |op, family| {
+        tally.add(op, family, timeline)
+    });
+}
+
+/// Each span's kernel breakdown, its tally finished over its window.
+fn finish_kernels(tallies: Vec<KernelTally>, spans: &[Span]) -> Vec<RankKernels> {
+    (tallies.into_iter().zip(spans))
         .map(|(tally, &(_, window))| tally.finish(window))
-        .collect())
+        .collect()
 }
 
 /// What sees each call of a span's process in [`namers`]' pass: the process, the call, the
@@ -136,7 +149,7 @@ type CallHook<'h> = dyn FnMut(ProcessId, &ApiCall, &[usize]) + 'h;
 fn namers<'c>(
     (captures, activity): (&Captures, &Activity),
     spans: &[Span],
-    (classified, rules): (&[RankStreams], &'c RoleRules),
+    (classified, rules): (impl IntoIterator<Item = &'c RankStreams>, &'c RoleRules),
     mut also: Option<&mut CallHook>,
 ) -> crate::nsys::Result<Vec<Namer<'c>>> {
     let slots = slots(activity, spans);
@@ -238,35 +251,65 @@ pub fn rank_work(
     families: &Families,
 ) -> crate::nsys::Result<Vec<RankWork>> {
     let activity = both.1;
-    let mut operators: Vec<LaunchFlops> = (spans.iter())
-        .map(|&(p, _)| LaunchFlops::ranges(activity, p))
-        .collect();
-    let mut launches = vec![Launches::default(); activity.timeline.processes.len()];
+    let mut launched = Launched::new(activity, spans);
     let namers = namers(
         both,
         spans,
         (classified, rules),
-        Some(&mut |process, call, slots| {
-            launches[process.index()].call(call.correlation, call.start.0, || true);
-            for &i in slots {
-                operators[i].call(call);
-            }
-        }),
+        Some(&mut |process, call, slots| launched.call(process, call, slots.iter().copied())),
     )?;
     let slots = slots(activity, spans);
     let mut tallies: Vec<WorkTally> = found.iter().map(|f| WorkTally::new(&f.ranges)).collect();
     let mut cache = FamilyCache::new(families, activity.timeline);
     operations(both, Reading::Inline, |process, op| {
-        let launches = &launches[process.index()];
         for &i in &slots[process.index()] {
-            let (tally, operators) = (&mut tallies[i], &operators[i]);
-            name(&namers[i], op, &mut cache, &mut |op, family| {
-                let of = op.correlation;
-                tally.add(&op, family, (launches.get(of), operators.of(of)));
-            });
+            let namer = (&namers[i], &mut cache);
+            launched.count(&mut tallies[i], (process, i), op, namer);
         }
     })?;
     Ok(tallies.into_iter().map(WorkTally::finish).collect())
+}
+
+/// What a pass over the calls finds for each span's work ([`rank_work`]): each process's
+/// launches, each span's launching operators.
+struct Launched {
+    launches: Vec<Launches>,
+    operators: Vec<LaunchFlops>,
+}
+
+impl Launched {
+    /// For the work of spans `spans` of `activity`.
+    fn new(activity: &Activity, spans: &[Span]) -> Launched {
+        Launched {
+            launches: vec![Launches::default(); activity.timeline.processes.len()],
+            operators: (spans.iter())
+                .map(|&(p, _)| LaunchFlops::ranges(activity, p))
+                .collect(),
+        }
+    }
+
+    /// A call of `process`, whose spans are `spans`.
+    fn call(&mut self, process: ProcessId, call: &ApiCall, spans: impl Iterator<Item = usize>) {
+        self.launches[process.index()].call(call.correlation, call.start.0, || true);
+        for i in spans {
+            self.operators[i].call(call);
+        }
+    }
+
+    /// Counts operation `op` of `process`, named by `namer`, toward span `i`'s work.
+    fn count(
+        &self,
+        tally: &mut WorkTally,
+        (process, i): (ProcessId, usize),
+        op: &Operation,
+        (namer, cache): (&Namer, &mut FamilyCache),
+    ) {
+        let (launches, operators) = (&self.launches[process.index()], &self.operators[i]);
+        name(namer, op, cache, &mut |op, family| {
+            let of = op.correlation;
+            tally.add(&op, family, (launches.get(of), operators.of(of)));
+        });
+    }
 }
 
 /// The compute operations of each of `processes` ([`crate::analysis::bubbles::computing`]), in
@@ -280,14 +323,78 @@ pub fn computing(
     let mut computing: Vec<Computing> = processes.iter().map(|_| Computing::default()).collect();
     operations((captures, activity), Reading::Inline, |process, op| {
         for &i in &slots[process.index()] {
-            match op {
-                Operation::Kernel(k) => computing[i].kernel(activity.timeline, k),
-                Operation::Other(_, CUDA_GRAPH) => computing[i].graph(op.span()),
-                Operation::Other(..) => {}
-            }
+            count_computing(&mut computing[i], op, activity.timeline);
         }
     })?;
     Ok(computing)
+}
+
+/// Counts operation `op` toward a process's compute operations.
+fn count_computing(computing: &mut Computing, op: &Operation, timeline: &Timeline) {
+    match op {
+        Operation::Kernel(k) => computing.kernel(timeline, k),
+        Operation::Other(_, CUDA_GRAPH) => computing.graph(op.span()),
+        Operation::Other(..) => {}
+    }
+}
+
+/// What the report's page measures of each window's rank, in one pass over the calls and one
+/// over the GPU operations: its kernel breakdown over its window (`classified[i]`, as
+/// [`rank_kernels`]), its compute operations ([`computing`]) and its work per step of
+/// `found[i]` ([`rank_work`]) over the whole capture.
+pub fn page_measures(
+    both: (&Captures, &Activity),
+    windows: &[Span],
+    (classified, found): (&[RankStreams], &[MeasuredSteps]),
+    rules: &RoleRules,
+    families: &Families,
+) -> crate::nsys::Result<PageMeasures> {
+    let (activity, n) = (both.1, windows.len());
+    let timeline = activity.timeline;
+    // The windows (kernels), then each window's rank over the whole capture (work).
+    let whole = windows.iter().map(|&(p, _)| (p, WHOLE));
+    let spans: Vec<Span> = windows.iter().copied().chain(whole).collect();
+    let mut launched = Launched::new(activity, windows);
+    let namers = namers(
+        both,
+        &spans,
+        (classified.iter().chain(classified), rules),
+        Some(&mut |process, call, slots| {
+            launched.call(process, call, slots.iter().filter_map(|i| i.checked_sub(n)))
+        }),
+    )?;
+    let slots = slots(activity, &spans);
+    let mut kernels: Vec<KernelTally> = windows.iter().map(|_| KernelTally::default()).collect();
+    let mut computing: Vec<Computing> = windows.iter().map(|_| Computing::default()).collect();
+    let mut work: Vec<WorkTally> = found.iter().map(|f| WorkTally::new(&f.ranges)).collect();
+    let mut cache = FamilyCache::new(families, timeline);
+    operations(both, Reading::Inline, |process, op| {
+        for &i in &slots[process.index()] {
+            match i.checked_sub(n) {
+                None => count_kernel(&mut kernels[i], (&namers[i], op), (&mut cache, timeline)),
+                Some(r) => {
+                    count_computing(&mut computing[r], op, timeline);
+                    let namer = (&namers[i], &mut cache);
+                    launched.count(&mut work[r], (process, r), op, namer);
+                }
+            }
+        }
+    })?;
+    Ok(PageMeasures {
+        kernels: finish_kernels(kernels, windows),
+        computing,
+        work: work.into_iter().map(WorkTally::finish).collect(),
+    })
+}
+
+/// What [`page_measures`] gives for each rank.
+pub struct PageMeasures {
+    /// Kernel breakdowns over the windows.
+    pub kernels: Vec<RankKernels>,
+    /// Compute operations.
+    pub computing: Vec<Computing>,
+    /// Work per step.
+    pub work: Vec<RankWork>,
 }
 
 /// The kernels of each of `streams` that meet its window, in start order, (start, end) ns: one

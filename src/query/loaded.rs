@@ -3,7 +3,7 @@
 //! sorted under a memory budget (passes over their sorted events, [`captured`]). Both paths give
 //! the same results; a command asks [`Loaded`] and does not care which it holds.
 
-use super::captured::{self, Span};
+use super::captured::{self, PageMeasures, Span};
 use crate::analysis::bubbles::{self, Computing};
 use crate::analysis::kernels::{RankKernels, rank_kernels};
 use crate::analysis::mfu::{RankWork, rank_work};
@@ -182,6 +182,31 @@ impl<'a> Loaded<'a> {
                 captured::rank_work(both, &spans, (found, classified), rules, families)?
             }
         })
+    }
+
+    /// What the report's page measures of each window's rank: its kernel breakdown over
+    /// `windows[i]` ([`Loaded::kernels`], its streams classified as `classified[i]`), its
+    /// compute operations ([`Loaded::computing`]) and its work per step of `found[i]`
+    /// ([`Loaded::work`]); from captures in one pass over the calls and one over the GPU
+    /// operations.
+    pub fn page_measures(
+        self,
+        activity: &Activity,
+        windows: &[Span],
+        (classified, found): (&[RankStreams], &[MeasuredSteps]),
+        rules: &RoleRules,
+        families: &Families,
+    ) -> crate::nsys::Result<PageMeasures> {
+        let Loaded::Captures(captures) = self else {
+            let processes: Vec<ProcessId> = windows.iter().map(|&(p, _)| p).collect();
+            return Ok(PageMeasures {
+                kernels: self.kernels(activity, windows, (classified, rules), families)?,
+                computing: self.computing(activity, &processes)?,
+                work: self.work(activity, &processes, (found, classified), rules, families)?,
+            });
+        };
+        let both = (captures, activity);
+        captured::page_measures(both, windows, (classified, found), rules, families)
     }
 
     /// Each rank's pipeline coordinate ([`layout::pipeline_coords`]); `measured` holds the

@@ -2,7 +2,7 @@
 //! bubble) and the timeline strip, computed by the same analyses as the commands. The CLI's
 //! `report` loads the runs and writes [`crate::report::html::page`] of these views.
 
-use super::captured::Span;
+use super::captured::{PageMeasures, Span};
 use super::{Loaded, Selection};
 use crate::analysis::IntervalSet;
 use crate::analysis::align::Alignment;
@@ -16,7 +16,7 @@ use crate::classify::families::Families;
 use crate::classify::layout;
 use crate::classify::window::MeasuredSteps;
 use crate::classify::{Activity, Rank, RankStreams, Role, RoleRules, WindowSource};
-use crate::model::{ProcessId, StreamId, Timeline};
+use crate::model::{StreamId, Timeline};
 use crate::report::RankWindow;
 use crate::report::html::{
     CollectivesView, CommunicatorSkew, MANY_RANKS, RankView, RunView, Segment, StripRow,
@@ -178,14 +178,15 @@ fn measure(
 ) -> anyhow::Result<Vec<Measured>> {
     let found = loaded.measured_steps(activity, windows.iter(), None)?;
     let spans: Vec<Span> = windows.iter().map(|w| (w.rank.process, w.bounds)).collect();
-    let processes: Vec<ProcessId> = spans.iter().map(|&(p, _)| p).collect();
-    let families = Families::default();
-    let kernels = loaded.kernels(activity, &spans, (streams, rules), &families)?;
-    let computing = loaded.computing(activity, &processes)?;
     let steps: Vec<MeasuredSteps> = (found.iter().zip(&spans))
         .map(|(f, &(_, bounds))| f.clone().or_window(bounds))
         .collect();
-    let work = loaded.work(activity, &processes, (&steps, streams), rules, &families)?;
+    let families = Families::default();
+    let PageMeasures {
+        kernels,
+        computing,
+        work,
+    } = loaded.page_measures(activity, &spans, (streams, &steps), rules, &families)?;
     Ok((found.into_iter().zip(kernels).zip(computing).zip(work))
         .map(|(((found, kernels), computing), work)| Measured {
             found,
