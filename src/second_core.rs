@@ -110,6 +110,14 @@ mod tests {
     }
 
     #[test]
+    fn two_halves_cover_every_index_once() {
+        for n in [0, 1, 2, 5] {
+            let (low, high) = halves(n, |range| range.collect::<Vec<_>>());
+            assert_eq!([low, high].concat(), (0..n).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
     fn halves_sorted_apart_merge_into_one_order() {
         let mut items: Vec<(u32, u32)> = (0..10_001u32).map(|i| (i * 7919 % 1000, i)).collect();
         let mut expected = items.clone();
