@@ -252,6 +252,7 @@ impl Graph {
     /// (operation, waited for) pairs, each operation's binding says [`Binding::Cross`].
     pub(crate) fn set_crosses(&mut self, mut crosses: Vec<(u32, u32)>) {
         crosses.sort_unstable();
+        crosses.shrink_to_fit();
         self.crosses = crosses;
     }
 
@@ -353,8 +354,7 @@ impl Graph {
                 false => self.evidence.stream_waits += 1,
             }
         }
-        crosses.shrink_to_fit();
-        self.crosses = crosses;
+        self.set_crosses(crosses);
     }
 
     /// What set operation `i`'s start, and the operation of another stream it waited for
