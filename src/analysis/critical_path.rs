@@ -438,11 +438,11 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
 /// The host wait its rank returned from last before launch `launch` (index into
 /// [`Graph::cpu`]) and after `floor`, if any, with the operation it waited for.
 fn host_wait(graph: &Graph, launch: u32, floor: i64) -> Option<(u32, u32)> {
-    let call = graph.cpu[launch as usize];
+    let rank = graph.caller(&graph.cpu[launch as usize]).rank;
     (0..launch)
         .rev()
         .map(|j| (j, graph.cpu[j as usize]))
-        .take_while(|(_, c)| c.rank == call.rank && c.end > floor)
+        .take_while(|(_, c)| graph.caller(c).rank == rank && c.end > floor)
         .find_map(|(j, c)| Some((j, c.waited()?)))
 }
 
@@ -468,9 +468,9 @@ impl<'a> Names<'a> {
         let mut by_thread: BTreeMap<(u32, ThreadId), Vec<u32>> = BTreeMap::new();
         for &(_, category, name) in paths.iter().flat_map(|p| p.parts.keys()) {
             if let (Category::Launch, Name::Call(j)) = (category, name) {
-                let call = graph.cpu[j as usize];
+                let caller = graph.caller(&graph.cpu[j as usize]);
                 by_thread
-                    .entry((call.rank, call.thread))
+                    .entry((caller.rank, caller.thread))
                     .or_default()
                     .push(j);
             }
@@ -522,7 +522,8 @@ impl<'a> Names<'a> {
             Name::Call(j) => match self.launches.get(&j) {
                 Some(range) => range.clone(),
                 None => {
-                    let api = self.activity.timeline.text(self.graph.cpu[j as usize].name);
+                    let caller = self.graph.caller(&self.graph.cpu[j as usize]);
+                    let api = self.activity.timeline.text(caller.name);
                     crate::model::split_api_version(api).0.to_string()
                 }
             },

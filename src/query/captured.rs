@@ -227,7 +227,9 @@ pub fn graph(
         .map(|(usage, rank)| usage.classify(activity, rank.process, rules))
         .collect();
     nodes.name_communication(&classified, rules);
-    let mut linking = nodes.link(ranks.len());
+    let mut linking = nodes.link(activity, (ranks, &classified), rules);
+    // The collectives are matched: what the calls add is the graph's peak.
+    drop(classified);
     for part in &captures.parts {
         each(part, &part.events.syncs, |s| linking.sync(&s))?;
     }
@@ -236,7 +238,7 @@ pub fn graph(
             linking.call((r as u32, process), call, activity.timeline);
         }
     })?;
-    Ok(linking.finish(activity, (ranks, &classified), rules))
+    Ok(linking.finish())
 }
 
 /// Each span's work per step ([`crate::analysis::mfu::rank_work`]): `found[i]` holds span i's

@@ -124,7 +124,8 @@ impl<'t> Run<'t> {
         let in_step = |i: u32| self.steps.of(i).is_some();
         let call_in_step = |j: usize| {
             let call = &self.graph.cpu[j];
-            self.steps.at(&self.ranges, call.rank, call.start).is_some()
+            let rank = self.graph.caller(call).rank;
+            self.steps.at(&self.ranges, rank, call.start).is_some()
         };
         let factors = Factors::new(&self.graph, self.ranks.len(), changes, in_step);
         let scale = |i: u32| if in_step(i) { factors.node(i) } else { 1.0 };

@@ -10,7 +10,7 @@
 
 use super::sim::Schedule;
 use crate::analysis::critical_path::{Category, Name, StepPath, Steps, walk};
-use crate::analysis::graph::{Binding, CpuCall, Exchange, Graph, Link, NONE, Node};
+use crate::analysis::graph::{Binding, Caller, CpuCall, Exchange, Graph, Link, NONE, Node};
 use crate::model::{StreamId, StringId, ThreadId};
 use indexmap::IndexSet;
 
@@ -149,6 +149,12 @@ fn graph(schedules: &[Schedule]) -> Graph {
     }
     graph.set_crosses(crosses);
     for (r, schedule) in schedules.iter().enumerate() {
+        // One caller per rank: rank r's is caller r.
+        graph.callers.push(Caller {
+            rank: r as u32,
+            thread: ThreadId(0),
+            name: StringId::EMPTY,
+        });
         add_calls(&mut graph, (r, schedule), &node);
     }
     for members in schedules.iter().flat_map(|s| &s.exchanges) {
@@ -197,7 +203,7 @@ fn add_calls(graph: &mut Graph, (r, schedule): (usize, &Schedule), node: &impl F
     }
     for (call, ops) in schedule.calls.iter().zip(&mut launched) {
         ops.sort_unstable();
-        let entry = |link| CpuCall::new(r as u32, ThreadId(0), call.span, StringId::EMPTY, link);
+        let entry = |link| CpuCall::new(r as u32, call.span, link);
         if let Some(waited) = call.waited {
             graph.cpu.push(entry(Link::Wait(node((r, waited)))));
         } else if ops.is_empty() {

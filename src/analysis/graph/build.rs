@@ -1,12 +1,14 @@
 //! Building a graph from whatever reads the events: its operations in any order
 //! ([`Operations`]), then the synchronization records and each rank's calls ([`Linking`]).
 
-use super::{Binding, ByEnd, CpuCall, Graph, Link, NONE, Node, STREAM_WAIT_EVENT, WHOLE, Wait};
+use super::{
+    Binding, ByEnd, Caller, CpuCall, Graph, Link, NONE, Node, STREAM_WAIT_EVENT, WHOLE, Wait,
+};
 use crate::analysis::kernels::{Operation, each_operation, roles};
 use crate::classify::families::{FamilyCache, MEMCPY_PEER};
 use crate::classify::{Activity, Rank, RankStreams, RoleRules, streams};
 use crate::hash::FxHashMap;
-use crate::model::{ApiCall, ProcessId, StreamId, StringId, SyncEvent, Timeline};
+use crate::model::{ApiCall, ProcessId, StreamId, StringId, SyncEvent, ThreadId, Timeline};
 use indexmap::IndexSet;
 
 impl Graph {
@@ -30,7 +32,7 @@ impl Graph {
             });
         }
         let timeline = activity.timeline;
-        let mut linking = operations.link(ranks.len());
+        let mut linking = operations.link(activity, (ranks, &classified), rules);
         for sync in &timeline.syncs {
             linking.sync(sync);
         }
@@ -39,7 +41,7 @@ impl Graph {
                 linking.call((r as u32, rank.process), call, timeline);
             }
         }
-        linking.finish(activity, (ranks, &classified), rules)
+        linking.finish()
     }
 }
 
@@ -106,9 +108,16 @@ impl Operations {
         }
     }
 
-    /// The graph of these operations, of `ranks` ranks, ready for their calls: labels in name
-    /// order and nodes in (rank, stream, start, end) order, whatever order they came in.
-    pub fn link(self, ranks: usize) -> Linking {
+    /// The graph of these operations of `ranks`, ready for their calls: labels in name order,
+    /// nodes in (rank, stream, start, end) order whatever order they came in, and the
+    /// collectives and transfers matched over the ranks' streams `classified` with `rules` (on
+    /// `activity`, whose communication kernels they are): the calls need none of these.
+    pub fn link(
+        self,
+        activity: &Activity,
+        (ranks, classified): (&[Rank], &[RankStreams]),
+        rules: &RoleRules,
+    ) -> Linking {
         let Operations { mut nodes, labels } = self;
         // The labels some operation has, in name order.
         let mut used = vec![false; labels.len()];
@@ -135,15 +144,16 @@ impl Operations {
                 n.comm,
             )
         });
-        let unlaunched = Unlaunched::new(&nodes, ranks);
+        let unlaunched = Unlaunched::new(&nodes, ranks.len());
         // In place: the correlation ids are in the chains now.
         let mut nodes: Vec<Node> = nodes.into_iter().map(|(node, ..)| node).collect();
         nodes.shrink_to_fit();
-        let graph = Graph {
+        let mut graph = Graph {
             nodes,
             labels: order.iter().map(|&i| labels[i].clone()).collect(),
             ..Graph::default()
         };
+        graph.add_exchanges(activity, (ranks, classified), rules);
         let operations = graph.nodes.len();
         Linking {
             ends: graph.by_end(),
@@ -153,14 +163,15 @@ impl Operations {
             kinds: FxHashMap::default(),
             // A launch per operation, and a few host waits.
             calls: Vec::with_capacity(operations + operations / 64),
-            waits: vec![Vec::new(); ranks],
+            callers: Callers::default(),
+            waits: vec![Vec::new(); ranks.len()],
         }
     }
 }
 
 /// A graph whose operations are in place, taking its ranks' synchronization records
 /// ([`Linking::sync`]) and then their API calls ([`Linking::call`], each rank's in start
-/// order), before [`Linking::finish`] adds collectives and binds every start.
+/// order), before [`Linking::finish`] binds every start.
 pub struct Linking {
     graph: Graph,
     ends: ByEnd,
@@ -172,6 +183,7 @@ pub struct Linking {
     kinds: FxHashMap<StringId, (bool, bool)>,
     /// Launches and host waits.
     calls: Vec<CpuCall>,
+    callers: Callers,
     /// Each rank's `cudaStreamWaitEvent` calls.
     waits: Vec<Vec<Wait>>,
 }
@@ -192,7 +204,7 @@ impl Linking {
     pub fn call(&mut self, (r, process): (u32, ProcessId), call: &ApiCall, timeline: &Timeline) {
         let mut launched = self.unlaunched.claim(r, call.correlation);
         while let Some(node) = launched {
-            self.calls.push(CpuCall::of(r, call, Link::Launch(node)));
+            self.push(r, call, Link::Launch(node));
             launched = self.unlaunched.next(node);
         }
         let (wait, sync) = *self.kinds.entry(call.name).or_insert_with(|| {
@@ -211,32 +223,35 @@ impl Linking {
             });
         }
         if sync && let Some(waited) = self.ends.last_ending(&self.graph.nodes, r, call.end.0) {
-            self.calls.push(CpuCall::of(r, call, Link::Wait(waited)));
+            self.push(r, call, Link::Wait(waited));
         }
     }
 
-    /// The graph: calls in (rank, start) order, collectives and transfers matched over
-    /// `ranks`' streams `classified` with `rules` (on `activity`, whose communication kernels
-    /// they are), and every start bound.
-    pub fn finish(
-        self,
-        activity: &Activity,
-        (ranks, classified): (&[Rank], &[RankStreams]),
-        rules: &RoleRules,
-    ) -> Graph {
+    /// Rank `r`'s call `call`, linked to what it launched or waited for.
+    fn push(&mut self, r: u32, call: &ApiCall, link: Link) {
+        let caller = self.callers.index(r, call.thread, call.name);
+        let span = (call.start.0, call.end.0);
+        self.calls.push(CpuCall::new(caller, span, link));
+    }
+
+    /// The graph: calls in (rank, start) order, and every start bound.
+    pub fn finish(self) -> Graph {
         let Linking {
             mut graph,
             ends,
             mut calls,
+            callers,
             mut waits,
             unlaunched,
             ..
         } = self;
         drop(unlaunched);
+        graph.callers = callers.all;
         calls.sort_unstable_by_key(|c| {
             let launched = c.launched().unwrap_or(NONE);
             let waited = c.waited().unwrap_or(NONE);
-            (c.rank, c.start, launched, c.end, c.thread, c.name, waited)
+            let Caller { rank, thread, name } = graph.callers[c.caller as usize];
+            (rank, c.start, launched, c.end, thread, name, waited)
         });
         for (j, call) in calls.iter().enumerate() {
             match call.launched() {
@@ -252,9 +267,36 @@ impl Linking {
         for list in &mut waits {
             list.sort_unstable_by_key(|w| (w.at, w.stream));
         }
-        graph.add_exchanges(activity, (ranks, classified), rules);
         graph.bind(&waits, &ends);
         graph
+    }
+}
+
+/// Who made the calls, each once.
+#[derive(Default)]
+struct Callers {
+    all: Vec<Caller>,
+    index: FxHashMap<Caller, u32>,
+    /// The last one asked for: a rank's thread calls one function many times in a row.
+    last: Option<(Caller, u32)>,
+}
+
+impl Callers {
+    /// The index of rank `rank`'s `thread` calling API function `name`.
+    fn index(&mut self, rank: u32, thread: ThreadId, name: StringId) -> u32 {
+        let caller = Caller { rank, thread, name };
+        match self.last {
+            Some((last, index)) if last == caller => index,
+            _ => {
+                let next = self.all.len() as u32;
+                let index = *self.index.entry(caller).or_insert(next);
+                if index == next {
+                    self.all.push(caller);
+                }
+                self.last = Some((caller, index));
+                index
+            }
+        }
     }
 }
 

@@ -35,7 +35,7 @@ use super::collectives::{self, P2P_OP};
 use crate::classify::layout;
 use crate::classify::{Activity, Rank, RankStreams, RoleRules};
 use crate::hash::FxHashMap;
-use crate::model::{ApiCall, StreamId, StringId, ThreadId};
+use crate::model::{StreamId, StringId, ThreadId};
 use replay::{Replay, Scales};
 
 pub use build::{Linking, Operations};
@@ -92,18 +92,15 @@ pub struct Node {
 }
 
 /// A CPU call that matters to the GPU: a launch of one operation, or a host wait for one.
+/// 24 bytes, a graph holds one per launch: who made it is kept once per caller.
 #[derive(Debug, Clone, Copy)]
 pub struct CpuCall {
-    /// Its rank.
-    pub rank: u32,
-    /// Its thread.
-    pub thread: ThreadId,
-    /// Start and end, ns.
+    /// Start, ns.
     pub start: i64,
     /// End, ns.
     pub end: i64,
-    /// The API function.
-    pub name: StringId,
+    /// Who made it (index into [`Graph::callers`]).
+    pub caller: u32,
     /// The operation it launched, or ([`CpuCall::WAIT`] set) the one it waited for; [`NONE`]
     /// for a launch of nothing the graph holds.
     link: u32,
@@ -123,32 +120,18 @@ impl CpuCall {
     /// operations would take 64 GiB).
     const WAIT: u32 = 1 << 31;
 
-    /// A call of rank `rank` on `thread` over `(start, end)` (an end before the start is the
-    /// start), of API function `name`.
-    pub fn new(
-        rank: u32,
-        thread: ThreadId,
-        (start, end): (i64, i64),
-        name: StringId,
-        link: Link,
-    ) -> CpuCall {
+    /// A call by caller `caller` (index into [`Graph::callers`]) over `(start, end)` (an end
+    /// before the start is the start).
+    pub fn new(caller: u32, (start, end): (i64, i64), link: Link) -> CpuCall {
         CpuCall {
-            rank,
-            thread,
             start,
             end: end.max(start),
-            name,
+            caller,
             link: match link {
                 Link::Launch(node) => node,
                 Link::Wait(node) => node | CpuCall::WAIT,
             },
         }
-    }
-
-    /// Rank `rank`'s API call `call`.
-    fn of(rank: u32, call: &ApiCall, link: Link) -> CpuCall {
-        let span = (call.start.0, call.end.0);
-        CpuCall::new(rank, call.thread, span, call.name, link)
     }
 
     /// The operation it launched, for a launch.
@@ -169,6 +152,17 @@ impl CpuCall {
             Some(_) => self.end,
         }
     }
+}
+
+/// Who made CPU calls: a rank's thread calling one API function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Caller {
+    /// Its rank.
+    pub rank: u32,
+    /// Its thread.
+    pub thread: ThreadId,
+    /// The API function.
+    pub name: StringId,
 }
 
 /// A collective instance or a point-to-point transfer on the graph.
@@ -209,6 +203,8 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// Launches and host waits, by (rank, start).
     pub cpu: Vec<CpuCall>,
+    /// Who made the calls.
+    pub callers: Vec<Caller>,
     /// Collectives and transfers.
     pub exchanges: Vec<Exchange>,
     /// Family and role names.
@@ -223,6 +219,11 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Who made `call`.
+    pub fn caller(&self, call: &CpuCall) -> Caller {
+        self.callers[call.caller as usize]
+    }
+
     /// The operation before operation `i` on its stream (nodes are in (rank, stream, start,
     /// end) order: the node before it, on the same stream).
     pub fn prev(&self, i: u32) -> Option<u32> {
@@ -521,7 +522,7 @@ impl ByEnd {
 
 // A graph holds a node per GPU operation and a call per launch: their sizes are its size.
 const _: () = assert!(std::mem::size_of::<Node>() == 32);
-const _: () = assert!(std::mem::size_of::<CpuCall>() == 32);
+const _: () = assert!(std::mem::size_of::<CpuCall>() == 24);
 
 #[cfg(test)]
 mod tests {
@@ -542,7 +543,7 @@ mod tests {
 
     #[test]
     fn a_call_links_the_operation_it_launched_or_waited_for() {
-        let call = |link| CpuCall::new(0, ThreadId(0), (10, 5), StringId::EMPTY, link);
+        let call = |link| CpuCall::new(0, (10, 5), link);
         let launch = call(Link::Launch(7));
         assert_eq!((launch.launched(), launch.waited()), (Some(7), None));
         assert_eq!((launch.end, launch.moment()), (10, 10));

@@ -74,7 +74,7 @@ impl<'g> Replay<'g> {
             let j = (p - 2 * n) as usize;
             if g.cpu
                 .get(j + 1)
-                .is_some_and(|next| same_rank(&g.cpu[j], next))
+                .is_some_and(|next| same_rank(g, &g.cpu[j], next))
             {
                 each(p + 1);
             }
@@ -216,7 +216,7 @@ impl<'g> Replay<'g> {
             let j = (p - 2 * n) as usize;
             let call = &g.cpu[j];
             let entry = match j.checked_sub(1).map(|b| &g.cpu[b]) {
-                Some(before) if same_rank(before, call) => {
+                Some(before) if same_rank(g, before, call) => {
                     value[p as usize - 1]
                         + scaled(call.start - before.moment(), (scales.cpu_scale)(j))
                 }
@@ -275,21 +275,22 @@ impl<'g> Replay<'g> {
 /// A point's count of constraints once it is evaluated.
 const DONE: u32 = u32::MAX;
 
-fn same_rank(a: &CpuCall, b: &CpuCall) -> bool {
-    a.rank == b.rank
+/// Whether calls `a` and `b` of `graph` are of one rank.
+fn same_rank(graph: &Graph, a: &CpuCall, b: &CpuCall) -> bool {
+    graph.caller(a).rank == graph.caller(b).rank
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::graph::{Link, Node};
+    use crate::analysis::graph::{Caller, Link, Node};
     use crate::model::{StreamId, StringId, ThreadId};
 
     /// A host wait that returned once an operation ended which another thread launched after
     /// the wait began: the operation's end, the wait, the launch and the operation's start
     /// constrain each other in a cycle.
     fn cycle() -> Graph {
-        let call = |span, link| CpuCall::new(0, ThreadId(0), span, StringId::EMPTY, link);
+        let call = |span, link| CpuCall::new(0, span, link);
         let node = Node {
             rank: 0,
             stream: StreamId(0),
@@ -306,6 +307,11 @@ mod tests {
                 call((0, 100), Link::Wait(0)),
                 call((10, 15), Link::Launch(0)),
             ],
+            callers: vec![Caller {
+                rank: 0,
+                thread: ThreadId(0),
+                name: StringId::EMPTY,
+            }],
             labels: vec!["gemm".into()],
             ..Graph::default()
         }
