@@ -172,8 +172,10 @@ pub struct Steps {
     pub bounds: Vec<(i64, i64)>,
     /// Each step's last operation (the one ending it), or [`NONE`] for a step without any.
     pub last: Vec<u32>,
-    /// Each operation's step, or [`NONE`].
-    of_node: Vec<u32>,
+    /// Each operation's step (or [`NONE`]) in runs of operations of one step: each run's
+    /// first operation and step, in operation order (a stream's operations are in time order:
+    /// a run per stream and step).
+    runs: Vec<(u32, u32)>,
 }
 
 impl Steps {
@@ -182,24 +184,25 @@ impl Steps {
     /// its start) lies in.
     pub fn new(graph: &Graph, ranges: &[Vec<(i64, i64)>]) -> Steps {
         let count = ranges.iter().map(Vec::len).min().unwrap_or(0);
-        let of_node: Vec<u32> = graph
-            .nodes
-            .iter()
-            .map(|n| {
-                let at = match n.launch {
-                    NONE => n.start,
-                    l => graph.cpu[l as usize].start,
-                };
-                step_at(&ranges[n.rank as usize][..count], at).map_or(NONE, |k| k as u32)
-            })
-            .collect();
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for (i, (n, rank)) in graph.nodes.iter().zip(graph.node_ranks()).enumerate() {
+            let at = match n.launch {
+                NONE => n.start,
+                l => graph.cpu[l as usize].start,
+            };
+            let k = step_at(&ranges[rank as usize][..count], at).map_or(NONE, |k| k as u32);
+            if runs.last().is_none_or(|run| run.1 != k) {
+                runs.push((i as u32, k));
+            }
+        }
+        runs.shrink_to_fit();
         let first = ranges.iter().filter_map(|r| r.first()).map(|r| r.0).min();
         let mut steps = Steps {
             bounds: Vec::with_capacity(count),
             last: vec![NONE; count],
-            of_node,
+            runs,
         };
-        let ends = steps.ends(|i| graph.nodes[i].end, ranges);
+        let ends = steps.ends(|i| graph.nodes[i].end, graph.nodes.len(), ranges);
         for (k, &(end, last)) in ends.iter().enumerate() {
             let start = match k {
                 0 => first.unwrap_or(end),
@@ -211,23 +214,32 @@ impl Steps {
         steps
     }
 
-    /// Each step's end with operations ending at `end_of(i)` (the graph's, or a replay's),
-    /// and the operation that ends it; a step without operations ends with its ranges.
-    fn ends(&self, end_of: impl Fn(usize) -> i64, ranges: &[Vec<(i64, i64)>]) -> Vec<(i64, u32)> {
+    /// Each step's end with the `n` operations ending at `end_of(i)` (the graph's, or a
+    /// replay's), and the operation that ends it; a step without operations ends with its
+    /// ranges.
+    fn ends(
+        &self,
+        end_of: impl Fn(usize) -> i64,
+        n: usize,
+        ranges: &[Vec<(i64, i64)>],
+    ) -> Vec<(i64, u32)> {
         let count = self.last.len();
         let mut ends: Vec<(i64, u32)> = (0..count)
             .map(|k| (ranges.iter().map(|r| r[k].1).max().unwrap_or(0), NONE))
             .collect();
         let mut seen = vec![false; count];
-        for (i, &k) in self.of_node.iter().enumerate() {
+        for (r, &(first, k)) in self.runs.iter().enumerate() {
             if k == NONE {
                 continue;
             }
+            let to = self.runs.get(r + 1).map_or(n, |next| next.0 as usize);
             let (end, last) = &mut ends[k as usize];
-            let ends_at = end_of(i);
-            if !seen[k as usize] || ends_at > *end {
-                (*end, *last) = (ends_at, i as u32);
-                seen[k as usize] = true;
+            for i in first as usize..to {
+                let ends_at = end_of(i);
+                if !seen[k as usize] || ends_at > *end {
+                    (*end, *last) = (ends_at, i as u32);
+                    seen[k as usize] = true;
+                }
             }
         }
         ends
@@ -237,7 +249,7 @@ impl Steps {
     /// step's end (the first step from its measured start).
     pub fn durations(&self, ends: &[i64], ranges: &[Vec<(i64, i64)>]) -> Vec<i64> {
         let mut start = self.bounds.first().map_or(0, |b| b.0);
-        self.ends(|i| ends[i], ranges)
+        self.ends(|i| ends[i], ends.len(), ranges)
             .into_iter()
             .map(|(end, _)| {
                 let end = end.max(start);
@@ -250,7 +262,8 @@ impl Steps {
 
     /// The step of operation `node`, when it has one.
     pub fn of(&self, node: u32) -> Option<usize> {
-        let k = self.of_node[node as usize];
+        let run = self.runs.partition_point(|&(first, _)| first <= node);
+        let k = self.runs[run.checked_sub(1)?].1;
         (k != NONE).then_some(k as usize)
     }
 
@@ -341,6 +354,7 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
     // constraints that run in a circle (clocks of two nodes that disagree).
     for _ in 0..4 * nodes.len() + 8 {
         let node = nodes[i as usize];
+        let rank = graph.lane(i).rank;
         let label = Name::Label(u32::from(node.label));
         let category = match node.comm {
             true => Category::Comm,
@@ -351,16 +365,16 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
             Some(x) if x.sender != i && x.last != i => {
                 let arrived = nodes[x.last as usize].start;
                 if (node.start..cursor).contains(&arrived) {
-                    add(node.rank, category, label, arrived, cursor);
-                    if nodes[x.last as usize].rank != node.rank {
+                    add(rank, category, label, arrived, cursor);
+                    if graph.lane(x.last).rank != rank {
                         crossings.push((i, x.last));
                     }
                     (i, cursor) = (x.last, arrived);
                     continue;
                 }
-                add(node.rank, category, label, node.start, cursor);
+                add(rank, category, label, node.start, cursor);
             }
-            _ => add(node.rank, category, label, node.start, cursor),
+            _ => add(rank, category, label, node.start, cursor),
         }
         cursor = node.start;
         if cursor <= t0 {
@@ -376,13 +390,13 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
             (Binding::Stream, Some(prev), _) => {
                 let before = nodes[prev as usize].end.min(cursor);
                 let name = idle("queue", cursor - before);
-                add(node.rank, Category::Idle, name, before, cursor);
+                add(rank, Category::Idle, name, before, cursor);
                 (i, cursor) = (prev, before);
             }
             (Binding::Cross, _, Some(cross)) => {
                 let before = nodes[cross as usize].end.min(cursor);
                 let name = idle("stream wait", cursor - before);
-                add(node.rank, Category::Idle, name, before, cursor);
+                add(rank, Category::Idle, name, before, cursor);
                 (i, cursor) = (cross, before);
             }
             (Binding::Launch, ..) => {
@@ -390,18 +404,18 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
                 let floor = prev.map_or(t0, |p| nodes[p as usize].end.min(cursor));
                 let issued = call.end.clamp(floor, cursor);
                 let name = idle("launch latency", cursor - issued);
-                add(node.rank, Category::Idle, name, issued, cursor);
+                add(rank, Category::Idle, name, issued, cursor);
                 let launch = Name::Call(node.launch);
                 match host_wait(graph, node.launch, floor) {
                     Some((w, waited)) => {
                         let woke = graph.cpu[w as usize].end.min(issued);
-                        add(node.rank, Category::Launch, launch, woke, issued);
+                        add(rank, Category::Launch, launch, woke, issued);
                         let until = nodes[waited as usize].end.min(woke);
-                        add(node.rank, Category::HostSync, Name::Call(w), until, woke);
+                        add(rank, Category::HostSync, Name::Call(w), until, woke);
                         (i, cursor) = (waited, until);
                     }
                     None => {
-                        add(node.rank, Category::Launch, launch, floor, issued);
+                        add(rank, Category::Launch, launch, floor, issued);
                         let Some(prev) = prev else { break };
                         (i, cursor) = (prev, floor);
                     }
@@ -409,7 +423,7 @@ pub fn walk(graph: &Graph, steps: &Steps, k: usize) -> StepPath {
             }
             _ => {
                 let name = Name::Text("before the first operation");
-                add(node.rank, Category::Idle, name, t0, cursor);
+                add(rank, Category::Idle, name, t0, cursor);
                 break;
             }
         }

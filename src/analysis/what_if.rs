@@ -136,11 +136,11 @@ impl<'g> Factors<'g> {
         self.changes
             .iter()
             .map(|change| match change {
-                Change::Rank(r, f) if !node.comm && node.rank == *r => *f,
+                Change::Rank(r, f) if !node.comm && self.graph.lane(i).rank == *r => *f,
                 Change::Family(name, f) if in_group(name, label) => *f,
                 Change::Role(name, f) if node.comm && in_group(name, label) => *f,
                 Change::StragglerMedian if !node.comm => {
-                    match compute_of_rank[node.rank as usize] {
+                    match compute_of_rank[self.graph.lane(i).rank as usize] {
                         0 => 1.0,
                         own => median as f64 / own as f64,
                     }
@@ -154,9 +154,10 @@ impl<'g> Factors<'g> {
 /// Each rank's compute time over the operations `in_step`, ns.
 fn rank_compute(graph: &Graph, ranks: usize, in_step: &impl Fn(u32) -> bool) -> Vec<i64> {
     let mut compute = vec![0i64; ranks];
-    for (i, n) in graph.nodes.iter().enumerate() {
+    let nodes = graph.nodes.iter().zip(graph.node_ranks());
+    for (i, (n, rank)) in nodes.enumerate() {
         if !n.comm && in_step(i as u32) {
-            compute[n.rank as usize] += n.end - n.start;
+            compute[rank as usize] += n.end - n.start;
         }
     }
     compute

@@ -6,7 +6,7 @@
 
 use super::Exported;
 use crate::analysis::critical_path::{Steps, on_path, step_ranges};
-use crate::analysis::graph::{Graph, Node};
+use crate::analysis::graph::{Graph, Lane, Node};
 use crate::classify::streams::clip;
 use crate::classify::{Activity, Rank};
 use crate::hash::FxHashMap;
@@ -61,16 +61,18 @@ pub fn drawn(activity: &Activity, graph: &Graph, exported: &[Exported]) -> Drawn
     };
     // A crossing is drawn where both its ends are exported.
     for (n, &(left, from)) in crossings.iter().enumerate() {
-        let ends = [from, left].map(|end| &graph.nodes[end as usize]);
-        let exported = |node: &&Node| clip((node.start, node.end), ranked[node.rank as usize].1);
-        if ends.iter().any(|node| exported(node).is_none()) {
+        let ends = [from, left].map(|end| (&graph.nodes[end as usize], graph.lane(end)));
+        let exported = |(node, lane): &(&Node, Lane)| {
+            clip((node.start, node.end), ranked[lane.rank as usize].1)
+        };
+        if ends.iter().any(|end| exported(end).is_none()) {
             continue;
         }
         let id = FLOW_BITS | n as u64;
-        for node in ends {
+        for (node, lane) in ends {
             drawn
                 .flows
-                .entry((node.stream, node.start))
+                .entry((lane.stream, node.start))
                 .or_default()
                 .push(id);
         }

@@ -230,6 +230,7 @@ pub fn graph(
     let mut linking = nodes.link(activity, (ranks, &classified), rules);
     // The collectives are matched: what the calls add is the graph's peak.
     drop(classified);
+    give_back_freed_memory();
     for part in &captures.parts {
         each(part, &part.events.syncs, |s| linking.sync(&s))?;
     }
@@ -238,7 +239,21 @@ pub fn graph(
             linking.call((r as u32, process), call, activity.timeline);
         }
     })?;
-    Ok(linking.finish())
+    let graph = linking.finish();
+    give_back_freed_memory();
+    Ok(graph)
+}
+
+/// Gives the pages of freed memory back to the system. glibc keeps blocks freed below the top
+/// of its heap resident, and the graph's stages free tens of megabytes there before its
+/// largest vectors fill (on the 4M bench export 17 MB of `critical-path`'s peak of 305 MB,
+/// and 4 more after the graph is bound); a trim costs a few milliseconds.
+fn give_back_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: `malloc_trim` only returns free pages of glibc's heap to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Each span's work per step ([`crate::analysis::mfu::rank_work`]): `found[i]` holds span i's

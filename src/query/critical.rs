@@ -193,15 +193,12 @@ pub fn critical_path<'a>(
     let mut crossings = Vec::new();
     for path in &paths {
         for &(left, from) in &path.crossings {
-            let (left, from) = (
-                &run.graph.nodes[left as usize],
-                &run.graph.nodes[from as usize],
-            );
+            let graph = &run.graph;
             crossings.push(serde_json::json!({
                 "step": path.step,
-                "at_ns": from.start,
-                "from_rank": run.rank(from.rank),
-                "to_rank": run.rank(left.rank),
+                "at_ns": graph.nodes[from as usize].start,
+                "from_rank": run.rank(graph.lane(from).rank),
+                "to_rank": run.rank(graph.lane(left).rank),
             }));
         }
     }

@@ -10,7 +10,7 @@
 
 use super::sim::Schedule;
 use crate::analysis::critical_path::{Category, Name, StepPath, Steps, walk};
-use crate::analysis::graph::{Binding, Caller, CpuCall, Exchange, Graph, Link, NONE, Node};
+use crate::analysis::graph::{self, Binding, Caller, CpuCall, Exchange, Graph, Link, NONE, Node};
 use crate::model::{StreamId, StringId, ThreadId};
 use indexmap::IndexSet;
 
@@ -136,9 +136,16 @@ fn graph(schedules: &[Schedule]) -> Graph {
                 Binding::Cross
             }
         };
-        graph.nodes.push(Node {
+        let lane = graph::Lane {
             rank: r as u32,
             stream: StreamId(ran.stream),
+            first: graph.nodes.len() as u32,
+        };
+        let last = graph.lanes.last().map(|l| (l.rank, l.stream));
+        if last != Some((lane.rank, lane.stream)) {
+            graph.lanes.push(lane);
+        }
+        graph.nodes.push(Node {
             start: ran.span.0,
             end: ran.span.1,
             comm: ran.comm,

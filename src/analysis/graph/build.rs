@@ -2,12 +2,12 @@
 //! ([`Operations`]), then the synchronization records and each rank's calls ([`Linking`]).
 
 use super::{
-    Binding, ByEnd, Caller, CpuCall, Graph, Link, NONE, Node, STREAM_WAIT_EVENT, WHOLE, Wait,
+    Binding, Caller, CpuCall, Graph, Lane, Link, NONE, Node, STREAM_WAIT_EVENT, WHOLE, Wait,
 };
 use crate::analysis::kernels::{Operation, each_operation, roles};
 use crate::classify::families::{FamilyCache, MEMCPY_PEER};
 use crate::classify::{Activity, Rank, RankStreams, RoleRules, streams};
-use crate::hash::FxHashMap;
+use crate::hash::{FxBuildHasher, FxHashMap};
 use crate::model::{ApiCall, ProcessId, StreamId, StringId, SyncEvent, ThreadId, Timeline};
 use indexmap::IndexSet;
 
@@ -49,9 +49,13 @@ impl Graph {
 /// orders them for the calls.
 #[derive(Default)]
 pub struct Operations {
-    /// Each operation with its launch's correlation id (what links it to its launch), and
-    /// whether a role may name it (a kernel, a copy between GPUs).
-    nodes: Vec<(Node, u32, bool)>,
+    /// Each operation with its lane (index into `lanes`) and its launch's correlation id
+    /// (what links it to its launch).
+    nodes: Vec<(Node, u32, u32)>,
+    /// Whether a role may name each operation (a kernel, a copy between GPUs).
+    named_by_role: Vec<bool>,
+    /// Each (rank, stream), in the order met.
+    lanes: IndexSet<(u32, StreamId), FxBuildHasher>,
     labels: IndexSet<String>,
 }
 
@@ -60,7 +64,8 @@ impl Operations {
     pub fn with_capacity(n: usize) -> Operations {
         Operations {
             nodes: Vec::with_capacity(n),
-            labels: IndexSet::new(),
+            named_by_role: Vec::with_capacity(n),
+            ..Operations::default()
         }
     }
 
@@ -69,8 +74,6 @@ impl Operations {
     pub fn add(&mut self, rank: u32, op: &Operation, family: &str) {
         let label = self.label(family);
         let node = Node {
-            rank,
-            stream: op.stream,
             start: op.span.0,
             end: op.span.1.max(op.span.0),
             comm: op.comm,
@@ -78,8 +81,9 @@ impl Operations {
             launch: NONE,
             binding: Binding::Nothing,
         };
-        let named_by_role = op.kernel.is_some() || family == MEMCPY_PEER;
-        self.nodes.push((node, op.correlation, named_by_role));
+        let lane = self.lanes.insert_full((rank, op.stream)).0 as u32;
+        self.nodes.push((node, lane, op.correlation));
+        (self.named_by_role).push(op.kernel.is_some() || family == MEMCPY_PEER);
     }
 
     /// The index of label `name`. Labels are families (from the rules) and roles (from the
@@ -98,9 +102,10 @@ impl Operations {
     pub fn name_communication(&mut self, classified: &[RankStreams], rules: &RoleRules) {
         let roles: Vec<_> = classified.iter().map(|c| roles(c, rules)).collect();
         for i in 0..self.nodes.len() {
-            let (node, _, named_by_role) = self.nodes[i];
-            let role = roles[node.rank as usize].get(&(node.stream, node.start));
-            if let Some(role) = role.filter(|_| named_by_role) {
+            let (node, lane, _) = self.nodes[i];
+            let (rank, stream) = self.lanes[lane as usize];
+            let role = roles[rank as usize].get(&(stream, node.start));
+            if let Some(role) = role.filter(|_| self.named_by_role[i]) {
                 let label = self.label(role);
                 let node = &mut self.nodes[i].0;
                 (node.comm, node.label) = (true, label);
@@ -118,7 +123,12 @@ impl Operations {
         (ranks, classified): (&[Rank], &[RankStreams]),
         rules: &RoleRules,
     ) -> Linking {
-        let Operations { mut nodes, labels } = self;
+        let Operations {
+            mut nodes,
+            lanes,
+            labels,
+            ..
+        } = self;
         // The labels some operation has, in name order.
         let mut used = vec![false; labels.len()];
         for (node, ..) in &nodes {
@@ -130,33 +140,46 @@ impl Operations {
         for (new, &old) in order.iter().enumerate() {
             renamed[old] = new as u16;
         }
-        for (node, ..) in &mut nodes {
-            node.label = renamed[node.label as usize];
+        // The lanes in (rank, stream) order.
+        let mut lane_order: Vec<usize> = (0..lanes.len()).collect();
+        lane_order.sort_unstable_by_key(|&k| lanes[k]);
+        let mut lane_renamed = vec![0u32; lanes.len()];
+        for (new, &old) in lane_order.iter().enumerate() {
+            lane_renamed[old] = new as u32;
         }
-        crate::second_core::sort_by_key(&mut nodes, |&(n, correlation, _)| {
-            (
-                n.rank,
-                n.stream,
-                n.start,
-                n.end,
-                correlation,
-                n.label,
-                n.comm,
-            )
+        for (node, lane, _) in &mut nodes {
+            node.label = renamed[node.label as usize];
+            *lane = lane_renamed[*lane as usize];
+        }
+        crate::second_core::sort_by_key(&mut nodes, |&(n, lane, correlation)| {
+            (lane, n.start, n.end, correlation, n.label, n.comm)
         });
-        let unlaunched = Unlaunched::new(&nodes, ranks.len());
+        let keys: Vec<(u32, StreamId)> = lane_order.iter().map(|&k| lanes[k]).collect();
+        let unlaunched = Unlaunched::new(&nodes, &keys, ranks.len());
+        let mut graph_lanes: Vec<Lane> = Vec::with_capacity(keys.len());
+        for (i, &(_, lane, _)) in nodes.iter().enumerate() {
+            if graph_lanes.len() == lane as usize {
+                let (rank, stream) = keys[lane as usize];
+                let first = i as u32;
+                graph_lanes.push(Lane {
+                    rank,
+                    stream,
+                    first,
+                });
+            }
+        }
         // In place: the correlation ids are in the chains now.
         let mut nodes: Vec<Node> = nodes.into_iter().map(|(node, ..)| node).collect();
         nodes.shrink_to_fit();
         let mut graph = Graph {
             nodes,
+            lanes: graph_lanes,
             labels: order.iter().map(|&i| labels[i].clone()).collect(),
             ..Graph::default()
         };
         graph.add_exchanges(activity, (ranks, classified), rules);
         let operations = graph.nodes.len();
         Linking {
-            ends: graph.by_end(),
             unlaunched,
             graph,
             waiting: FxHashMap::default(),
@@ -164,6 +187,7 @@ impl Operations {
             // A launch per operation, and a few host waits.
             calls: Vec::with_capacity(operations + operations / 64),
             callers: Callers::default(),
+            host_waits: Vec::new(),
             waits: vec![Vec::new(); ranks.len()],
         }
     }
@@ -174,7 +198,6 @@ impl Operations {
 /// order), before [`Linking::finish`] binds every start.
 pub struct Linking {
     graph: Graph,
-    ends: ByEnd,
     unlaunched: Unlaunched,
     /// The stream each stream wait made wait, by (process, correlation id): None for a
     /// stream that ran no GPU work.
@@ -184,6 +207,9 @@ pub struct Linking {
     /// Launches and host waits.
     calls: Vec<CpuCall>,
     callers: Callers,
+    /// The host waits: (rank, caller, span). What each waited for is found once the launches
+    /// are in (the nodes by end take room the chains give back).
+    host_waits: Vec<(u32, u32, (i64, i64))>,
     /// Each rank's `cudaStreamWaitEvent` calls.
     waits: Vec<Vec<Wait>>,
 }
@@ -200,11 +226,14 @@ impl Linking {
     /// An API call of rank `r` (index into the ranks given), whose process is `process`: the
     /// launch of the operations of its correlation id when it is the first call of it, a stream
     /// wait, a host wait (returning once the rank's operation that ended last before it
-    /// returned had ended).
+    /// returned had ended, found in [`Linking::finish`]).
     pub fn call(&mut self, (r, process): (u32, ProcessId), call: &ApiCall, timeline: &Timeline) {
         let mut launched = self.unlaunched.claim(r, call.correlation);
+        let span = (call.start.0, call.end.0);
         while let Some(node) = launched {
-            self.push(r, call, Link::Launch(node));
+            let caller = self.callers.index(r, call.thread, call.name);
+            self.calls
+                .push(CpuCall::new(caller, span, Link::Launch(node)));
             launched = self.unlaunched.next(node);
         }
         let (wait, sync) = *self.kinds.entry(call.name).or_insert_with(|| {
@@ -222,30 +251,31 @@ impl Linking {
                 stream,
             });
         }
-        if sync && let Some(waited) = self.ends.last_ending(&self.graph.nodes, r, call.end.0) {
-            self.push(r, call, Link::Wait(waited));
+        if sync {
+            let caller = self.callers.index(r, call.thread, call.name);
+            self.host_waits.push((r, caller, span));
         }
-    }
-
-    /// Rank `r`'s call `call`, linked to what it launched or waited for.
-    fn push(&mut self, r: u32, call: &ApiCall, link: Link) {
-        let caller = self.callers.index(r, call.thread, call.name);
-        let span = (call.start.0, call.end.0);
-        self.calls.push(CpuCall::new(caller, span, link));
     }
 
     /// The graph: calls in (rank, start) order, and every start bound.
     pub fn finish(self) -> Graph {
         let Linking {
             mut graph,
-            ends,
             mut calls,
             callers,
+            host_waits,
             mut waits,
             unlaunched,
             ..
         } = self;
         drop(unlaunched);
+        let ends = graph.by_end();
+        calls.reserve_exact(host_waits.len());
+        for (r, caller, span) in host_waits {
+            if let Some(waited) = ends.last_ending(&graph, r, span.1) {
+                calls.push(CpuCall::new(caller, span, Link::Wait(waited)));
+            }
+        }
         graph.callers = callers.all;
         calls.sort_unstable_by_key(|c| {
             let launched = c.launched().unwrap_or(NONE);
@@ -318,11 +348,12 @@ impl Unlaunched {
     /// An id whose first call came.
     const CLAIMED: u32 = NONE - 1;
 
-    /// The chains of `nodes`, each with its launch's correlation id.
-    fn new(nodes: &[(Node, u32, bool)], ranks: usize) -> Unlaunched {
+    /// The chains of `nodes`, each with its lane (index into `lanes`, (rank, stream)) and its
+    /// launch's correlation id, of `ranks` ranks.
+    fn new(nodes: &[(Node, u32, u32)], lanes: &[(u32, StreamId)], ranks: usize) -> Unlaunched {
         let mut dense: Vec<Vec<u32>> = vec![Vec::new(); ranks];
-        for &(n, id, _) in nodes.iter().filter(|&&(_, id, _)| id < Self::DENSE) {
-            let slots = &mut dense[n.rank as usize];
+        for &(_, lane, id) in nodes.iter().filter(|&&(.., id)| id < Self::DENSE) {
+            let slots = &mut dense[lanes[lane as usize].0 as usize];
             if id as usize >= slots.len() {
                 slots.resize(id as usize + 1, NONE);
             }
@@ -332,10 +363,11 @@ impl Unlaunched {
             sparse: FxHashMap::default(),
             next: FxHashMap::default(),
         };
-        for (i, &(n, id, _)) in nodes.iter().enumerate().rev() {
+        for (i, &(_, lane, id)) in nodes.iter().enumerate().rev() {
+            let rank = lanes[lane as usize].0;
             let head = match id < Self::DENSE {
-                true => &mut unlaunched.dense[n.rank as usize][id as usize],
-                false => (unlaunched.sparse.entry((n.rank, id))).or_insert(NONE),
+                true => &mut unlaunched.dense[rank as usize][id as usize],
+                false => (unlaunched.sparse.entry((rank, id))).or_insert(NONE),
             };
             let next = std::mem::replace(head, i as u32);
             if next != NONE {

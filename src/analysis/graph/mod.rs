@@ -37,6 +37,7 @@ use crate::classify::{Activity, Rank, RankStreams, RoleRules};
 use crate::hash::FxHashMap;
 use crate::model::{StreamId, StringId, ThreadId};
 use replay::{Replay, Scales};
+use std::ops::Range;
 
 pub use build::{Linking, Operations};
 
@@ -67,17 +68,14 @@ pub enum Binding {
     Nothing,
 }
 
-/// One GPU operation: 32 bytes, the graph's size is mostly theirs. What it waited for on
+/// One GPU operation: 24 bytes, the graph's size is mostly theirs. Its rank and stream are
+/// its lane's ([`Graph::lane`]: nodes are in (rank, stream) order); what it waited for on
 /// another stream and the exchange it is a member of are rare, and kept beside the nodes
 /// ([`Graph::cross`], [`Graph::exchange`]); the operation before it on its stream is the node
 /// before it ([`Graph::prev`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Node {
-    /// Its rank (index into the ranks given).
-    pub rank: u32,
-    /// Its stream.
-    pub stream: StreamId,
-    /// Start and end, ns.
+    /// Start, ns.
     pub start: i64,
     /// End, ns.
     pub end: i64,
@@ -89,6 +87,17 @@ pub struct Node {
     pub launch: u32,
     /// What set its start.
     pub binding: Binding,
+}
+
+/// A stream of a rank: the nodes from `first` to the next lane's first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lane {
+    /// Its rank (index into the ranks given).
+    pub rank: u32,
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its first node.
+    pub first: u32,
 }
 
 /// A CPU call that matters to the GPU: a launch of one operation, or a host wait for one.
@@ -201,6 +210,8 @@ pub struct Evidence {
 pub struct Graph {
     /// Operations, by (rank, stream, start, end).
     pub nodes: Vec<Node>,
+    /// Each stream's nodes, by first node (and so by (rank, stream)).
+    pub lanes: Vec<Lane>,
     /// Launches and host waits, by (rank, start).
     pub cpu: Vec<CpuCall>,
     /// Who made the calls.
@@ -224,12 +235,50 @@ impl Graph {
         self.callers[call.caller as usize]
     }
 
+    /// The lane of operation `i` (index into [`Graph::lanes`]).
+    pub fn lane_of(&self, i: u32) -> usize {
+        self.lanes.partition_point(|l| l.first <= i) - 1
+    }
+
+    /// The lane of operation `i`: its rank and stream.
+    pub fn lane(&self, i: u32) -> Lane {
+        self.lanes[self.lane_of(i)]
+    }
+
+    /// The nodes of lane `k`.
+    pub fn lane_nodes(&self, k: usize) -> Range<u32> {
+        let end = self
+            .lanes
+            .get(k + 1)
+            .map_or(self.nodes.len() as u32, |l| l.first);
+        self.lanes[k].first..end
+    }
+
+    /// The nodes of rank `rank`.
+    pub fn rank_nodes(&self, rank: u32) -> Range<u32> {
+        let at = |rank| {
+            let k = self.lanes.partition_point(|l| l.rank < rank);
+            self.lanes
+                .get(k)
+                .map_or(self.nodes.len() as u32, |l| l.first)
+        };
+        at(rank)..at(rank + 1)
+    }
+
+    /// Each node's rank, in node order.
+    pub fn node_ranks(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.lanes.len()).flat_map(|k| {
+            let nodes = self.lane_nodes(k);
+            std::iter::repeat_n(self.lanes[k].rank, nodes.len())
+        })
+    }
+
     /// The operation before operation `i` on its stream (nodes are in (rank, stream, start,
-    /// end) order: the node before it, on the same stream).
+    /// end) order: the node before it, unless `i` is its lane's first).
     pub fn prev(&self, i: u32) -> Option<u32> {
         let before = i.checked_sub(1)?;
-        let (a, b) = (&self.nodes[before as usize], &self.nodes[i as usize]);
-        ((a.rank, a.stream) == (b.rank, b.stream)).then_some(before)
+        let first = self.lanes.binary_search_by_key(&i, |l| l.first).is_ok();
+        (!first).then_some(before)
     }
 
     /// The operation of another stream operation `i` waited for, when that set its start.
@@ -298,13 +347,15 @@ impl Graph {
             .map(|streams| layout::transfers(streams, rules))
             .collect();
         collectives::add_transfers(&mut matched, &transfers);
-        let index: FxHashMap<(u32, StreamId, i64), u32> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.comm)
-            .map(|(i, n)| ((n.rank, n.stream, n.start), i as u32))
-            .collect();
+        let mut index: FxHashMap<(u32, StreamId, i64), u32> = FxHashMap::default();
+        for (k, &Lane { rank, stream, .. }) in self.lanes.iter().enumerate() {
+            for i in self.lane_nodes(k) {
+                let node = &self.nodes[i as usize];
+                if node.comm {
+                    index.insert((rank, stream, node.start), i);
+                }
+            }
+        }
         for instance in &matched.instances {
             let members: Option<Vec<u32>> = instance
                 .arrivals
@@ -331,15 +382,18 @@ impl Graph {
     /// Each operation's stream wait (from the rank's `cudaStreamWaitEvent` calls `waits`, else
     /// from timing) and binding constraint; the two halves of the nodes on two cores.
     fn bind(&mut self, waits: &[Vec<Wait>], ends: &ByEnd) {
-        let streams = self.stream_ranges();
         let graph = &*self;
         let (low, high) = crate::second_core::halves(self.nodes.len(), |range| {
             let mut bindings = Vec::with_capacity(range.len());
             let mut crosses = Vec::new();
-            for i in range {
-                let (binding, cross) = graph.binding(i as u32, waits, (ends, &streams));
+            let mut lane = graph.lanes.len();
+            for i in range.start as u32..range.end as u32 {
+                if lane == graph.lanes.len() || graph.lane_nodes(lane).end == i {
+                    lane = graph.lane_of(i);
+                }
+                let (binding, cross) = graph.binding((i, lane), waits, ends);
                 bindings.push(binding);
-                crosses.extend(cross.map(|c| (i as u32, c)));
+                crosses.extend(cross.map(|c| (i, c)));
             }
             (bindings, crosses)
         });
@@ -350,7 +404,7 @@ impl Graph {
         let mut crosses = low.1;
         crosses.extend(high.1);
         for &(i, _) in &crosses {
-            match waits[self.nodes[i as usize].rank as usize].is_empty() {
+            match waits[self.lane(i).rank as usize].is_empty() {
                 true => self.evidence.timed_waits += 1,
                 false => self.evidence.stream_waits += 1,
             }
@@ -358,13 +412,13 @@ impl Graph {
         self.set_crosses(crosses);
     }
 
-    /// What set operation `i`'s start, and the operation of another stream it waited for
-    /// (from its rank's stream waits `waits`, else from timing with `ends`).
+    /// What set operation `i` (of lane `lane`)'s start, and the operation of another stream
+    /// it waited for (from its rank's stream waits `waits`, else from timing with `ends`).
     fn binding(
         &self,
-        i: u32,
+        (i, lane): (u32, usize),
         waits: &[Vec<Wait>],
-        (ends, streams): (&ByEnd, &[(u32, StreamId, u32, u32)]),
+        ends: &ByEnd,
     ) -> (Binding, Option<u32>) {
         let node = self.nodes[i as usize];
         let prev = self.prev(i);
@@ -374,10 +428,10 @@ impl Graph {
             l => Some(self.cpu[l as usize].start.min(node.start)),
         };
         let floor = stream.max(launch).unwrap_or(i64::MIN);
-        let rank_waits = &waits[node.rank as usize];
+        let rank_waits = &waits[self.lanes[lane].rank as usize];
         let cross = match rank_waits.is_empty() {
-            true => ends.waited_for(&self.nodes, &node, floor),
-            false => self.stream_wait((&node, prev), rank_waits, streams),
+            true => ends.waited_for(self, (i, lane), floor),
+            false => self.stream_wait((i, lane, prev), rank_waits),
         };
         let cross = cross.filter(|&c| self.nodes[c as usize].end > floor);
         let binding = match (cross, stream, launch) {
@@ -390,17 +444,18 @@ impl Graph {
         (binding, cross)
     }
 
-    /// What `node` (after `prev` on its stream) waited for on another stream: when its rank
-    /// called `cudaStreamWaitEvent` for its stream (or for an unknown one) after the stream's
-    /// previous launch and before this launch, the work launched on the rank's other streams
-    /// before that wait, each stream's last operation; of those, the one that ended last
-    /// before `node` started.
+    /// What operation `i` (of lane `lane`, after `prev` on its stream) waited for on another
+    /// stream: when its rank called `cudaStreamWaitEvent` for its stream (or for an unknown
+    /// one) after the stream's previous launch and before this launch, the work launched on
+    /// the rank's other streams before that wait, each stream's last operation; of those, the
+    /// one that ended last before operation `i` started.
     fn stream_wait(
         &self,
-        (node, prev): (&Node, Option<u32>),
+        (i, lane, prev): (u32, usize, Option<u32>),
         waits: &[Wait],
-        streams: &[(u32, StreamId, u32, u32)],
     ) -> Option<u32> {
+        let node = &self.nodes[i as usize];
+        let Lane { rank, stream, .. } = self.lanes[lane];
         let call = self.cpu.get(node.launch as usize)?;
         let launched = |n: &Node| match n.launch {
             NONE => n.start,
@@ -412,17 +467,20 @@ impl Graph {
             .iter()
             .rev()
             .take_while(|w| w.at > after_on_stream)
-            .find(|w| w.stream.is_none_or(|s| s == Some(node.stream)))?
+            .find(|w| w.stream.is_none_or(|s| s == Some(stream)))?
             .at;
-        // The rank's streams (the ranges are in (rank, stream) order).
-        let first = streams.partition_point(|s| s.0 < node.rank);
-        let last = streams.partition_point(|s| s.0 <= node.rank);
-        streams[first..last]
-            .iter()
-            .filter(|&&(_, stream, ..)| stream != node.stream)
-            .filter_map(|&(_, _, from, to)| {
+        // The rank's other streams (the lanes are in (rank, stream) order).
+        let first = self.lanes.partition_point(|l| l.rank < rank);
+        let last = self.lanes.partition_point(|l| l.rank <= rank);
+        (first..last)
+            .filter(|&k| k != lane)
+            .filter_map(|k| {
                 // A stream runs its operations in launch order: the last launched before the
                 // wait is found by bisection.
+                let Range {
+                    start: from,
+                    end: to,
+                } = self.lane_nodes(k);
                 let on_stream = &self.nodes[from as usize..to as usize];
                 let before = on_stream.partition_point(|n| launched(n) < wait) as u32;
                 (before > 0).then(|| from + before - 1)
@@ -431,27 +489,19 @@ impl Graph {
             .max_by_key(|&i| (self.nodes[i as usize].end, i))
     }
 
-    /// Each stream's nodes: (rank, stream, first, end) index ranges.
-    fn stream_ranges(&self) -> Vec<(u32, StreamId, u32, u32)> {
-        let mut ranges: Vec<(u32, StreamId, u32, u32)> = Vec::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            match ranges.last_mut() {
-                Some(last) if (last.0, last.1) == (n.rank, n.stream) => last.3 = i as u32 + 1,
-                _ => ranges.push((n.rank, n.stream, i as u32, i as u32 + 1)),
-            }
-        }
-        ranges
-    }
-
     /// The nodes of each rank ordered by end.
     fn by_end(&self) -> ByEnd {
         let mut order: Vec<u32> = (0..self.nodes.len() as u32).collect();
-        // Stable, ties in index order: each stream's nodes are a run already in end order
-        // (mostly), which the merge sort finds and merges.
-        order.sort_by_key(|&i| {
-            let n = &self.nodes[i as usize];
-            (n.rank, n.end)
-        });
+        let mut k = 0;
+        while k < self.lanes.len() {
+            // A rank's nodes are one range, and take the same range of the order.
+            let nodes = self.rank_nodes(self.lanes[k].rank);
+            // Stable, ties in index order: each stream's nodes are a run already in end order
+            // (mostly), which the merge sort finds and merges.
+            let of_rank = &mut order[nodes.start as usize..nodes.end as usize];
+            of_rank.sort_by_key(|&i| self.nodes[i as usize].end);
+            k = self.lanes.partition_point(|l| l.first < nodes.end);
+        }
         ByEnd(order)
     }
 
@@ -486,52 +536,53 @@ struct Wait {
     stream: Option<Option<StreamId>>,
 }
 
-/// Node indices ordered by (rank, end).
+/// Node indices ordered by (rank, end): each rank's take its nodes' range.
 struct ByEnd(Vec<u32>);
 
 impl ByEnd {
-    /// Where rank `rank`'s nodes ending at or before `t` stop.
-    fn upto(&self, nodes: &[Node], rank: u32, t: i64) -> usize {
-        self.0.partition_point(|&i| {
-            let n = &nodes[i as usize];
-            (n.rank, n.end) <= (rank, t)
-        })
+    /// Where rank `rank`'s nodes ending at or before `t` stop, in `graph`.
+    fn upto(&self, graph: &Graph, rank: u32, t: i64) -> usize {
+        let nodes = graph.rank_nodes(rank);
+        let of_rank = &self.0[nodes.start as usize..nodes.end as usize];
+        nodes.start as usize + of_rank.partition_point(|&i| graph.nodes[i as usize].end <= t)
     }
 
-    /// The operation of `rank` that ended last at or before `t`.
-    fn last_ending(&self, nodes: &[Node], rank: u32, t: i64) -> Option<u32> {
-        let at = self.upto(nodes, rank, t);
-        let i = *self.0.get(at.checked_sub(1)?)?;
-        (nodes[i as usize].rank == rank).then_some(i)
+    /// The operation of `rank` that ended last at or before `t`, in `graph`.
+    fn last_ending(&self, graph: &Graph, rank: u32, t: i64) -> Option<u32> {
+        let at = self.upto(graph, rank, t);
+        (at > graph.rank_nodes(rank).start as usize).then(|| self.0[at - 1])
     }
 
-    /// The operation of another stream of `node`'s rank that ended last at most
-    /// [`CROSS_STREAM_NS`] before `node` started and after `floor`.
-    fn waited_for(&self, nodes: &[Node], node: &Node, floor: i64) -> Option<u32> {
-        let at = self.upto(nodes, node.rank, node.start);
+    /// The operation of another stream of operation `i`'s rank (`i` of lane `lane`) that
+    /// ended last at most [`CROSS_STREAM_NS`] before `i` started and after `floor`.
+    fn waited_for(&self, graph: &Graph, (i, lane): (u32, usize), floor: i64) -> Option<u32> {
+        let node = &graph.nodes[i as usize];
+        let rank = graph.lanes[lane].rank;
+        let (from, at) = (
+            graph.rank_nodes(rank).start,
+            self.upto(graph, rank, node.start),
+        );
+        let own = graph.lane_nodes(lane);
         let earliest = floor.max(node.start - CROSS_STREAM_NS);
-        self.0[..at]
+        self.0[from as usize..at]
             .iter()
             .rev()
-            .map(|&i| (i, &nodes[i as usize]))
-            .take_while(|(_, n)| n.rank == node.rank && n.end > earliest)
-            .find(|(_, n)| n.stream != node.stream)
-            .map(|(i, _)| i)
+            .take_while(|&&j| graph.nodes[j as usize].end > earliest)
+            .find(|&j| !own.contains(j))
+            .copied()
     }
 }
 
 // A graph holds a node per GPU operation and a call per launch: their sizes are its size.
-const _: () = assert!(std::mem::size_of::<Node>() == 32);
+const _: () = assert!(std::mem::size_of::<Node>() == 24);
 const _: () = assert!(std::mem::size_of::<CpuCall>() == 24);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn node(rank: u32, stream: u32, (start, end): (i64, i64), comm: bool) -> Node {
+    fn node((start, end): (i64, i64), comm: bool) -> Node {
         Node {
-            rank,
-            stream: StreamId(stream),
             start,
             end,
             comm,
@@ -539,6 +590,16 @@ mod tests {
             launch: NONE,
             binding: Binding::Nothing,
         }
+    }
+
+    /// Lanes of (rank, stream, first node).
+    fn lanes(lanes: &[(u32, u32, u32)]) -> Vec<Lane> {
+        let lane = |&(rank, stream, first)| Lane {
+            rank,
+            stream: StreamId(stream),
+            first,
+        };
+        lanes.iter().map(lane).collect()
     }
 
     #[test]
@@ -562,26 +623,67 @@ mod tests {
     fn the_operation_before_on_a_stream_is_the_node_before_on_it() {
         let graph = Graph {
             nodes: vec![
-                node(0, 1, (0, 5), false),
-                node(0, 1, (5, 9), false),
-                node(0, 2, (1, 3), false),
-                node(1, 2, (4, 6), false),
+                node((0, 5), false),
+                node((5, 9), false),
+                node((1, 3), false),
+                node((4, 6), false),
+                node((7, 8), false),
             ],
+            lanes: lanes(&[(0, 1, 0), (0, 2, 2), (2, 2, 3)]),
             ..Graph::default()
         };
-        let prevs: Vec<_> = (0..4).map(|i| graph.prev(i)).collect();
-        assert_eq!(prevs, vec![None, Some(0), None, None]);
+        let prevs: Vec<_> = (0..5).map(|i| graph.prev(i)).collect();
+        assert_eq!(prevs, vec![None, Some(0), None, None, Some(3)]);
+        let lanes: Vec<_> = (0..5).map(|i| graph.lane_of(i)).collect();
+        assert_eq!(lanes, vec![0, 0, 1, 2, 2]);
+        assert_eq!(graph.node_ranks().collect::<Vec<_>>(), vec![0, 0, 0, 2, 2]);
+        // Rank 1 has no operation: its range is empty, where rank 2's begins.
+        let ranks: Vec<_> = (0..4).map(|r| graph.rank_nodes(r)).collect();
+        assert_eq!(ranks, vec![0..3, 3..3, 3..5, 5..5]);
+        assert_eq!((graph.lane_nodes(1), graph.lane_nodes(2)), (2..3, 3..5));
+    }
+
+    #[test]
+    fn each_rank_is_ordered_by_end_in_its_own_range() {
+        let graph = Graph {
+            nodes: vec![
+                node((0, 9), false),
+                node((1, 4), false),
+                node((2, 6), false),
+                node((0, 3), false),
+            ],
+            lanes: lanes(&[(0, 1, 0), (0, 2, 1), (1, 1, 3)]),
+            ..Graph::default()
+        };
+        let ends = graph.by_end();
+        assert_eq!(ends.0, vec![1, 2, 0, 3]);
+        assert_eq!(ends.last_ending(&graph, 0, 5), Some(1));
+        assert_eq!(ends.last_ending(&graph, 0, 3), None);
+        assert_eq!(ends.last_ending(&graph, 1, 3), Some(3));
+        // Operation 2 (rank 0, stream 2) starting at 2 after operation 1 there: of rank 0's
+        // other streams, nothing ended by then; operation 0 would have, at 9, for a start at
+        // 10 (within CROSS_STREAM_NS).
+        assert_eq!(ends.waited_for(&graph, (2, 1), i64::MIN), None);
+        let late = Graph {
+            nodes: vec![node((0, 9), false), node((10, 12), false)],
+            lanes: lanes(&[(0, 1, 0), (0, 2, 1)]),
+            ..Graph::default()
+        };
+        let ends = late.by_end();
+        assert_eq!(ends.waited_for(&late, (1, 1), i64::MIN), Some(0));
+        assert_eq!(ends.waited_for(&late, (1, 1), 9), None);
     }
 
     #[test]
     fn an_operation_matched_into_two_exchanges_belongs_to_the_later() {
         let mut graph = Graph {
             nodes: vec![
-                node(0, 0, (0, 5), true),
-                node(0, 0, (5, 9), false),
-                node(1, 1, (0, 5), true),
-                node(1, 1, (5, 9), true),
+                node((0, 5), true),
+                node((5, 9), false),
+                node((0, 5), true),
+                node((5, 9), true),
             ],
+            lanes: lanes(&[(0, 0, 0), (1, 1, 2)]),
             ..Graph::default()
         };
         let exchange = |members: Vec<u32>| Exchange {

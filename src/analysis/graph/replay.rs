@@ -283,8 +283,17 @@ fn same_rank(graph: &Graph, a: &CpuCall, b: &CpuCall) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::graph::{Caller, Link, Node};
+    use crate::analysis::graph::{Caller, Lane, Link, Node};
     use crate::model::{StreamId, StringId, ThreadId};
+
+    /// Rank `rank`'s stream (numbered as the rank) from node `first`.
+    fn lane(rank: u32, first: u32) -> Lane {
+        Lane {
+            rank,
+            stream: StreamId(rank),
+            first,
+        }
+    }
 
     /// A host wait that returned once an operation ended which another thread launched after
     /// the wait began: the operation's end, the wait, the launch and the operation's start
@@ -292,8 +301,6 @@ mod tests {
     fn cycle() -> Graph {
         let call = |span, link| CpuCall::new(0, span, link);
         let node = Node {
-            rank: 0,
-            stream: StreamId(0),
             start: 20,
             end: 90,
             comm: false,
@@ -303,6 +310,7 @@ mod tests {
         };
         Graph {
             nodes: vec![node],
+            lanes: vec![lane(0, 0)],
             cpu: vec![
                 call((0, 100), Link::Wait(0)),
                 call((10, 15), Link::Launch(0)),
@@ -331,8 +339,6 @@ mod tests {
     /// the last arrival.
     fn collective() -> Graph {
         let node = |rank, (start, end), binding| Node {
-            rank,
-            stream: StreamId(rank),
             start,
             end,
             comm: start > 0 || rank == 1,
@@ -346,6 +352,7 @@ mod tests {
                 node(0, (50, 100), Binding::Stream),
                 node(1, (0, 100), Binding::Nothing),
             ],
+            lanes: vec![lane(0, 0), lane(1, 2)],
             labels: vec!["gemm".into()],
             ..Graph::default()
         };
