@@ -267,6 +267,16 @@ impl Steps {
         (k != NONE).then_some(k as usize)
     }
 
+    /// Whether each of the `n` operations has a step: [`Steps::of`] for all at once.
+    pub fn inside(&self, n: usize) -> Vec<bool> {
+        let mut inside = vec![false; n];
+        for (r, &(first, k)) in self.runs.iter().enumerate() {
+            let to = self.runs.get(r + 1).map_or(n, |next| next.0 as usize);
+            inside[first as usize..to].fill(k != NONE);
+        }
+        inside
+    }
+
     /// The step whose range of rank `rank` (of `ranges`, those the steps were made of) holds
     /// time `t`, when one does.
     pub fn at(&self, ranges: &[Vec<(i64, i64)>], rank: u32, t: i64) -> Option<usize> {
@@ -542,5 +552,50 @@ impl<'a> Names<'a> {
                 }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::graph::{Binding, Lane, Node};
+    use crate::model::StreamId;
+
+    #[test]
+    fn each_operation_is_in_the_step_its_start_lies_in() {
+        let node = |start, end| Node {
+            start,
+            end,
+            comm: false,
+            label: 0,
+            launch: NONE,
+            binding: Binding::Nothing,
+        };
+        let lane = |rank, first| Lane {
+            rank,
+            stream: StreamId(1),
+            first,
+        };
+        // Rank 0: two operations in step 0, one between the steps, one in step 1; rank 1: one
+        // in each step.
+        let mut graph = Graph::default();
+        graph.nodes = vec![
+            node(0, 10),
+            node(20, 30),
+            node(30, 33),
+            node(40, 50),
+            node(5, 15),
+            node(45, 60),
+        ];
+        graph.lanes = vec![lane(0, 0), lane(1, 4)];
+        let ranges = vec![vec![(0, 25), (35, 55)], vec![(0, 25), (35, 65)]];
+        let steps = Steps::new(&graph, &ranges);
+        let of: Vec<_> = (0..6).map(|i| steps.of(i)).collect();
+        assert_eq!(of, vec![Some(0), Some(0), None, Some(1), Some(0), Some(1)]);
+        let inside = steps.inside(6);
+        assert_eq!(inside, of.iter().map(Option::is_some).collect::<Vec<_>>());
+        // Each step ends with its operation that ended last; the next starts there.
+        assert_eq!(steps.last, vec![1, 5]);
+        assert_eq!(steps.bounds, vec![(0, 30), (30, 60)]);
     }
 }

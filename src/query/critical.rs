@@ -121,7 +121,8 @@ impl<'t> Run<'t> {
     /// Each step's time a replay with `changes` predicts, ns. The changes apply inside the
     /// steps: what ran before them replays as measured, so the first step starts where it did.
     fn predicted(&self, changes: &[Change]) -> Vec<i64> {
-        let in_step = |i: u32| self.steps.of(i).is_some();
+        let inside = self.steps.inside(self.graph.nodes.len());
+        let in_step = |i: u32| inside[i as usize];
         let call_in_step = |j: usize| {
             let call = &self.graph.cpu[j];
             let rank = self.graph.caller(call).rank;

@@ -207,9 +207,10 @@ pub struct Linking {
     /// Launches and host waits.
     calls: Vec<CpuCall>,
     callers: Callers,
-    /// The host waits: (rank, caller, span). What each waited for is found once the launches
-    /// are in (the nodes by end take room the chains give back).
-    host_waits: Vec<(u32, u32, (i64, i64))>,
+    /// The host waits among the calls, (call, rank), linked to nothing yet: what each waited
+    /// for is found once the launches are in (the nodes by end take room the chains give
+    /// back).
+    host_waits: Vec<(u32, u32)>,
     /// Each rank's `cudaStreamWaitEvent` calls.
     waits: Vec<Vec<Wait>>,
 }
@@ -253,7 +254,9 @@ impl Linking {
         }
         if sync {
             let caller = self.callers.index(r, call.thread, call.name);
-            self.host_waits.push((r, caller, span));
+            self.host_waits.push((self.calls.len() as u32, r));
+            self.calls
+                .push(CpuCall::new(caller, span, Link::Launch(NONE)));
         }
     }
 
@@ -270,12 +273,15 @@ impl Linking {
         } = self;
         drop(unlaunched);
         let ends = graph.by_end();
-        calls.reserve_exact(host_waits.len());
-        for (r, caller, span) in host_waits {
-            if let Some(waited) = ends.last_ending(&graph, r, span.1) {
-                calls.push(CpuCall::new(caller, span, Link::Wait(waited)));
+        for (j, r) in host_waits {
+            let call = &mut calls[j as usize];
+            if let Some(waited) = ends.last_ending(&graph, r, call.end) {
+                *call = CpuCall::new(call.caller, (call.start, call.end), Link::Wait(waited));
             }
         }
+        // A wait for nothing (its rank's first operation ended after it) is no call of the
+        // graph's; the calls stay in the order they came, which the sort finds.
+        calls.retain(|c| c.launched().is_some() || c.waited().is_some());
         graph.callers = callers.all;
         calls.sort_unstable_by_key(|c| {
             let launched = c.launched().unwrap_or(NONE);

@@ -421,7 +421,7 @@ impl Graph {
         ends: &ByEnd,
     ) -> (Binding, Option<u32>) {
         let node = self.nodes[i as usize];
-        let prev = self.prev(i);
+        let prev = (i > self.lanes[lane].first).then(|| i - 1);
         let stream = prev.map(|p| self.nodes[p as usize].end.min(node.start));
         let launch = match node.launch {
             NONE => None,

@@ -22,6 +22,9 @@ pub(super) struct Replay<'g> {
     listed: Vec<(u32, u32)>,
     /// Whether each point has a listed constraint after it, 64 points a word.
     listing: Vec<u64>,
+    /// Whether each node is its lane's first (has no operation before it on its stream), 64
+    /// nodes a word: [`Graph::prev`] in a bit.
+    firsts: Vec<u64>,
 }
 
 impl<'g> Replay<'g> {
@@ -51,11 +54,22 @@ impl<'g> Replay<'g> {
         for &(from, _) in &listed {
             listing[from as usize / 64] |= 1 << (from % 64);
         }
+        let mut firsts = vec![0u64; graph.nodes.len().div_ceil(64)];
+        for lane in &graph.lanes {
+            firsts[lane.first as usize / 64] |= 1 << (lane.first % 64);
+        }
         Replay {
             graph,
             listed,
             listing,
+            firsts,
         }
+    }
+
+    /// The operation before operation `i` on its stream ([`Graph::prev`]).
+    fn prev(&self, i: u32) -> Option<u32> {
+        let first = self.firsts[i as usize / 64] & (1 << (i % 64)) != 0;
+        (!first).then(|| i - 1)
     }
 
     /// Hands `each` every point that waits for point `p`.
@@ -67,7 +81,7 @@ impl<'g> Replay<'g> {
             each(p + 1);
         } else if p < 2 * n {
             let next = p.div_ceil(2);
-            if next < n && g.prev(next) == Some(p / 2) {
+            if next < n && self.prev(next) == Some(p / 2) {
                 each(2 * next);
             }
         } else if p < 2 * n + cpu {
@@ -252,7 +266,7 @@ impl<'g> Replay<'g> {
             };
             start = start.max(now + lag);
         };
-        if let Some(p) = g.prev(i) {
+        if let Some(p) = self.prev(i) {
             let p = p as usize;
             term(Binding::Stream, g.nodes[p].end, value[2 * p + 1], 0);
         }
