@@ -129,52 +129,34 @@ impl Operations {
             labels,
             ..
         } = self;
-        // The labels some operation has, in name order.
+        // The labels some operation has, in name order; the lanes in (rank, stream) order.
         let mut used = vec![false; labels.len()];
         for (node, ..) in &nodes {
             used[node.label as usize] = true;
         }
-        let mut order: Vec<usize> = (0..labels.len()).filter(|&l| used[l]).collect();
-        order.sort_unstable_by(|&a, &b| labels[a].cmp(&labels[b]));
-        let mut renamed = vec![0u16; labels.len()];
-        for (new, &old) in order.iter().enumerate() {
-            renamed[old] = new as u16;
-        }
-        // The lanes in (rank, stream) order.
+        let mut label_order: Vec<usize> = (0..labels.len()).filter(|&l| used[l]).collect();
+        label_order.sort_unstable_by(|&a, &b| labels[a].cmp(&labels[b]));
         let mut lane_order: Vec<usize> = (0..lanes.len()).collect();
         lane_order.sort_unstable_by_key(|&k| lanes[k]);
-        let mut lane_renamed = vec![0u32; lanes.len()];
-        for (new, &old) in lane_order.iter().enumerate() {
-            lane_renamed[old] = new as u32;
-        }
+        let label_of = renumbering(&label_order, labels.len());
+        let lane_of = renumbering(&lane_order, lanes.len());
         for (node, lane, _) in &mut nodes {
-            node.label = renamed[node.label as usize];
-            *lane = lane_renamed[*lane as usize];
+            node.label = label_of[node.label as usize] as u16;
+            *lane = lane_of[*lane as usize];
         }
         crate::second_core::sort_by_key(&mut nodes, |&(n, lane, correlation)| {
             (lane, n.start, n.end, correlation, n.label, n.comm)
         });
         let keys: Vec<(u32, StreamId)> = lane_order.iter().map(|&k| lanes[k]).collect();
         let unlaunched = Unlaunched::new(&nodes, &keys, ranks.len());
-        let mut graph_lanes: Vec<Lane> = Vec::with_capacity(keys.len());
-        for (i, &(_, lane, _)) in nodes.iter().enumerate() {
-            if graph_lanes.len() == lane as usize {
-                let (rank, stream) = keys[lane as usize];
-                let first = i as u32;
-                graph_lanes.push(Lane {
-                    rank,
-                    stream,
-                    first,
-                });
-            }
-        }
+        let lanes = lanes_of(&nodes, &keys);
         // In place: the correlation ids are in the chains now.
         let mut nodes: Vec<Node> = nodes.into_iter().map(|(node, ..)| node).collect();
         nodes.shrink_to_fit();
         let mut graph = Graph {
             nodes,
-            lanes: graph_lanes,
-            labels: order.iter().map(|&i| labels[i].clone()).collect(),
+            lanes,
+            labels: label_order.iter().map(|&i| labels[i].clone()).collect(),
             ..Graph::default()
         };
         graph.add_exchanges(activity, (ranks, classified), rules);
@@ -191,6 +173,34 @@ impl Operations {
             waits: vec![Vec::new(); ranks.len()],
         }
     }
+}
+
+/// Each old index's new one when the old ones in `order` take their places in it (of `len`;
+/// one not in `order`: 0).
+fn renumbering(order: &[usize], len: usize) -> Vec<u32> {
+    let mut new = vec![0; len];
+    for (i, &old) in order.iter().enumerate() {
+        new[old] = i as u32;
+    }
+    new
+}
+
+/// The lanes of `nodes`, in order with each one's lane (index into `keys`, each lane's rank and
+/// stream).
+fn lanes_of(nodes: &[(Node, u32, u32)], keys: &[(u32, StreamId)]) -> Vec<Lane> {
+    let mut lanes = Vec::with_capacity(keys.len());
+    for (i, &(_, lane, _)) in nodes.iter().enumerate() {
+        if lanes.len() == lane as usize {
+            let (rank, stream) = keys[lane as usize];
+            let first = i as u32;
+            lanes.push(Lane {
+                rank,
+                stream,
+                first,
+            });
+        }
+    }
+    lanes
 }
 
 /// A graph whose operations are in place, taking its ranks' synchronization records
