@@ -119,30 +119,30 @@ impl<'g> Replay<'g> {
     ) -> Vec<i64> {
         let g = self.graph;
         let points = 2 * g.nodes.len() + g.cpu.len() + g.exchanges.len();
-        // Constraints not yet evaluated, per point ([`DONE`] once it is evaluated).
-        let mut waiting = vec![0u32; points];
+        let mut waiting = Counts::new(points, g.exchanges.len());
         for p in 0..points as u32 {
-            self.successors(p, |s| waiting[s as usize] += 1);
+            self.successors(p, |s| waiting.set(s, waiting.get(s) + 1));
         }
         // A point evaluated before its constraints (in a cycle) reads their measured times.
         let mut value: Vec<i64> = (0..points as u32).map(|p| self.measured(p)).collect();
         let mut ready: Vec<u32> = (0..points as u32)
-            .filter(|&p| waiting[p as usize] == 0)
+            .filter(|&p| waiting.get(p) == 0)
             .collect();
         let mut evaluated = 0;
         let mut left: Option<Vec<u32>> = None;
         loop {
             while let Some(p) = ready.pop() {
                 value[p as usize] = self.evaluate(p, &value, scales);
-                waiting[p as usize] = DONE;
+                waiting.set(p, Counts::DONE);
                 evaluated += 1;
                 self.successors(p, |s| {
                     // A point of a cycle may have gone first (below).
-                    if waiting[s as usize] == DONE {
+                    let count = waiting.get(s);
+                    if count == Counts::DONE {
                         return;
                     }
-                    waiting[s as usize] -= 1;
-                    if waiting[s as usize] == 0 {
+                    waiting.set(s, count - 1);
+                    if count == 1 {
                         ready.push(s);
                     }
                 });
@@ -155,17 +155,20 @@ impl<'g> Replay<'g> {
             // goes first, on what is known. The points by measured time are sorted once.
             let order = left.get_or_insert_with(|| {
                 let mut order: Vec<u32> = (0..points as u32)
-                    .filter(|&p| waiting[p as usize] != DONE)
+                    .filter(|&p| waiting.get(p) != Counts::DONE)
                     .collect();
                 order.sort_unstable_by_key(|&p| (self.measured(p), p));
                 order.reverse();
                 order
             });
-            while order.last().is_some_and(|&p| waiting[p as usize] == DONE) {
+            while order
+                .last()
+                .is_some_and(|&p| waiting.get(p) == Counts::DONE)
+            {
                 order.pop();
             }
             let next = order.pop().expect("points left");
-            waiting[next as usize] = 0;
+            waiting.set(next, 0);
             ready.push(next);
         }
         let n = self.graph.nodes.len();
@@ -286,8 +289,49 @@ impl<'g> Replay<'g> {
     }
 }
 
-/// A point's count of constraints once it is evaluated.
-const DONE: u32 = u32::MAX;
+/// Each point's constraints not yet evaluated ([`Counts::DONE`] once it is evaluated): a byte
+/// for a node's start or end and for a call, which have three at most (the node or call
+/// before it, its launch or the operation a host wait waited for, a stream wait or its
+/// exchange), a word for an exchange's last arrival (one per member): the points are in that
+/// order.
+struct Counts {
+    few: Vec<u8>,
+    many: Vec<u32>,
+}
+
+impl Counts {
+    /// A point's count once it is evaluated.
+    const DONE: u32 = u32::MAX;
+
+    /// No constraint yet for any of `points` points, the last `exchanges` of them exchanges'.
+    fn new(points: usize, exchanges: usize) -> Counts {
+        Counts {
+            few: vec![0; points - exchanges],
+            many: vec![0; exchanges],
+        }
+    }
+
+    /// Point `p`'s count.
+    fn get(&self, p: u32) -> u32 {
+        match self.few.get(p as usize) {
+            Some(&u8::MAX) => Counts::DONE,
+            Some(&count) => u32::from(count),
+            None => self.many[p as usize - self.few.len()],
+        }
+    }
+
+    /// Sets point `p`'s count.
+    fn set(&mut self, p: u32, count: u32) {
+        let few = self.few.len();
+        match self.few.get_mut(p as usize) {
+            Some(small) => {
+                debug_assert!(count <= 3 || count == Counts::DONE);
+                *small = u8::try_from(count).unwrap_or(u8::MAX);
+            }
+            None => self.many[p as usize - few] = count,
+        }
+    }
+}
 
 /// Whether calls `a` and `b` of `graph` are of one rank.
 fn same_rank(graph: &Graph, a: &CpuCall, b: &CpuCall) -> bool {
@@ -337,6 +381,24 @@ mod tests {
             labels: vec!["gemm".into()],
             ..Graph::default()
         }
+    }
+
+    #[test]
+    fn a_count_takes_a_byte_but_an_exchange_s_a_word() {
+        // Three points of nodes and calls, then two exchanges'.
+        let mut counts = Counts::new(5, 2);
+        for (p, count) in [
+            (0, 3),
+            (1, Counts::DONE),
+            (2, 0),
+            (3, 70_000),
+            (4, Counts::DONE),
+        ] {
+            counts.set(p, count);
+        }
+        let all: Vec<u32> = (0..5).map(|p| counts.get(p)).collect();
+        assert_eq!(all, vec![3, Counts::DONE, 0, 70_000, Counts::DONE]);
+        assert_eq!((counts.few.len(), counts.many.len()), (3, 2));
     }
 
     #[test]
