@@ -6,7 +6,8 @@
 //! `crate::` path):
 //!
 //! 1. leaves: [`output`] (files written whole or not at all), [`intervals`], [`spill`],
-//!    [`time`] (formatting times), `hash`, `second_core` (reading ahead, sorting halves);
+//!    [`time`] (formatting times), `hash`, `second_core` (reading ahead, sorting halves), `bits`
+//!    (sets of small integers);
 //! 2. [`model`]: the merged [`model::Timeline`] (hosts, processes, GPUs, streams, events), data
 //!    only;
 //! 3. the reading layer: [`nsys`] (the SQLite reader, the timeline builder, the nsys-schema
@@ -31,6 +32,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+mod bits;
 pub mod classify;
 pub mod export;
 mod hash;

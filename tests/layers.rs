@@ -10,6 +10,7 @@ use std::path::Path;
 /// Each top-level module's floor, lowest first (`src/lib.rs`).
 const FLOORS: &[(&str, u32)] = &[
     ("hash", 0),
+    ("bits", 0),
     ("output", 0),
     ("intervals", 0),
     ("spill", 0),

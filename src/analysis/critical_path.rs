@@ -228,13 +228,12 @@ impl Steps {
             .map(|k| (ranges.iter().map(|r| r[k].1).max().unwrap_or(0), NONE))
             .collect();
         let mut seen = vec![false; count];
-        for (r, &(first, k)) in self.runs.iter().enumerate() {
+        for (operations, k) in self.run_ranges(n) {
             if k == NONE {
                 continue;
             }
-            let to = self.runs.get(r + 1).map_or(n, |next| next.0 as usize);
             let (end, last) = &mut ends[k as usize];
-            for i in first as usize..to {
+            for i in operations {
                 let ends_at = end_of(i);
                 if !seen[k as usize] || ends_at > *end {
                     (*end, *last) = (ends_at, i as u32);
@@ -270,11 +269,18 @@ impl Steps {
     /// Whether each of the `n` operations has a step: [`Steps::of`] for all at once.
     pub fn inside(&self, n: usize) -> Vec<bool> {
         let mut inside = vec![false; n];
-        for (r, &(first, k)) in self.runs.iter().enumerate() {
-            let to = self.runs.get(r + 1).map_or(n, |next| next.0 as usize);
-            inside[first as usize..to].fill(k != NONE);
+        for (operations, k) in self.run_ranges(n) {
+            inside[operations].fill(k != NONE);
         }
         inside
+    }
+
+    /// Each run's operations (of `n`) and step.
+    fn run_ranges(&self, n: usize) -> impl Iterator<Item = (std::ops::Range<usize>, u32)> + '_ {
+        self.runs.iter().enumerate().map(move |(r, &(first, k))| {
+            let to = self.runs.get(r + 1).map_or(n, |next| next.0 as usize);
+            (first as usize..to, k)
+        })
     }
 
     /// The step whose range of rank `rank` (of `ranges`, those the steps were made of) holds

@@ -12,6 +12,7 @@ use super::Plan;
 use super::stream::{Event, Item, Kinds, Stream};
 use super::syncs::{OpKey, Resolver, SyncLinks};
 use crate::analysis::mfu::{Shares, arithmetic};
+use crate::bits::Bits;
 use crate::classify::RankStreams;
 use crate::classify::families::{Families, FamilyCache};
 use crate::classify::flops::LaunchFlops;
@@ -111,28 +112,6 @@ fn waits_on_the_gpu(name: &str) -> bool {
     ["Synchronize", "EventQuery"]
         .iter()
         .any(|w| name.contains(w))
-}
-
-/// A set of small integers (correlation ids are dense, from 1): one bit each.
-#[derive(Debug, Default)]
-struct Bits(Vec<u64>);
-
-impl Bits {
-    /// Adds `n`; false when it was there.
-    fn insert(&mut self, n: u32) -> bool {
-        let (word, bit) = (n as usize / 64, n % 64);
-        if word >= self.0.len() {
-            self.0.resize(word + 1, 0);
-        }
-        let had = self.0[word] & (1 << bit) != 0;
-        self.0[word] |= 1 << bit;
-        !had
-    }
-
-    fn contains(&self, n: u32) -> bool {
-        let (word, bit) = (n as usize / 64, n % 64);
-        self.0.get(word).is_some_and(|w| w & (1 << bit) != 0)
-    }
 }
 
 /// What is being gathered for one process.

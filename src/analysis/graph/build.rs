@@ -292,7 +292,7 @@ impl Linking {
         // A wait for nothing (its rank's first operation ended after it) is no call of the
         // graph's; the calls stay in the order they came, which the sort finds.
         calls.retain(|c| c.launched().is_some() || c.waited().is_some());
-        graph.callers = callers.all;
+        graph.callers = callers.all.into_iter().collect();
         calls.sort_unstable_by_key(|c| {
             let launched = c.launched().unwrap_or(NONE);
             let waited = c.waited().unwrap_or(NONE);
@@ -321,8 +321,7 @@ impl Linking {
 /// Who made the calls, each once.
 #[derive(Default)]
 struct Callers {
-    all: Vec<Caller>,
-    index: FxHashMap<Caller, u32>,
+    all: IndexSet<Caller, FxBuildHasher>,
     /// The last one asked for: a rank's thread calls one function many times in a row.
     last: Option<(Caller, u32)>,
 }
@@ -334,11 +333,7 @@ impl Callers {
         match self.last {
             Some((last, index)) if last == caller => index,
             _ => {
-                let next = self.all.len() as u32;
-                let index = *self.index.entry(caller).or_insert(next);
-                if index == next {
-                    self.all.push(caller);
-                }
+                let index = self.all.insert_full(caller).0 as u32;
                 self.last = Some((caller, index));
                 index
             }

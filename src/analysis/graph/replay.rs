@@ -2,6 +2,7 @@
 //! and end, and every call, evaluated in an order where each one's constraints come first.
 
 use super::{Binding, CpuCall, Graph, NONE};
+use crate::bits::Bits;
 
 /// A replay's factors: on each operation's duration, and on the CPU time before each call.
 pub(super) struct Scales<S, C> {
@@ -20,11 +21,11 @@ pub(super) struct Replay<'g> {
     /// The constraints the order does not give, (from, to) sorted: a stream wait's, a host
     /// wait's, an exchange's last arrival after each member's start.
     listed: Vec<(u32, u32)>,
-    /// Whether each point has a listed constraint after it, 64 points a word.
-    listing: Vec<u64>,
-    /// Whether each node is its lane's first (has no operation before it on its stream), 64
-    /// nodes a word: [`Graph::prev`] in a bit.
-    firsts: Vec<u64>,
+    /// The points with a listed constraint after them.
+    listing: Bits,
+    /// The nodes first on their lane (no operation before them on their stream):
+    /// [`Graph::prev`] in a bit.
+    firsts: Bits,
 }
 
 impl<'g> Replay<'g> {
@@ -49,14 +50,13 @@ impl<'g> Replay<'g> {
             }
         }
         listed.sort_unstable();
-        let points = 2 * graph.nodes.len() + graph.cpu.len() + graph.exchanges.len();
-        let mut listing = vec![0u64; points.div_ceil(64)];
+        let mut listing = Bits::default();
         for &(from, _) in &listed {
-            listing[from as usize / 64] |= 1 << (from % 64);
+            listing.insert(from);
         }
-        let mut firsts = vec![0u64; graph.nodes.len().div_ceil(64)];
+        let mut firsts = Bits::default();
         for lane in &graph.lanes {
-            firsts[lane.first as usize / 64] |= 1 << (lane.first % 64);
+            firsts.insert(lane.first);
         }
         Replay {
             graph,
@@ -68,8 +68,7 @@ impl<'g> Replay<'g> {
 
     /// The operation before operation `i` on its stream ([`Graph::prev`]).
     fn prev(&self, i: u32) -> Option<u32> {
-        let first = self.firsts[i as usize / 64] & (1 << (i % 64)) != 0;
-        (!first).then(|| i - 1)
+        (!self.firsts.contains(i)).then(|| i - 1)
     }
 
     /// Hands `each` every point that waits for point `p`.
@@ -103,7 +102,7 @@ impl<'g> Replay<'g> {
                 }
             }
         }
-        if self.listing[p as usize / 64] & (1 << (p % 64)) == 0 {
+        if !self.listing.contains(p) {
             return;
         }
         let from = self.listed.partition_point(|&(f, _)| f < p);
