@@ -229,8 +229,10 @@ fn samples_and_thread_states_in_paraver_equal_sql() {
 }
 
 /// `idle`'s longest gaps name the function the launching thread's CPU samples hit most during
-/// the gap: per sample its innermost frame with a name (else its innermost address), counted
-/// with SQL over the gap.
+/// the gap: per sample its innermost frame with a name (not an address, nor nsys's
+/// `[Broken backtraces]` marker, whose module is the marker too), else its innermost known
+/// module in brackets (on this export `[kernel.kallsyms]`: samples in the kernel whose user
+/// frames nsys could not name), else its innermost address; counted with SQL over the gap.
 #[test]
 fn idle_names_the_hottest_sampled_function_of_the_launching_thread() {
     let Some(export) = real("fs24_nccl_allreduce_tree_3nodes_9gpus/ault42_pid337169.sqlite") else {
@@ -239,15 +241,16 @@ fn idle_names_the_hottest_sampled_function_of_the_launching_thread() {
     let out = crate::util::json(&["idle", "--whole", export.to_str().unwrap()]);
     let gaps = out["longest_gaps"].as_array().unwrap();
     let conn = rusqlite::Connection::open(&export).unwrap();
-    let mut named = 0;
+    let (mut named, mut in_kernel) = (0, 0);
     for gap in gaps {
         let Some(tid) = gap["thread"].as_i64() else {
             continue;
         };
         let mut stmt = conn
             .prepare(
-                "SELECT c.id, f.value FROM COMPOSITE_EVENTS c \
+                "SELECT c.id, f.value, m.value FROM COMPOSITE_EVENTS c \
                  JOIN SAMPLING_CALLCHAINS s ON s.id = c.id JOIN StringIds f ON f.id = s.symbol \
+                 JOIN StringIds m ON m.id = s.module \
                  WHERE c.globalTid & 16777215 = ?1 AND c.start >= ?2 AND c.start < ?3 \
                  ORDER BY c.id, s.stackDepth",
             )
@@ -255,21 +258,28 @@ fn idle_names_the_hottest_sampled_function_of_the_launching_thread() {
         let (start, end) = (gap["start"].as_i64().unwrap(), gap["end"].as_i64().unwrap());
         let rows = stmt
             .query_map((tid, start, end), |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                Ok((r.get::<_, i64>(0)?, (r.get(1)?, r.get(2)?)))
             })
             .unwrap();
-        let mut stacks: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+        let mut stacks: BTreeMap<i64, Vec<(String, String)>> = BTreeMap::new();
         for row in rows {
-            let (id, symbol) = row.unwrap();
-            stacks.entry(id).or_default().push(symbol);
+            let (id, frame) = row.unwrap();
+            stacks.entry(id).or_default().push(frame);
         }
         let mut hits: BTreeMap<String, usize> = BTreeMap::new();
         for frames in stacks.values() {
-            let frame = frames
-                .iter()
-                .find(|f| !f.starts_with("0x"))
-                .unwrap_or(&frames[0]);
-            *hits.entry(frame.clone()).or_default() += 1;
+            let marker = |(symbol, module): &&(String, String)| {
+                symbol == "[Broken backtraces]" && module == symbol
+            };
+            let named = frames.iter().find(|f| !marker(f) && !f.0.starts_with("0x"));
+            let known = frames.iter().find(|f| !marker(f) && f.1 != "[Unknown]");
+            let hit = match (named, known) {
+                (Some((symbol, _)), _) => symbol.clone(),
+                (None, Some((_, module))) if module.starts_with('[') => module.clone(),
+                (None, Some((_, module))) => format!("[{}]", module.rsplit('/').next().unwrap()),
+                (None, None) => frames[0].0.clone(),
+            };
+            *hits.entry(hit).or_default() += 1;
         }
         let best = hits.values().max().copied();
         let hot = &gap["hot_frame"];
@@ -280,11 +290,13 @@ fn idle_names_the_hottest_sampled_function_of_the_launching_thread() {
                 assert_eq!(hits[function], most, "{gap}");
                 assert_eq!(hot["hits"], most, "{gap}");
                 assert_eq!(hot["samples"], stacks.len(), "{gap}");
+                assert!(!function.contains("Broken backtraces"), "{gap}");
                 named += 1;
+                in_kernel += usize::from(function == "[kernel.kallsyms]");
             }
         }
     }
-    assert!(named >= 2, "{gaps:?}");
+    assert!(named >= 2 && in_kernel >= 1, "{gaps:?}");
 }
 
 /// Every OS runtime call with a call stack in `OSRT_CALLCHAINS` carries it on its Perfetto

@@ -7,7 +7,7 @@ use crate::classify::Activity;
 use crate::classify::streams::clip;
 use crate::hash::FxHashMap;
 use crate::model::{
-    ApiCall, OsCall, ProcessId, SampleEvent, StreamId, StringId, ThreadId, Timeline,
+    ApiCall, Frame, Hit, OsCall, ProcessId, SampleEvent, StreamId, StringId, ThreadId, Timeline,
     split_api_version,
 };
 use std::collections::BTreeMap;
@@ -251,8 +251,8 @@ pub struct GapWitness {
     call: Option<StringId>,
     /// The shortest OS call around the middle, the first of its length, and its length.
     os_call: Option<(i64, StringId)>,
-    /// Samples during the gap, by the function they hit.
-    hits: FxHashMap<StringId, usize>,
+    /// Samples during the gap, by what they hit.
+    hits: FxHashMap<Hit, usize>,
     samples: usize,
 }
 
@@ -299,8 +299,8 @@ impl GapWitness {
         }
     }
 
-    /// A CPU sample; its innermost frame the sampler could name counts (else its innermost
-    /// address).
+    /// A CPU sample; it counts for what it hit ([`Frame::hit`]: its innermost named function,
+    /// else its innermost known module, else its innermost address).
     pub fn sample(&mut self, timeline: &Timeline, sample: &SampleEvent) {
         let (start, end) = self.gap;
         if sample.thread != self.thread || sample.time.0 < start || sample.time.0 >= end {
@@ -308,11 +308,8 @@ impl GapWitness {
         }
         self.samples += 1;
         let stack = timeline.stacks.get(sample.stack);
-        let named = stack
-            .iter()
-            .find(|f| !timeline.text(f.symbol).starts_with("0x"));
-        if let Some(frame) = named.or(stack.first()) {
-            *self.hits.entry(frame.symbol).or_default() += 1;
+        if let Some(hit) = Frame::hit(stack, |s| timeline.text(s)) {
+            *self.hits.entry(hit).or_default() += 1;
         }
     }
 
@@ -337,8 +334,8 @@ impl GapWitness {
                 .map(|(_, _, text)| timeline.text(text).to_string())
         };
         let hot_frame = (self.hits.into_iter())
-            .map(|(f, n)| (timeline.text(f), n))
-            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+            .map(|(hit, n)| (hit_text(timeline, hit), n))
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
             .map(|(function, hits)| HotFrame {
                 function: function.to_string(),
                 hits,
@@ -377,10 +374,27 @@ pub fn gap_context(activity: &Activity, process: ProcessId, gap: &Gap) -> GapCon
     witness.finish(activity)
 }
 
+/// How a [`Hit`] reads: a function by its name, a module by its file name in brackets
+/// (`[libcuda.so.1]`; `[kernel.kallsyms]` as it is), an address as it is.
+fn hit_text(timeline: &Timeline, hit: Hit) -> String {
+    match hit {
+        Hit::Function(s) | Hit::Address(s) => timeline.text(s).to_string(),
+        Hit::Module(m) => {
+            let module = timeline.text(m);
+            match module.starts_with('[') {
+                true => module.to_string(),
+                false => format!("[{}]", module.rsplit('/').next().unwrap_or(module)),
+            }
+        }
+    }
+}
+
 /// The function a thread's CPU samples hit most often over a time.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HotFrame {
-    /// The function (the samples' innermost frame).
+    /// What the samples hit ([`Frame::hit`]): a function's name, else a module in brackets
+    /// (`[kernel.kallsyms]`, `[libcuda.so.1]`: no frame of those samples was named), else an
+    /// address.
     pub function: String,
     /// Samples that hit it.
     pub hits: usize,

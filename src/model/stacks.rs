@@ -24,6 +24,44 @@ pub struct Frame {
     pub module: StringId,
 }
 
+/// What a CPU sample is counted for, when samples are counted by the function they hit
+/// ([`Frame::hit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Hit {
+    /// The innermost frame with a function's name.
+    Function(StringId),
+    /// No frame has a name: the module of the innermost frame whose module is known.
+    Module(StringId),
+    /// Neither: the innermost frame's address.
+    Address(StringId),
+}
+
+impl Frame {
+    /// What a sample of `stack` (innermost first) hit: the innermost function the sampler
+    /// named (an address, `0x...`, is not a name, nor one of nsys's markers for a stack it
+    /// could not walk to its end, `[Broken backtraces]` and `[Max depth]`, whose symbol and
+    /// module are both the marker); else the innermost module
+    /// that is known (not `[Unknown]` nor a marker: `[kernel.kallsyms]`, `libcuda.so.1`, so
+    /// that the unnamed addresses of one library count together); else the innermost address.
+    /// None for a stack of markers only, or none.
+    pub fn hit<'t>(stack: &[Frame], text: impl Fn(StringId) -> &'t str) -> Option<Hit> {
+        let marker = |f: &Frame| {
+            let symbol = text(f.symbol);
+            symbol.starts_with('[') && symbol == text(f.module)
+        };
+        let named = |f: &&Frame| !marker(f) && !text(f.symbol).starts_with("0x");
+        let known = |f: &&Frame| !marker(f) && text(f.module) != "[Unknown]";
+        if let Some(f) = stack.iter().find(named) {
+            return Some(Hit::Function(f.symbol));
+        }
+        if let Some(f) = stack.iter().find(known) {
+            return Some(Hit::Module(f.module));
+        }
+        let address = stack.iter().find(|f| !marker(f));
+        address.map(|f| Hit::Address(f.symbol))
+    }
+}
+
 /// The distinct call stacks of a timeline, frames innermost first.
 #[derive(Debug, Default, Clone)]
 pub struct Stacks {
@@ -102,6 +140,38 @@ mod tests {
             symbol: StringId(symbol),
             module: StringId(module),
         }
+    }
+
+    /// A sample's hit, on frames as nsys writes them (fs24's `ault42_pid337171`: a kernel
+    /// leaf in `[kernel.kallsyms]`, user addresses in `[Unknown]`, the `[Broken backtraces]`
+    /// marker at the root; rodinia's `[Max depth]`).
+    #[test]
+    fn a_sample_hits_its_innermost_name_else_module_else_address() {
+        let texts = [
+            "0xffffffff95f305e9",
+            "[kernel.kallsyms]",
+            "0x1555513e05a5",
+            "[Unknown]",
+            "[Broken backtraces]",
+            "__libc_recv",
+            "/usr/lib64/libc.so.6",
+            "[Max depth]",
+        ];
+        let text = |s: StringId| texts[s.0 as usize];
+        let kernel = frame(0, 1);
+        let user = frame(2, 3);
+        let broken = frame(4, 4);
+        let recv = frame(5, 6);
+        let hit = |stack: &[Frame]| Frame::hit(stack, text);
+        assert_eq!(
+            hit(&[kernel, recv, broken]),
+            Some(Hit::Function(StringId(5)))
+        );
+        assert_eq!(hit(&[kernel, user, broken]), Some(Hit::Module(StringId(1))));
+        assert_eq!(hit(&[user, broken]), Some(Hit::Address(StringId(2))));
+        assert_eq!(hit(&[frame(7, 7), user]), Some(Hit::Address(StringId(2))));
+        assert_eq!(hit(&[broken]), None);
+        assert_eq!(hit(&[]), None);
     }
 
     #[test]
