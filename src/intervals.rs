@@ -57,6 +57,32 @@ impl IntervalSet {
             .sum()
     }
 
+    /// The parts of `[start, end)` the set does not cover, in order. O(log n + k) for the k
+    /// set intervals it meets.
+    pub fn gaps_within(&self, start: i64, end: i64) -> impl Iterator<Item = (i64, i64)> + '_ {
+        let first = self.spans.partition_point(|&(_, e)| e <= start);
+        let mut meeting = self.spans[first..]
+            .iter()
+            .take_while(move |&&(s, _)| s < end);
+        let mut from = start;
+        std::iter::from_fn(move || {
+            while from < end {
+                let gap = match meeting.next() {
+                    Some(&(s, e)) => {
+                        let gap = (from, s.min(end));
+                        from = from.max(e);
+                        gap
+                    }
+                    None => (std::mem::replace(&mut from, end), end),
+                };
+                if gap.0 < gap.1 {
+                    return Some(gap);
+                }
+            }
+            None
+        })
+    }
+
     /// `self ∪ other`, by one merge of both.
     pub fn union(&self, other: &IntervalSet) -> IntervalSet {
         let (a, b) = (&self.spans, &other.spans);
@@ -224,6 +250,25 @@ mod tests {
         assert_eq!(s.covered(-5, 100), 10);
         assert_eq!(s.covered(7, 7), 0);
         assert_eq!(IntervalSet::default().covered(0, 10), 0);
+    }
+
+    #[test]
+    fn gaps_within_are_what_the_set_leaves_of_one_interval() {
+        let s = set(&[(0, 4), (5, 8), (9, 12)]);
+        let gaps = |a, b| s.gaps_within(a, b).collect::<Vec<_>>();
+        assert_eq!(gaps(2, 10), [(4, 5), (8, 9)]);
+        assert_eq!(gaps(-3, 14), [(-3, 0), (4, 5), (8, 9), (12, 14)]);
+        assert_eq!(gaps(1, 3), []);
+        assert_eq!(gaps(6, 6), []);
+        assert_eq!(gaps(12, 20), [(12, 20)]);
+        assert_eq!(
+            IntervalSet::default().gaps_within(1, 2).collect::<Vec<_>>(),
+            [(1, 2)]
+        );
+        for (a, b) in [(2, 10), (-3, 14), (4, 9), (0, 12)] {
+            let whole: Vec<(i64, i64)> = set(&[(a, b)]).difference(&s).spans().to_vec();
+            assert_eq!(gaps(a, b), whole);
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! plus what the accumulators keep (counts, and intervals joined as they come), whatever the
 //! capture's length.
 
-use crate::analysis::bubbles::Computing;
+use crate::analysis::bubbles::{BubbleTally, StepBubble};
 use crate::analysis::collectives::WHOLE;
 use crate::analysis::graph::{Graph, Operations};
 use crate::analysis::idle::{Gap, GapContext, GapWitness, IdleTally, StreamIdle};
@@ -329,36 +329,70 @@ impl Launched {
     }
 }
 
-/// The compute operations of each of `processes` ([`crate::analysis::bubbles::computing`]), in
-/// one pass over the captures' GPU operations.
-pub fn computing(
-    (captures, activity): (&Captures, &Activity),
+/// A rank whose bubbles are measured: its process, its steps, and its streams classified over
+/// a window that holds them.
+pub type BubbleRank<'a> = (ProcessId, &'a [(i64, i64)], &'a RankStreams);
+
+/// Each of `processes`' [`BubbleRank`]: its measured steps of `found`, its streams of
+/// `classified`.
+pub fn bubble_ranks<'a>(
     processes: &[ProcessId],
-) -> crate::nsys::Result<Vec<Computing>> {
-    let spans: Vec<Span> = processes.iter().map(|&p| (p, WHOLE)).collect();
+    found: &'a [MeasuredSteps],
+    classified: &'a [RankStreams],
+) -> Vec<BubbleRank<'a>> {
+    (processes.iter().zip(found).zip(classified))
+        .map(|((&p, f), streams)| (p, f.measured.as_slice(), streams))
+        .collect()
+}
+
+/// Each rank's bubble per step ([`crate::analysis::bubbles::rank_bubbles`]), in one pass over
+/// the captures' graph launches and one over their kernels.
+pub fn bubbles(
+    both: (&Captures, &Activity),
+    ranks: &[BubbleRank],
+    rules: &RoleRules,
+) -> crate::nsys::Result<Vec<Vec<StepBubble>>> {
+    let (captures, activity) = both;
+    let timeline = activity.timeline;
+    let mut tallies = bubble_tallies(both, ranks, rules)?;
+    let spans: Vec<Span> = ranks.iter().map(|&(p, ..)| (p, WHOLE)).collect();
     let slots = slots(activity, &spans);
-    let mut computing: Vec<Computing> = processes.iter().map(|_| Computing::default()).collect();
-    operations((captures, activity), Reading::Inline, |process, op| {
-        for &i in &slots[process.index()] {
-            count_computing(&mut computing[i], op, activity.timeline);
-        }
-    })?;
-    Ok(computing)
-}
-
-/// Counts operation `op` toward a process's compute operations.
-fn count_computing(computing: &mut Computing, op: &Operation, timeline: &Timeline) {
-    match op {
-        Operation::Kernel(k) => computing.kernel(timeline, k),
-        Operation::Other(_, CUDA_GRAPH) => computing.graph(op.span()),
-        Operation::Other(..) => {}
+    for part in &captures.parts {
+        each(part, &part.events.kernels, |k| {
+            for &i in &slots[timeline.stream(k.stream).process.index()] {
+                tallies[i].kernel(timeline, &k);
+            }
+        })?;
     }
+    Ok(tallies.into_iter().map(BubbleTally::finish).collect())
 }
 
-/// What the report's page measures of each window's rank, in one pass over the calls and one
-/// over the GPU operations: its kernel breakdown over its window (`classified[i]`, as
-/// [`rank_kernels`]), its compute operations ([`computing`]) and its work per step of
-/// `found[i]` ([`rank_work`]) over the whole capture.
+/// The bubble tallies of `ranks`, with their processes' CUDA graph launches (one pass over
+/// the captures' graph launches).
+fn bubble_tallies(
+    (captures, activity): (&Captures, &Activity),
+    ranks: &[BubbleRank],
+    rules: &RoleRules,
+) -> crate::nsys::Result<Vec<BubbleTally>> {
+    let timeline = activity.timeline;
+    let mut graphs = vec![Vec::new(); timeline.processes.len()];
+    for part in &captures.parts {
+        each(part, &part.events.graph_launches, |g| {
+            let process = timeline.stream(g.stream).process;
+            graphs[process.index()].push((g.start.0, g.end.0));
+        })?;
+    }
+    let tally = |&(process, steps, streams): &BubbleRank| {
+        let graphs = graphs[process.index()].iter().copied();
+        BubbleTally::new(activity, process, steps, (streams, rules), graphs)
+    };
+    Ok(ranks.iter().map(tally).collect())
+}
+
+/// What the report's page measures of each window's rank, in one pass over the calls, one over
+/// the graph launches and one over the GPU operations: its kernel breakdown over its window
+/// (`classified[i]`, as [`rank_kernels`]), its bubble in each step of `found[i]` ([`bubbles`])
+/// and its work per step of `found[i]` ([`rank_work`]) over the whole capture.
 pub fn page_measures(
     both: (&Captures, &Activity),
     windows: &[Span],
@@ -382,7 +416,9 @@ pub fn page_measures(
     )?;
     let slots = slots(activity, &spans);
     let mut kernels: Vec<KernelTally> = windows.iter().map(|_| KernelTally::default()).collect();
-    let mut computing: Vec<Computing> = windows.iter().map(|_| Computing::default()).collect();
+    let processes: Vec<ProcessId> = windows.iter().map(|&(p, _)| p).collect();
+    let ranks = bubble_ranks(&processes, found, classified);
+    let mut bubbles = bubble_tallies(both, &ranks, rules)?;
     let mut work: Vec<WorkTally> = found.iter().map(|f| WorkTally::new(&f.ranges)).collect();
     let mut cache = FamilyCache::new(families, timeline);
     operations(both, Reading::Inline, |process, op| {
@@ -390,7 +426,9 @@ pub fn page_measures(
             match i.checked_sub(n) {
                 None => count_kernel(&mut kernels[i], (&namers[i], op), (&mut cache, timeline)),
                 Some(r) => {
-                    count_computing(&mut computing[r], op, timeline);
+                    if let Operation::Kernel(k) = op {
+                        bubbles[r].kernel(timeline, k);
+                    }
                     let namer = (&namers[i], &mut cache);
                     launched.count(&mut work[r], (process, r), op, namer);
                 }
@@ -399,7 +437,7 @@ pub fn page_measures(
     })?;
     Ok(PageMeasures {
         kernels: finish_kernels(kernels, windows),
-        computing,
+        bubbles: bubbles.into_iter().map(BubbleTally::finish).collect(),
         work: work.into_iter().map(WorkTally::finish).collect(),
     })
 }
@@ -408,8 +446,8 @@ pub fn page_measures(
 pub struct PageMeasures {
     /// Kernel breakdowns over the windows.
     pub kernels: Vec<RankKernels>,
-    /// Compute operations.
-    pub computing: Vec<Computing>,
+    /// The bubble in each step.
+    pub bubbles: Vec<Vec<StepBubble>>,
     /// Work per step.
     pub work: Vec<RankWork>,
 }

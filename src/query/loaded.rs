@@ -3,8 +3,8 @@
 //! sorted under a memory budget (passes over their sorted events, [`captured`]). Both paths give
 //! the same results; a command asks [`Loaded`] and does not care which it holds.
 
-use super::captured::{self, PageMeasures, Span};
-use crate::analysis::bubbles::{self, Computing};
+use super::captured::{self, BubbleRank, PageMeasures, Span, bubble_ranks};
+use crate::analysis::bubbles::{self, StepBubble};
 use crate::analysis::kernels::{RankKernels, rank_kernels};
 use crate::analysis::mfu::{RankWork, rank_work};
 use crate::classify::families::{Families, FamilyCache};
@@ -139,17 +139,21 @@ impl<'a> Loaded<'a> {
         })
     }
 
-    /// The compute operations of each of `processes` ([`bubbles::computing`]).
-    pub fn computing(
+    /// Each rank's bubble per step ([`bubbles::rank_bubbles`]): of `ranks[i]`, (process, its
+    /// steps, its streams classified over a window that holds them).
+    pub fn bubbles(
         self,
         activity: &Activity,
-        processes: &[ProcessId],
-    ) -> crate::nsys::Result<Vec<Computing>> {
+        ranks: &[BubbleRank],
+        rules: &RoleRules,
+    ) -> crate::nsys::Result<Vec<Vec<StepBubble>>> {
         Ok(match self {
-            Loaded::Whole(_) => (processes.iter())
-                .map(|&p| bubbles::computing(activity, p))
+            Loaded::Whole(_) => (ranks.iter())
+                .map(|&(p, steps, streams)| {
+                    bubbles::rank_bubbles(activity, p, steps, streams, rules)
+                })
                 .collect(),
-            Loaded::Captures(captures) => captured::computing((captures, activity), processes)?,
+            Loaded::Captures(captures) => captured::bubbles((captures, activity), ranks, rules)?,
         })
     }
 
@@ -186,9 +190,9 @@ impl<'a> Loaded<'a> {
 
     /// What the report's page measures of each window's rank: its kernel breakdown over
     /// `windows[i]` ([`Loaded::kernels`], its streams classified as `classified[i]`), its
-    /// compute operations ([`Loaded::computing`]) and its work per step of `found[i]`
-    /// ([`Loaded::work`]); from captures in one pass over the calls and one over the GPU
-    /// operations.
+    /// bubble in each step of `found[i]` ([`Loaded::bubbles`]) and its work per step of
+    /// `found[i]` ([`Loaded::work`]); from captures in one pass over the calls, one over the
+    /// graph launches and one over the GPU operations.
     pub fn page_measures(
         self,
         activity: &Activity,
@@ -199,9 +203,10 @@ impl<'a> Loaded<'a> {
     ) -> crate::nsys::Result<PageMeasures> {
         let Loaded::Captures(captures) = self else {
             let processes: Vec<ProcessId> = windows.iter().map(|&(p, _)| p).collect();
+            let ranks = bubble_ranks(&processes, found, classified);
             return Ok(PageMeasures {
                 kernels: self.kernels(activity, windows, (classified, rules), families)?,
-                computing: self.computing(activity, &processes)?,
+                bubbles: self.bubbles(activity, &ranks, rules)?,
                 work: self.work(activity, &processes, (found, classified), rules, families)?,
             });
         };

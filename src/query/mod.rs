@@ -11,7 +11,7 @@ pub mod page;
 
 pub use loaded::Loaded;
 
-use crate::analysis::bubbles::{self, ideal_pct, micro_batches};
+use crate::analysis::bubbles::{ideal_pct, micro_batches};
 use crate::analysis::collectives::{
     Collectives, Instance, WHOLE, add_transfers, by_rank, match_classified, match_instances,
     size_transfers,
@@ -556,8 +556,6 @@ pub fn bubbles<'a>(
         Some(_) => PipelineLayout::default(),
         None => loaded.pipeline(&activity, &ranks, &classified, rules)?,
     };
-    let processes: Vec<ProcessId> = ranks.iter().map(|r| r.process).collect();
-    let computing = loaded.computing(&activity, &processes)?;
     let coords = pipeline
         .coords
         .iter()
@@ -565,17 +563,25 @@ pub fn bubbles<'a>(
         .chain(std::iter::repeat(None));
     let windows = classified.iter().map(|(w, _)| w);
     let found = loaded.measured_steps(&activity, windows, anchor.as_ref())?;
-    let (bubbles, whole_steps): (Vec<RankBubbles>, Vec<bool>) = (classified.into_iter())
-        .zip(computing)
+    // 1F1B's formula describes whole steps of a one-directional schedule: not a window that
+    // is no step (a PithTrain chunk), nor PithTrain's DualPipeV.
+    let whole_steps: Vec<bool> = found.iter().map(|f| !f.ranges.is_empty()).collect();
+    let found: Vec<MeasuredSteps> = (found.into_iter().zip(&classified))
+        .map(|(f, (w, _))| f.or_window(w.bounds))
+        .collect();
+    let at: Vec<_> = (classified.iter().zip(&found))
+        .map(|((w, streams), f)| (w.rank.process, f.measured.as_slice(), streams))
+        .collect();
+    let steps = loaded.bubbles(&activity, &at, rules)?;
+    let bubbles: Vec<RankBubbles> = (classified.into_iter())
+        .zip(steps)
         .zip(coords)
         .zip(found)
-        .map(|((((w, streams), computing), coord), found)| {
+        .zip(&whole_steps)
+        .map(|(((((w, _), steps), coord), found), &whole_steps)| {
             let process = w.rank.process;
-            // 1F1B's formula describes whole steps of a one-directional schedule: not a window
-            // that is no step (a PithTrain chunk), nor PithTrain's DualPipeV.
-            let whole_steps = !found.ranges.is_empty();
             let formula_applies = whole_steps && w.rank.label.is_none();
-            let MeasuredSteps { ranges, measured } = found.or_window(w.bounds);
+            let MeasuredSteps { ranges, .. } = found;
             let pp = pp.or(coord.map(|(c, _)| c.size));
             // Micro-batches are counted in the step's range, the bubble on the step measured.
             let ideal = ranges
@@ -586,17 +592,14 @@ pub fn bubbles<'a>(
                     ideal_pct(pp?, m?).filter(|_| formula_applies)
                 })
                 .collect();
-            let at = (&streams, rules);
-            let steps = bubbles::step_bubbles(&activity, process, &measured, at, computing);
-            let bubbles = RankBubbles {
+            RankBubbles {
                 window: w,
                 pp,
                 steps,
                 ideal,
-            };
-            (bubbles, whole_steps)
+            }
         })
-        .unzip();
+        .collect();
     let mut output = report::bubbles_output(timeline, &bubbles);
     output.notes.extend(missing_ideal(
         &bubbles,
@@ -813,16 +816,16 @@ pub fn run_metrics<'a>(
     let comm = streams.split_off(windows.len());
     let processes: Vec<ProcessId> = windows.iter().map(|w| w.rank.process).collect();
     let kernels = loaded.kernels(&activity, &extents, (&comm, &rules), &families)?;
-    let computing = loaded.computing(&activity, &processes)?;
+    let ranks = captured::bubble_ranks(&processes, &found, &streams);
+    let bubbles = loaded.bubbles(&activity, &ranks, &rules)?;
     let works = loaded.work(&activity, &processes, (&found, &comm), &rules, &families)?;
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
     let mut add = |metric: String, v: f64| *sums.entry(metric).or_default() += v;
     let mut mfus: Vec<f64> = Vec::new();
     let each =
-        (windows.iter().zip(&found).zip(streams)).zip(kernels.iter().zip(computing).zip(works));
-    for (((w, found), streams), ((k, computing), work)) in each {
+        (windows.iter().zip(&found).zip(&streams)).zip(kernels.iter().zip(bubbles).zip(works));
+    for (((w, found), streams), ((k, bubbles), work)) in each {
         let window_ns = w.bounds.1.saturating_sub(w.bounds.0).max(1) as f64;
-        let process = w.rank.process;
         let steps = &found.measured;
         let n = steps.len() as f64;
         let step = k.span_ns as f64 / n;
@@ -845,7 +848,7 @@ pub fn run_metrics<'a>(
             let share = 100.0 * f.time_ns as f64 / k.span_ns.max(1) as f64;
             add(format!("family {} share_of_step_pct", f.family), share);
         }
-        for ((stage, role), e) in rank_exposure(&streams, &rules) {
+        for ((stage, role), e) in rank_exposure(streams, &rules) {
             if stage == StageKey::All {
                 let role = role.label();
                 add(format!("exposed_comm_ns {role}"), e.exposed_wall_ns as f64);
@@ -853,8 +856,6 @@ pub fn run_metrics<'a>(
                 add(format!("exposed_comm_pct {role}"), share);
             }
         }
-        let at = (&streams, &rules);
-        let bubbles = bubbles::step_bubbles(&activity, process, steps, at, computing);
         let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / n;
         add("bubble_pct".into(), mean);
         mfus.extend(mfu::mean_mfu(timeline, &w.rank, steps, &work));

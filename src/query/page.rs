@@ -6,7 +6,7 @@ use super::captured::{PageMeasures, Span};
 use super::{Loaded, Selection};
 use crate::analysis::IntervalSet;
 use crate::analysis::align::Alignment;
-use crate::analysis::bubbles::{Computing, ideal_pct, micro_batches, step_bubbles};
+use crate::analysis::bubbles::{StepBubble, ideal_pct, micro_batches};
 use crate::analysis::collectives::{Instance, RankWaits, WHOLE, by_rank, match_classified};
 use crate::analysis::kernels::RankKernels;
 use crate::analysis::mfu::RankWork;
@@ -160,12 +160,12 @@ impl Streams {
     }
 }
 
-/// What a rank's view shows besides its streams: its steps, kernel families, compute
-/// operations (for the bubble) and work (for the MFU).
+/// What a rank's view shows besides its streams: its steps, kernel families, bubble per step
+/// and work (for the MFU).
 struct Measured {
     found: MeasuredSteps,
     kernels: RankKernels,
-    computing: Computing,
+    bubbles: Vec<StepBubble>,
     work: RankWork,
 }
 
@@ -184,14 +184,14 @@ fn measure(
     let families = Families::default();
     let PageMeasures {
         kernels,
-        computing,
+        bubbles,
         work,
     } = loaded.page_measures(activity, &spans, (streams, &steps), rules, &families)?;
-    Ok((found.into_iter().zip(kernels).zip(computing).zip(work))
-        .map(|(((found, kernels), computing), work)| Measured {
+    Ok((found.into_iter().zip(kernels).zip(bubbles).zip(work))
+        .map(|(((found, kernels), bubbles), work)| Measured {
             found,
             kernels,
-            computing,
+            bubbles,
             work,
         })
         .collect())
@@ -328,7 +328,7 @@ fn rank_view(
     let Measured {
         found,
         kernels,
-        computing,
+        bubbles,
         work,
     } = measured;
     // 1F1B's ideal describes whole steps of a one-directional schedule (not PithTrain's
@@ -342,8 +342,6 @@ fn rank_view(
         .iter()
         .map(|f| (f.family.clone(), f.time_ns / n))
         .collect();
-    let at = (streams, rules);
-    let bubbles = step_bubbles(activity, w.rank.process, &steps, at, computing);
     let mean = bubbles.iter().map(|b| b.bubble_pct()).sum::<f64>() / bubbles.len().max(1) as f64;
     let ideal = formula_applies
         .then(|| ideal_pct(pp?, micro_batches(activity, w.rank.process, ranges[0])?))
