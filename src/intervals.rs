@@ -158,6 +158,61 @@ impl IntervalSet {
     }
 }
 
+/// Intervals handed over in start order, joined into stretches (those that overlap or touch)
+/// in constant memory: each stretch is given back once a later interval starts after it
+/// ([`Stretches::add`]), the last one at [`Stretches::finish`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stretches {
+    open: Option<(i64, i64)>,
+}
+
+impl Stretches {
+    /// Adds `[start, end)` (nothing when empty; its start no earlier than the last one's);
+    /// the stretch it closes, if any.
+    pub fn add(&mut self, (start, end): (i64, i64)) -> Option<(i64, i64)> {
+        if start >= end {
+            return None;
+        }
+        debug_assert!(
+            self.open.is_none_or(|open| open.0 <= start),
+            "in start order"
+        );
+        match &mut self.open {
+            Some(open) if start <= open.1 => {
+                open.1 = open.1.max(end);
+                None
+            }
+            open => open.replace((start, end)),
+        }
+    }
+
+    /// The last stretch, if any.
+    pub fn finish(self) -> Option<(i64, i64)> {
+        self.open
+    }
+}
+
+/// The measure of the union of intervals handed over in start order, in constant memory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnionMeasure {
+    stretches: Stretches,
+    closed: i64,
+}
+
+impl UnionMeasure {
+    /// Adds `[start, end)`, its start no earlier than the last one's.
+    pub fn add(&mut self, span: (i64, i64)) {
+        if let Some((s, e)) = self.stretches.add(span) {
+            self.closed += e - s;
+        }
+    }
+
+    /// The measure of the union of everything added.
+    pub fn measure(self) -> i64 {
+        self.closed + self.stretches.finish().map_or(0, |(s, e)| e - s)
+    }
+}
+
 /// Merges intervals sorted by start; touching intervals become one.
 /// Intervals gathered one at a time into an [`IntervalSet`]: one that meets the last one
 /// gathered joins it at once, so that operations arriving in start order (a stream's kernels, a
@@ -250,6 +305,28 @@ mod tests {
         assert_eq!(s.covered(-5, 100), 10);
         assert_eq!(s.covered(7, 7), 0);
         assert_eq!(IntervalSet::default().covered(0, 10), 0);
+    }
+
+    #[test]
+    fn stretches_in_start_order_measure_the_union() {
+        let spans = [
+            (0, 3),
+            (2, 6),
+            (5, 9),
+            (9, 12),
+            (11, 16),
+            (15, 18),
+            (20, 20),
+            (30, 31),
+        ];
+        let mut stretches = Stretches::default();
+        let closed: Vec<_> = spans.iter().filter_map(|&s| stretches.add(s)).collect();
+        assert_eq!(closed, [(0, 18)]);
+        assert_eq!(stretches.finish(), Some((30, 31)));
+        let mut union = UnionMeasure::default();
+        spans.iter().for_each(|&s| union.add(s));
+        assert_eq!(union.measure(), set(&spans).measure());
+        assert_eq!(UnionMeasure::default().measure(), 0);
     }
 
     #[test]

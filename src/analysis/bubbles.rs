@@ -11,6 +11,7 @@
 use super::IntervalSet;
 use crate::classify::comm::is_comm_kernel;
 use crate::classify::{Activity, RankStreams, RoleRules};
+use crate::intervals::Stretches;
 use crate::model::{Kernel, ProcessId, Timeline};
 
 /// One step of one rank.
@@ -84,8 +85,8 @@ pub struct BubbleTally {
     others: IntervalSet,
     /// Pipeline communication.
     transfers: IntervalSet,
-    /// The stretch of kernels not yet counted.
-    open: Option<(i64, i64)>,
+    /// The kernels, joined into stretches.
+    kernels: Stretches,
 }
 
 /// A step's bounds and, when its NVTX ranges show them, its warm-up, steady and cool-down
@@ -152,7 +153,7 @@ impl BubbleTally {
             first: 0,
             others,
             transfers,
-            open: None,
+            kernels: Stretches::default(),
         }
     }
 
@@ -164,21 +165,9 @@ impl BubbleTally {
     }
 
     /// A compute operation `[start, end)`, in start order.
-    fn compute(&mut self, (start, end): (i64, i64)) {
-        if start >= end {
-            return;
-        }
-        debug_assert!(
-            self.open.is_none_or(|open| open.0 <= start),
-            "in start order"
-        );
-        match &mut self.open {
-            Some(open) if start <= open.1 => open.1 = open.1.max(end),
-            open => {
-                if let Some(done) = open.replace((start, end)) {
-                    self.count(done);
-                }
-            }
+    fn compute(&mut self, span: (i64, i64)) {
+        if let Some(stretch) = self.kernels.add(span) {
+            self.count(stretch);
         }
     }
 
@@ -209,8 +198,8 @@ impl BubbleTally {
 
     /// Each step's bubble, in the order the steps were given.
     pub fn finish(mut self) -> Vec<StepBubble> {
-        if let Some(done) = self.open.take() {
-            self.count(done);
+        if let Some(stretch) = self.kernels.finish() {
+            self.count(stretch);
         }
         let (others, transfers) = (&self.others, &self.transfers);
         let transfers_others = transfers.intersection(others);

@@ -11,7 +11,7 @@ use crate::classify::precision::LaunchPrecisions;
 use crate::classify::streams::clip;
 use crate::classify::{RankStreams, RoleRules};
 use crate::hash::FxHashMap;
-use crate::intervals::Gathered;
+use crate::intervals::UnionMeasure;
 use crate::model::{Kernel, Ns, ProcessId, StreamId, StringId, Timeline};
 use std::collections::BTreeMap;
 
@@ -218,37 +218,43 @@ pub fn rank_kernels(
     (comm, rules): (&RankStreams, &RoleRules),
     families: &mut FamilyCache,
 ) -> RankKernels {
-    let mut tally = KernelTally::default();
-    let timeline = activity.timeline;
+    let mut named = Vec::new();
     each_operation(
         activity,
         (process, window),
         (comm, rules),
         families,
-        |op, family| tally.add(op, family, timeline),
+        |op, family| named.push((op, family.to_string())),
     );
+    // Kernels, copies, sets and graph launches came one kind after another.
+    named.sort_by_key(|(op, _)| op.span.0);
+    let mut tally = KernelTally::default();
+    for (op, family) in named {
+        tally.add(op, &family, activity.timeline);
+    }
     tally.finish(window)
 }
 
-/// A [`RankKernels`] gathered one named operation at a time, in any order.
+/// A [`RankKernels`] gathered one named operation at a time, in start order, in memory that
+/// grows with the families and the unnamed kernels' names, not with the operations.
 #[derive(Debug, Default)]
 pub struct KernelTally {
     /// Per family: operations and time.
     times: BTreeMap<String, (u64, i64)>,
     /// The operations' union.
-    spans: Gathered,
+    union: UnionMeasure,
     /// Per kernel name of family [`OTHER`]: kernels and time.
     other: BTreeMap<String, (u64, i64)>,
 }
 
 impl KernelTally {
-    /// An operation (clipped) of `family`.
+    /// An operation (clipped) of `family`, its start no earlier than the last one's.
     pub fn add(&mut self, op: Operation, family: &str, timeline: &Timeline) {
         let (s, e) = op.span;
         let entry = self.times.entry(family.to_string()).or_default();
         entry.0 += 1;
         entry.1 += e - s;
-        self.spans.add((s, e));
+        self.union.add((s, e));
         if let (OTHER, Some(name)) = (family, op.kernel) {
             let entry = self
                 .other
@@ -261,7 +267,7 @@ impl KernelTally {
 
     /// The breakdown over `window`.
     pub fn finish(self, window: (i64, i64)) -> RankKernels {
-        let union = self.spans.finish().measure();
+        let union = self.union.measure();
         let mut families: Vec<FamilyTime> = (self.times.into_iter())
             .map(|(family, (kernels, time_ns))| FamilyTime {
                 family,

@@ -111,7 +111,7 @@ pub fn rank_kernels(
     let namers = namers(both, spans, (classified, rules), None)?;
     let mut tallies: Vec<KernelTally> = spans.iter().map(|_| KernelTally::default()).collect();
     let (slots, mut cache) = (slots(both.1, spans), FamilyCache::new(families, timeline));
-    operations(both, Reading::Inline, |process, op| {
+    operations_in_order(both, |process, op| {
         for &i in &slots[process.index()] {
             count_kernel(&mut tallies[i], (&namers[i], op), (&mut cache, timeline));
         }
@@ -421,7 +421,7 @@ pub fn page_measures(
     let mut bubbles = bubble_tallies(both, &ranks, rules)?;
     let mut work: Vec<WorkTally> = found.iter().map(|f| WorkTally::new(&f.ranges)).collect();
     let mut cache = FamilyCache::new(families, timeline);
-    operations(both, Reading::Inline, |process, op| {
+    operations_in_order(both, |process, op| {
         for &i in &slots[process.index()] {
             match i.checked_sub(n) {
                 None => count_kernel(&mut kernels[i], (&namers[i], op), (&mut cache, timeline)),
