@@ -117,13 +117,13 @@ impl<'g> Replay<'g> {
         scales: &Scales<impl Fn(u32) -> f64, impl Fn(usize) -> f64>,
     ) -> Vec<i64> {
         let g = self.graph;
+        let (n, cpu) = (g.nodes.len() as u32, g.cpu.len() as u32);
         let points = 2 * g.nodes.len() + g.cpu.len() + g.exchanges.len();
         let mut waiting = Counts::new(points, g.exchanges.len());
         for p in 0..points as u32 {
             self.successors(p, |s| waiting.set(s, waiting.get(s) + 1));
         }
-        // A point evaluated before its constraints (in a cycle) reads their measured times.
-        let mut value: Vec<i64> = (0..points as u32).map(|p| self.measured(p)).collect();
+        let mut values = Values::new(g);
         let mut ready: Vec<u32> = (0..points as u32)
             .filter(|&p| waiting.get(p) == 0)
             .collect();
@@ -131,10 +131,15 @@ impl<'g> Replay<'g> {
         let mut left: Option<Vec<u32>> = None;
         loop {
             while let Some(p) = ready.pop() {
-                value[p as usize] = self.evaluate(p, &value, scales);
+                let value = self.evaluate(p, (&values, &waiting), scales);
+                values.set(p, value, &waiting);
                 waiting.set(p, Counts::DONE);
                 evaluated += 1;
                 self.successors(p, |s| {
+                    // An exchange keeps its members' latest start as they are evaluated.
+                    if s >= 2 * n + cpu && p < 2 * n && p.is_multiple_of(2) {
+                        values.arrive(s - 2 * n - cpu, value);
+                    }
                     // A point of a cycle may have gone first (below).
                     let count = waiting.get(s);
                     if count == Counts::DONE {
@@ -170,13 +175,7 @@ impl<'g> Replay<'g> {
             waiting.set(next, 0);
             ready.push(next);
         }
-        let n = self.graph.nodes.len();
-        for i in 0..n {
-            value[i] = value[2 * i + 1];
-        }
-        value.truncate(n);
-        value.shrink_to_fit();
-        value
+        values.ends()
     }
 
     /// A point's measured time.
@@ -194,10 +193,12 @@ impl<'g> Replay<'g> {
         }
     }
 
+    /// Point `p`'s value: from its constraints' values, those not evaluated yet (in a cycle)
+    /// as measured.
     fn evaluate(
         &self,
         p: u32,
-        value: &[i64],
+        (values, waiting): (&Values, &Counts),
         scales: &Scales<impl Fn(u32) -> f64, impl Fn(usize) -> f64>,
     ) -> i64 {
         let g = self.graph;
@@ -208,21 +209,20 @@ impl<'g> Replay<'g> {
             false => ns,
         };
         if p < 2 * n && p.is_multiple_of(2) {
-            return self.start(p / 2, value);
+            return self.start(p / 2, (values, waiting));
         }
         if p < 2 * n {
             let i = p / 2;
             let node = &g.nodes[i as usize];
-            let start = value[2 * i as usize];
+            let start = values.start(i);
             let factor = (scales.scale)(i);
             // A collective's member, or a transfer's receiver, ends its transfer's time after
             // the last arrival; anything else (a sender too) its own time after its start.
             let exchange = g.exchange(i);
             let end = match exchange.map(|x| (x, &g.exchanges[x as usize])) {
                 Some((exchange, x)) if x.sender != i => {
-                    let last = 2 * n + cpu + exchange;
                     let arrived = g.nodes[x.last as usize].start;
-                    value[last as usize] + scaled(node.end - arrived, factor)
+                    values.exchange(exchange) + scaled(node.end - arrived, factor)
                 }
                 _ => start + scaled(node.end - node.start, factor),
             };
@@ -233,8 +233,7 @@ impl<'g> Replay<'g> {
             let call = &g.cpu[j];
             let entry = match j.checked_sub(1).map(|b| &g.cpu[b]) {
                 Some(before) if same_rank(g, before, call) => {
-                    value[p as usize - 1]
-                        + scaled(call.start - before.moment(), (scales.cpu_scale)(j))
+                    values.call(j - 1) + scaled(call.start - before.moment(), (scales.cpu_scale)(j))
                 }
                 _ => call.start,
             };
@@ -242,23 +241,18 @@ impl<'g> Replay<'g> {
                 None => entry,
                 Some(w) => {
                     let waited = g.nodes[w as usize];
-                    entry.max(value[2 * w as usize + 1] + (call.end - waited.end).max(0))
+                    entry.max(values.end(w, waiting) + (call.end - waited.end).max(0))
                 }
             };
         }
-        let x = &g.exchanges[(p - 2 * n - cpu) as usize];
-        x.members
-            .iter()
-            .map(|&m| value[2 * m as usize])
-            .max()
-            .unwrap_or(i64::MIN)
+        let x = p - 2 * n - cpu;
+        values.last_arrival(x, waiting)
     }
 
     /// An operation's start: the latest of its constraints, each plus its lag.
-    fn start(&self, i: u32, value: &[i64]) -> i64 {
+    fn start(&self, i: u32, (values, waiting): (&Values, &Counts)) -> i64 {
         let g = self.graph;
         let node = &g.nodes[i as usize];
-        let n = g.nodes.len();
         let s = node.start;
         let mut start = i64::MIN;
         let mut term = |binding: Binding, at: i64, now: i64, lag: i64| {
@@ -269,22 +263,112 @@ impl<'g> Replay<'g> {
             start = start.max(now + lag);
         };
         if let Some(p) = self.prev(i) {
-            let p = p as usize;
-            term(Binding::Stream, g.nodes[p].end, value[2 * p + 1], 0);
+            term(
+                Binding::Stream,
+                g.nodes[p as usize].end,
+                values.end(p, waiting),
+                0,
+            );
         }
         if let Some(c) = g.cross(i) {
-            let c = c as usize;
-            term(Binding::Cross, g.nodes[c].end, value[2 * c + 1], 0);
+            term(
+                Binding::Cross,
+                g.nodes[c as usize].end,
+                values.end(c, waiting),
+                0,
+            );
         }
         if node.launch != NONE {
             let call = &g.cpu[node.launch as usize];
-            let now = value[2 * n + node.launch as usize];
+            let now = values.call(node.launch as usize);
             term(Binding::Launch, call.start, now, call.end - call.start);
         }
         match start {
             i64::MIN => s,
             start => start,
         }
+    }
+}
+
+/// A replay's values, a point not yet evaluated read as measured: one slot per operation (its
+/// start's value until its end is evaluated, then its end's: an end reads its start when it
+/// is evaluated, an exchange its members' starts as they are), one per call and one per
+/// exchange; and per exchange, the latest start of its members evaluated so far.
+struct Values<'g> {
+    graph: &'g Graph,
+    slots: Vec<i64>,
+    arrived: Vec<i64>,
+}
+
+impl<'g> Values<'g> {
+    /// Every point as measured.
+    fn new(graph: &'g Graph) -> Values<'g> {
+        let starts = graph.nodes.iter().map(|n| n.start);
+        let calls = graph.cpu.iter().map(CpuCall::moment);
+        let arrivals = (graph.exchanges.iter()).map(|x| graph.nodes[x.last as usize].start);
+        Values {
+            graph,
+            slots: starts.chain(calls).chain(arrivals).collect(),
+            arrived: vec![i64::MIN; graph.exchanges.len()],
+        }
+    }
+
+    /// Operation `i`'s start, asked while its end is not evaluated.
+    fn start(&self, i: u32) -> i64 {
+        self.slots[i as usize]
+    }
+
+    /// Operation `i`'s end.
+    fn end(&self, i: u32, waiting: &Counts) -> i64 {
+        match waiting.get(2 * i + 1) == Counts::DONE {
+            true => self.slots[i as usize],
+            false => self.graph.nodes[i as usize].end,
+        }
+    }
+
+    /// Call `j`'s value.
+    fn call(&self, j: usize) -> i64 {
+        self.slots[self.graph.nodes.len() + j]
+    }
+
+    /// Exchange `x`'s last arrival.
+    fn exchange(&self, x: u32) -> i64 {
+        self.slots[self.graph.nodes.len() + self.graph.cpu.len() + x as usize]
+    }
+
+    /// Exchange `x`'s last arrival, evaluated: its latest member's start, those not evaluated
+    /// as measured.
+    fn last_arrival(&self, x: u32, waiting: &Counts) -> i64 {
+        let g = self.graph;
+        let waited = (g.exchanges[x as usize].members.iter())
+            .filter(|&&m| waiting.get(2 * m) != Counts::DONE)
+            .map(|&m| g.nodes[m as usize].start);
+        waited.fold(self.arrived[x as usize], i64::max)
+    }
+
+    /// A member of exchange `x` starts at `start`, evaluated.
+    fn arrive(&mut self, x: u32, start: i64) {
+        let arrived = &mut self.arrived[x as usize];
+        *arrived = (*arrived).max(start);
+    }
+
+    /// Point `p` (of the replay's numbering) evaluated to `value`.
+    fn set(&mut self, p: u32, value: i64, waiting: &Counts) {
+        let n = self.graph.nodes.len() as u32;
+        let slot = match p {
+            p if p < 2 * n && p.is_multiple_of(2) && waiting.get(p + 1) == Counts::DONE => return,
+            p if p < 2 * n => p / 2,
+            p => p - n,
+        };
+        self.slots[slot as usize] = value;
+    }
+
+    /// Each operation's end, every point evaluated.
+    fn ends(self) -> Vec<i64> {
+        let mut slots = self.slots;
+        slots.truncate(self.graph.nodes.len());
+        slots.shrink_to_fit();
+        slots
     }
 }
 
@@ -438,6 +522,56 @@ mod tests {
         });
         graph.order_memberships();
         graph
+    }
+
+    /// A transfer: rank 0's receiver, listed first, which arrived at 0 and received until 70;
+    /// rank 1's sender (10 to 60, after a 10 ns kernel), matched into a later exchange too
+    /// (an operation matched into two belongs to the later), so that the replay reaches its
+    /// end before the transfer's arrival.
+    fn transfer() -> Graph {
+        let node = |(start, end), comm, binding| Node {
+            start,
+            end,
+            comm,
+            label: 0,
+            launch: NONE,
+            binding,
+        };
+        let mut graph = Graph {
+            nodes: vec![
+                node((0, 70), true, Binding::Nothing),
+                node((0, 10), false, Binding::Nothing),
+                node((10, 60), true, Binding::Stream),
+            ],
+            lanes: vec![lane(0, 0), lane(1, 1)],
+            labels: vec!["gemm".into()],
+            ..Graph::default()
+        };
+        graph.add_exchange(super::super::Exchange {
+            members: vec![0, 2],
+            last: 2,
+            sender: 2,
+        });
+        graph.add_exchange(super::super::Exchange {
+            members: vec![2],
+            last: 2,
+            sender: NONE,
+        });
+        graph.order_memberships();
+        graph
+    }
+
+    #[test]
+    fn a_receiver_waits_for_the_sender_s_replayed_start_not_its_end() {
+        let graph = transfer();
+        assert_eq!(graph.replay(|_| 1.0, |_| 1.0), vec![70, 10, 60]);
+        // The kernel twice as fast: the sender starts at 5 and runs its 50 ns; the receiver
+        // receives for 60 ns after that arrival, the sender's start (not its end, replayed
+        // first).
+        assert_eq!(
+            graph.replay(|i| if i == 1 { 0.5 } else { 1.0 }, |_| 1.0),
+            vec![65, 5, 55]
+        );
     }
 
     #[test]
