@@ -204,7 +204,8 @@ pub fn graph(
     let slots = slots(activity, &spans);
     let unclassified = vec![RankStreams::default(); ranks.len()];
     let namers = namers(both, &spans, (&unclassified, rules), None)?;
-    let mut usages: Vec<Usage> = ranks.iter().map(|_| Usage::new(true)).collect();
+    // Roles are all the graph needs of the classification: no busy intervals.
+    let mut usages: Vec<Usage> = ranks.iter().map(|_| Usage::new(false)).collect();
     let operation_count = (captures.parts.iter())
         .map(|p| {
             let e = &p.events;
