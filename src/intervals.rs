@@ -213,7 +213,6 @@ impl UnionMeasure {
     }
 }
 
-/// Merges intervals sorted by start; touching intervals become one.
 /// Intervals gathered one at a time into an [`IntervalSet`]: one that meets the last one
 /// gathered joins it at once, so that operations arriving in start order (a stream's kernels, a
 /// busy GPU's back-to-back kernels) take the memory of their union, not of their number.
@@ -242,6 +241,7 @@ impl Gathered {
     }
 }
 
+/// Merges intervals sorted by start; touching intervals become one.
 fn merge_sorted(sorted: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
     let mut merged: Vec<(i64, i64)> = Vec::with_capacity(sorted.len());
     for (s, e) in sorted {
