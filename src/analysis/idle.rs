@@ -8,7 +8,7 @@ use crate::classify::streams::clip;
 use crate::hash::FxHashMap;
 use crate::model::{
     ApiCall, Frame, Hit, OsCall, ProcessId, SampleEvent, StreamId, StringId, ThreadId, Timeline,
-    split_api_version,
+    module_file, split_api_version,
 };
 use std::collections::BTreeMap;
 
@@ -383,7 +383,7 @@ fn hit_text(timeline: &Timeline, hit: Hit) -> String {
             let module = timeline.text(m);
             match module.starts_with('[') {
                 true => module.to_string(),
-                false => format!("[{}]", module.rsplit('/').next().unwrap_or(module)),
+                false => format!("[{}]", module_file(module)),
             }
         }
     }

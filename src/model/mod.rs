@@ -25,7 +25,7 @@ pub use events::{
     OsCall, SampleEvent, SyncEvent, ThreadRun, split_api_version, split_torch_ids,
 };
 pub use meta::{ExportMeta, Format, HostGpu};
-pub use stacks::{Frame, Hit, StackId, Stacks};
+pub use stacks::{Frame, Hit, StackId, Stacks, module_file};
 pub use strings::{MAX_TEXT, StringId, StringTable};
 pub use warnings::{Warning, Warnings};
 

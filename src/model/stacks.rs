@@ -24,6 +24,12 @@ pub struct Frame {
     pub module: StringId,
 }
 
+/// The file name of a module's path (`/usr/lib64/libcuda.so.1`: `libcuda.so.1`); a module
+/// named without a path (`[kernel.kallsyms]`) as it is.
+pub fn module_file(module: &str) -> &str {
+    module.rsplit('/').next().unwrap_or(module)
+}
+
 /// What a CPU sample is counted for, when samples are counted by the function they hit
 /// ([`Frame::hit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

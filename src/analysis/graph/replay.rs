@@ -123,7 +123,7 @@ impl<'g> Replay<'g> {
         for p in 0..points as u32 {
             self.successors(p, |s| waiting.set(s, waiting.get(s) + 1));
         }
-        let mut values = Values::new(g);
+        let mut values = Values::new(&self);
         let mut ready: Vec<u32> = (0..points as u32)
             .filter(|&p| waiting.get(p) == 0)
             .collect();
@@ -301,14 +301,17 @@ struct Values<'g> {
 }
 
 impl<'g> Values<'g> {
-    /// Every point as measured.
-    fn new(graph: &'g Graph) -> Values<'g> {
-        let starts = graph.nodes.iter().map(|n| n.start);
-        let calls = graph.cpu.iter().map(CpuCall::moment);
-        let arrivals = (graph.exchanges.iter()).map(|x| graph.nodes[x.last as usize].start);
+    /// Every point of `replay` as measured.
+    fn new(replay: &Replay<'g>) -> Values<'g> {
+        let graph = replay.graph;
+        let n = graph.nodes.len() as u32;
+        let points = 2 * n + (graph.cpu.len() + graph.exchanges.len()) as u32;
+        // The operations' starts, then the calls and exchanges (the points after them).
+        let starts = (0..n).map(|i| replay.measured(2 * i));
+        let rest = (2 * n..points).map(|p| replay.measured(p));
         Values {
             graph,
-            slots: starts.chain(calls).chain(arrivals).collect(),
+            slots: starts.chain(rest).collect(),
             arrived: vec![i64::MIN; graph.exchanges.len()],
         }
     }
@@ -493,35 +496,49 @@ mod tests {
         assert_eq!(graph.replay(|_| 0.5, |_| 1.0), vec![55]);
     }
 
+    /// An operation `[start, end)` launched by nothing, bound as `binding`; `comm` when it
+    /// moves data between GPUs.
+    fn operation((start, end): (i64, i64), comm: bool, binding: Binding) -> Node {
+        Node {
+            start,
+            end,
+            comm,
+            label: 0,
+            launch: NONE,
+            binding,
+        }
+    }
+
+    /// A graph of `nodes` on `lanes` with `exchanges` (each (members, last, sender)), matched
+    /// in that order.
+    fn exchanging(nodes: Vec<Node>, lanes: Vec<Lane>, exchanges: &[(&[u32], u32, u32)]) -> Graph {
+        let mut graph = Graph {
+            nodes,
+            lanes,
+            labels: vec!["gemm".into()],
+            ..Graph::default()
+        };
+        for &(members, last, sender) in exchanges {
+            graph.add_exchange(super::super::Exchange {
+                members: members.to_vec(),
+                last,
+                sender,
+            });
+        }
+        graph.order_memberships();
+        graph
+    }
+
     /// A collective whose last member (rank 0, after a 50 ns kernel) arrives at 50 and whose
     /// other member (rank 1) is listed first and arrives at 0; both transfer for 50 ns after
     /// the last arrival.
     fn collective() -> Graph {
-        let node = |rank, (start, end), binding| Node {
-            start,
-            end,
-            comm: start > 0 || rank == 1,
-            label: 0,
-            launch: NONE,
-            binding,
-        };
-        let mut graph = Graph {
-            nodes: vec![
-                node(0, (0, 50), Binding::Nothing),
-                node(0, (50, 100), Binding::Stream),
-                node(1, (0, 100), Binding::Nothing),
-            ],
-            lanes: vec![lane(0, 0), lane(1, 2)],
-            labels: vec!["gemm".into()],
-            ..Graph::default()
-        };
-        graph.add_exchange(super::super::Exchange {
-            members: vec![2, 1],
-            last: 1,
-            sender: NONE,
-        });
-        graph.order_memberships();
-        graph
+        let nodes = vec![
+            operation((0, 50), false, Binding::Nothing),
+            operation((50, 100), true, Binding::Stream),
+            operation((0, 100), true, Binding::Nothing),
+        ];
+        exchanging(nodes, vec![lane(0, 0), lane(1, 2)], &[(&[2, 1], 1, NONE)])
     }
 
     /// A transfer: rank 0's receiver, listed first, which arrived at 0 and received until 70;
@@ -529,36 +546,13 @@ mod tests {
     /// (an operation matched into two belongs to the later), so that the replay reaches its
     /// end before the transfer's arrival.
     fn transfer() -> Graph {
-        let node = |(start, end), comm, binding| Node {
-            start,
-            end,
-            comm,
-            label: 0,
-            launch: NONE,
-            binding,
-        };
-        let mut graph = Graph {
-            nodes: vec![
-                node((0, 70), true, Binding::Nothing),
-                node((0, 10), false, Binding::Nothing),
-                node((10, 60), true, Binding::Stream),
-            ],
-            lanes: vec![lane(0, 0), lane(1, 1)],
-            labels: vec!["gemm".into()],
-            ..Graph::default()
-        };
-        graph.add_exchange(super::super::Exchange {
-            members: vec![0, 2],
-            last: 2,
-            sender: 2,
-        });
-        graph.add_exchange(super::super::Exchange {
-            members: vec![2],
-            last: 2,
-            sender: NONE,
-        });
-        graph.order_memberships();
-        graph
+        let nodes = vec![
+            operation((0, 70), true, Binding::Nothing),
+            operation((0, 10), false, Binding::Nothing),
+            operation((10, 60), true, Binding::Stream),
+        ];
+        let exchanges: &[(&[u32], u32, u32)] = &[(&[0, 2], 2, 2), (&[2], 2, NONE)];
+        exchanging(nodes, vec![lane(0, 0), lane(1, 1)], exchanges)
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::hash::{FxHashMap, FxHashSet};
 use crate::input::capture::{Joined, Names};
 use crate::model::{
     AccTable, Frame, GpuId, HostId, MetricSeriesId, NvtxKind, StreamId, StringId, ThreadId,
-    Timeline, split_api_version, split_torch_ids,
+    Timeline, module_file, split_api_version, split_torch_ids,
 };
 use std::collections::BTreeMap;
 
@@ -424,10 +424,10 @@ fn frame_values(values: &mut Values, timeline: &Timeline) {
     values.sample_depth = values.sample_depth.min(types::MAX_SAMPLE_DEPTH);
     let labels = by_label(frames, |f| {
         let symbol = timeline.text(f.symbol);
-        let module = timeline.text(f.module);
-        match module.rsplit('/').next() {
-            Some(file) if !file.is_empty() && file != symbol => format!("{symbol} ({file})"),
-            _ => symbol.to_string(),
+        let file = module_file(timeline.text(f.module));
+        match !file.is_empty() && file != symbol {
+            true => format!("{symbol} ({file})"),
+            false => symbol.to_string(),
         }
     });
     for (label, keys) in labels {
