@@ -82,6 +82,13 @@ pub struct Counters {
     achieves_at_all: bool,
     /// Pending changes: (time, +1 or -1, what).
     pending: BinaryHeap<Reverse<(i64, i64, Change)>>,
+    /// Whether a change was applied since the values were last taken (none can differ
+    /// from what was written otherwise).
+    applied: bool,
+    /// The position of the barrier role in `roles`, if any.
+    barrier: Option<usize>,
+    /// The values taken last, kept for their per-role vector.
+    changes: Changes,
 }
 
 /// A change due later.
@@ -132,6 +139,11 @@ impl Counters {
         let process = plan.exported[exported].process;
         let waits = plan.collectives.waits.get(&process);
         let on_path = plan.critical_path.on_path.get(&process);
+        let barrier = roles.iter().position(|r| r == BARRIER);
+        let changes = Changes {
+            roles: vec![None; roles.len()],
+            ..Changes::default()
+        };
         let mut pending = BinaryHeap::new();
         for (spans, change) in [(waits, Change::Wait), (on_path, Change::OnPath)] {
             for &(s, e) in spans.into_iter().flatten() {
@@ -151,6 +163,9 @@ impl Counters {
             achieved: Level::default(),
             achieves_at_all: !prepared.flops.is_empty(),
             pending,
+            applied: false,
+            barrier,
+            changes,
         })
     }
 
@@ -217,38 +232,34 @@ impl Counters {
     }
 
     /// Applies every change due by `t`; then the values that changed at `t`, when any did.
-    pub fn at(&mut self, t: i64) -> Option<Changes> {
+    pub fn at(&mut self, t: i64) -> Option<&Changes> {
         while let Some(&Reverse((time, delta, change))) = self.pending.peek()
             && time <= t
         {
             self.pending.pop();
             self.apply(change, delta);
         }
-        let roles: Vec<Option<i64>> = self.roles.iter_mut().map(|(_, l)| l.change()).collect();
-        let barrier = self
-            .roles
-            .iter()
-            .position(|(r, _)| r == BARRIER)
-            .and_then(|i| roles[i]);
+        if !std::mem::take(&mut self.applied) {
+            return None;
+        }
+        let changes = &mut self.changes;
+        for ((_, level), change) in self.roles.iter_mut().zip(&mut changes.roles) {
+            *change = level.change();
+        }
+        changes.barrier = self.barrier.and_then(|i| changes.roles[i]);
         let exposed = self.comm.value > 0 && self.compute.value == 0;
         let waiting = self.waiting.value > 0;
         let on_path = self.on_path.value > 0;
-        let changes = Changes {
-            compute: self.compute.change(),
-            comm: self.comm.change(),
-            barrier,
-            exposed: self.exposed.toggled(exposed),
-            waiting: self
-                .waits_at_all
-                .then(|| self.waiting.toggled(waiting))
-                .flatten(),
-            on_path: self
-                .on_path_at_all
-                .then(|| self.on_path.toggled(on_path))
-                .flatten(),
-            achieved: self.achieved.change(),
-            roles,
-        };
+        changes.compute = self.compute.change();
+        changes.comm = self.comm.change();
+        changes.exposed = self.exposed.toggled(exposed);
+        changes.waiting = (self.waits_at_all)
+            .then(|| self.waiting.toggled(waiting))
+            .flatten();
+        changes.on_path = (self.on_path_at_all)
+            .then(|| self.on_path.toggled(on_path))
+            .flatten();
+        changes.achieved = self.achieved.change();
         let any = [
             changes.compute,
             changes.comm,
@@ -260,10 +271,11 @@ impl Counters {
         .iter()
         .chain(&changes.roles)
         .any(Option::is_some);
-        any.then_some(changes)
+        any.then_some(&*changes)
     }
 
     fn apply(&mut self, change: Change, delta: i64) {
+        self.applied = true;
         match change {
             Change::Kernel(Moves::Compute) => self.compute.add(delta),
             Change::Kernel(Moves::Comm { role, comm }) => {

@@ -796,12 +796,14 @@ impl Writer<Body<'_, '_, '_, '_>> for TaskWriter<'_> {
                 (types::CRITICAL_PATH, c.on_path),
                 (types::ACHIEVED_MFLOPS, c.achieved),
             ];
-            let pairs: Vec<(u32, u64)> = series
-                .iter()
-                .filter_map(|&(ty, v)| Some((ty, v?.max(0) as u64)))
-                .collect();
-            if !pairs.is_empty() {
-                body.event(self.task, *thread, t, &pairs);
+            let mut pairs = Pairs::new();
+            for (ty, v) in series {
+                if let Some(v) = v {
+                    pairs.push((ty, v.max(0) as u64));
+                }
+            }
+            if !pairs.as_slice().is_empty() {
+                body.event(self.task, *thread, t, pairs.as_slice());
             }
         }
         if !self.dirty && !self.memory.values().any(|m| m.due_at_start) {

@@ -525,21 +525,7 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
     fn end_group(&mut self, _: &mut (), t: i64) -> io::Result<()> {
         self.returns(t)?;
         let ts = self.core.plan.rebase(t);
-        if let Some((counters, sequences)) = &mut self.counters
-            && let Some(changes) = counters.at(t)
-        {
-            let drawn = (counters.waits(), counters.on_path());
-            let whole = sequences.len() - usize::from(counters.achieves());
-            let (levels, rate) = sequences.split_at_mut(whole);
-            for (seq, value) in levels.iter_mut().zip(values(&changes, drawn)) {
-                if let Some(v) = value {
-                    seq.counter(&mut self.core.out, ts, v)?;
-                }
-            }
-            if let (Some(seq), Some(mflops)) = (rate.first_mut(), changes.achieved) {
-                seq.double_counter(&mut self.core.out, ts, mflops as f64 / 1e6)?;
-            }
-        }
+        self.counters_at(t, ts)?;
         let at_start = t >= self.core.window.0;
         for memory in self.memory.values_mut() {
             if memory.changed || (memory.due_at_start && at_start) {
@@ -555,6 +541,28 @@ impl<W: Write> crate::export::stream::Writer<()> for ProcessWriter<'_, '_, '_, W
 }
 
 impl<W: Write> ProcessWriter<'_, '_, '_, W> {
+    /// The overlap counters that changed at `t` (trace time `ts`).
+    fn counters_at(&mut self, t: i64, ts: u64) -> io::Result<()> {
+        let Some((counters, sequences)) = &mut self.counters else {
+            return Ok(());
+        };
+        let drawn = (counters.waits(), counters.on_path());
+        let whole = sequences.len() - usize::from(counters.achieves());
+        let Some(changes) = counters.at(t) else {
+            return Ok(());
+        };
+        let (levels, rate) = sequences.split_at_mut(whole);
+        for (seq, value) in levels.iter_mut().zip(values(changes, drawn)) {
+            if let Some(v) = value {
+                seq.counter(&mut self.core.out, ts, v)?;
+            }
+        }
+        if let (Some(seq), Some(mflops)) = (rate.first_mut(), changes.achieved) {
+            seq.double_counter(&mut self.core.out, ts, mflops as f64 / 1e6)?;
+        }
+        Ok(())
+    }
+
     /// An NVTX range or mark: on its thread's track, or a start/end range on its domain's.
     fn nvtx(&mut self, n: &NvtxEvent, item: &Item) -> io::Result<()> {
         self.core.counts.nvtx += 1;

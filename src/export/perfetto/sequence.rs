@@ -394,14 +394,17 @@ impl Sequence {
     ) -> io::Result<()> {
         let event = self.event(out, ts, kind)?;
         event.flow_ids.extend_from_slice(flows);
-        let mut interned = self.label(name, category, args, texts);
+        // Most events define nothing: the interned data is built only when something is new.
+        let mut interned = None;
+        self.label(name, category, args, texts, &mut interned);
         if let Some(stack) = stack {
             let stacks = self.callstacks.get_or_insert_with(Box::default);
-            let iid = stacks.iid(stack, texts.timeline, &mut interned);
-            self.packet.callstack_iid = Some(iid);
+            let data = defining(&mut interned);
+            self.packet.callstack_iid = Some(stacks.iid(stack, texts.timeline, data));
+            interned = interned.filter(|data| *data != InternedData::default());
         }
-        if interned != InternedData::default() {
-            self.packet.interned = Some(interned);
+        if interned.is_some() {
+            self.packet.interned = interned;
         }
         self.flush(out)
     }
@@ -488,14 +491,16 @@ impl Sequence {
     }
 
     /// Sets the pending event's name, category and annotations; returns what they intern.
+    /// Sets the event's name, category and annotations, adding what they define first to
+    /// `interned` (created then).
     fn label(
         &mut self,
         name: Name,
         category: Category,
         args: &[(Arg, Value)],
         texts: Texts,
-    ) -> InternedData {
-        let mut interned = InternedData::default();
+        interned: &mut Option<InternedData>,
+    ) {
         let name_iid = intern(&mut self.names, name, |iid| {
             let name = match name {
                 Name::Text(id) if category == Category::CudaApi => {
@@ -504,7 +509,7 @@ impl Sequence {
                 Name::Text(id) => texts.timeline.text(id).to_string(),
                 Name::Fixed(s) => s.to_string(),
             };
-            interned.event_names.push(EventName {
+            defining(interned).event_names.push(EventName {
                 iid: Some(iid),
                 name: Some(name),
             });
@@ -512,7 +517,7 @@ impl Sequence {
         let category_iid = category as u64 + 1;
         if self.categories & (1 << category as u32) == 0 {
             self.categories |= 1 << category as u32;
-            interned.event_categories.push(EventCategory {
+            defining(interned).event_categories.push(EventCategory {
                 iid: Some(category_iid),
                 name: Some(Category::NAMES[category as usize].to_string()),
             });
@@ -521,16 +526,18 @@ impl Sequence {
             let arg_iid = arg as u64 + 1;
             if self.args & (1u64 << arg as u32) == 0 {
                 self.args |= 1u64 << arg as u32;
-                interned.debug_annotation_names.push(DebugAnnotationName {
-                    iid: Some(arg_iid),
-                    name: Some(Arg::NAMES[arg as usize].to_string()),
-                });
+                defining(interned)
+                    .debug_annotation_names
+                    .push(DebugAnnotationName {
+                        iid: Some(arg_iid),
+                        name: Some(Arg::NAMES[arg as usize].to_string()),
+                    });
             }
             let annotation = match value {
                 Value::Uint(v) => Annotation::Uint(v),
                 Value::Int(v) => Annotation::Int(v),
                 _ => Annotation::StringIid(intern(&mut self.values, value, |iid| {
-                    interned
+                    defining(interned)
                         .debug_annotation_string_values
                         .push(InternedString {
                             iid: Some(iid),
@@ -542,12 +549,16 @@ impl Sequence {
         }
         self.packet.name_iid = Some(name_iid);
         self.packet.category_iid = Some(category_iid);
-        interned
     }
 
     fn flush<W: Write>(&mut self, out: &mut PacketStream<W>) -> io::Result<()> {
         out.write_event(&mut self.packet)
     }
+}
+
+/// The interned data of the packet being written, created when it first defines something.
+fn defining(interned: &mut Option<InternedData>) -> &mut InternedData {
+    interned.get_or_insert_with(InternedData::default)
 }
 
 /// The iid of `key`, defining it (with `define(iid)`) the first time.

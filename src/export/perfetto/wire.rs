@@ -115,7 +115,7 @@ pub struct EventPacket {
     annotations: Vec<u8>,
     /// What this packet interns, when it interns anything.
     pub interned: Option<InternedData>,
-    /// Scratch for one annotation and for the interned data.
+    /// Scratch for the interned data.
     scratch: Vec<u8>,
 }
 
@@ -145,15 +145,17 @@ impl EventPacket {
 
     /// Adds a debug annotation named by `name_iid`.
     pub fn annotate(&mut self, name_iid: u64, value: Annotation) {
-        let a = &mut self.scratch;
-        a.clear();
+        let (field, v) = match value {
+            Annotation::Uint(v) => (ANNOTATION_UINT, v),
+            Annotation::Int(v) => (ANNOTATION_INT, v as u64),
+            Annotation::StringIid(v) => (ANNOTATION_STRING_IID, v),
+        };
+        let len = uint_len(ANNOTATION_NAME_IID, name_iid) + uint_len(field, v);
+        let a = &mut self.annotations;
+        key(a, EVENT_DEBUG_ANNOTATIONS, LENGTH_DELIMITED);
+        varint(a, len as u64);
         uint(a, ANNOTATION_NAME_IID, name_iid);
-        match value {
-            Annotation::Uint(v) => uint(a, ANNOTATION_UINT, v),
-            Annotation::Int(v) => uint(a, ANNOTATION_INT, v as u64),
-            Annotation::StringIid(v) => uint(a, ANNOTATION_STRING_IID, v),
-        }
-        length_delimited(&mut self.annotations, EVENT_DEBUG_ANNOTATIONS, a);
+        uint(a, field, v);
     }
 
     /// Appends the packet as one `Trace.packet` record (field 1: its key, length and bytes).
