@@ -12,6 +12,7 @@
 //! kernels = "p2p"                       # optional: "any" (default) or "p2p" (SendRecv kernels)
 //! ```
 
+use crate::hash::FxBuildHasher;
 use indexmap::IndexSet;
 use regex::{Regex, RegexSet};
 use std::io::Read as _;
@@ -291,7 +292,7 @@ struct Rule {
 pub struct RoleRules {
     rules: Vec<Rule>,
     set: RegexSet,
-    labels: IndexSet<String>,
+    labels: IndexSet<String, FxBuildHasher>,
 }
 
 impl Default for RoleRules {
@@ -374,7 +375,7 @@ pub fn user_regex(pattern: &str) -> Result<Regex, String> {
 impl RoleRules {
     /// The built-in rules after `user` rules, which are tried first.
     pub fn new(user: &[UserRule]) -> Result<RoleRules, String> {
-        let mut labels = IndexSet::new();
+        let mut labels = IndexSet::default();
         let mut rules = Vec::new();
         let mut patterns: Vec<&str> = Vec::new();
         for (i, r) in user.iter().enumerate() {

@@ -56,7 +56,7 @@ pub struct Operations {
     named_by_role: Vec<bool>,
     /// Each (rank, stream), in the order met.
     lanes: IndexSet<(u32, StreamId), FxBuildHasher>,
-    labels: IndexSet<String>,
+    labels: IndexSet<String, FxBuildHasher>,
 }
 
 impl Operations {
