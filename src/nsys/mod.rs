@@ -21,6 +21,7 @@ mod rep;
 mod report;
 mod sampling;
 mod schema;
+mod statement;
 mod strings;
 pub mod tables;
 pub mod write;

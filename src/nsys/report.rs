@@ -4,6 +4,7 @@
 use super::error::{Error, Result};
 use super::ids::GlobalId;
 use super::schema::{Column, Fields, Schema, opt, req};
+use super::statement::Statement;
 use super::strings::{StringRef, StringResolver};
 use crate::hash::{FxHashMap, FxHashSet};
 use crate::input::export::{
@@ -206,14 +207,11 @@ impl Report {
             return Ok(0);
         }
         let sql = self.schema.select(&self.path, table, columns, tail)?;
-        let mut stmt = self
-            .conn
-            .prepare(&sql)
-            .map_err(|e| self.sqlite_error(table, e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.sqlite_error(table, e))?;
+        let mut stmt =
+            Statement::prepare(&self.conn, &sql).map_err(|e| self.sqlite_error(table, e))?;
         let mut count = 0;
-        while let Some(row) = rows.next().map_err(|e| self.sqlite_error(table, e))? {
-            each(&mut Fields::new(row, columns, &self.path, table))?;
+        while stmt.step().map_err(|e| self.sqlite_error(table, e))? {
+            each(&mut Fields::new(&stmt, columns, &self.path, table))?;
             count += 1;
             if count % super::progress::BATCH == 0 {
                 super::progress::advance(super::progress::BATCH);

@@ -8,6 +8,7 @@ use super::events::Clock;
 use super::ids::GlobalId;
 use super::report::Report;
 use super::schema::{Column, Fields, opt, req};
+use super::statement::Statement;
 use super::strings::{StringRef, StringResolver};
 use crate::model::{Frame, NO_CPU, Ns, StringId, Warning, Warnings};
 
@@ -101,8 +102,7 @@ impl Report {
              FROM {SAMPLES} c JOIN {CALLCHAINS} s ON s.id = c.id ORDER BY c.id, s.stackDepth"
         );
         let sql_error = |e| self.sqlite_error(CALLCHAINS, e);
-        let mut stmt = self.conn.prepare(&sql).map_err(sql_error)?;
-        let mut rows = stmt.query([]).map_err(sql_error)?;
+        let mut stmt = Statement::prepare(&self.conn, &sql).map_err(sql_error)?;
         let mut frames = Vec::new();
         let mut current: Option<(i64, Ns, GlobalId, u16)> = None;
         let mut samples = 0;
@@ -118,8 +118,8 @@ impl Report {
             }
             frames.clear();
         };
-        while let Some(row) = rows.next().map_err(sql_error)? {
-            let f = &mut Fields::new(row, COLUMNS, self.path(), CALLCHAINS);
+        while stmt.step().map_err(sql_error)? {
+            let f = &mut Fields::new(&stmt, COLUMNS, self.path(), CALLCHAINS);
             let id = f.int()?;
             let time = clock.map(f.int()?, f)?;
             let thread = GlobalId::decode(f.int()?);

@@ -5,6 +5,7 @@
 //! columns it finds: an optional column that is missing is read as NULL, a required one is an error.
 
 use super::error::{Error, Result};
+use super::statement::Statement;
 use crate::hash::FxHashMap;
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
@@ -136,7 +137,7 @@ pub(crate) const fn opt(name: &'static str) -> Column {
 /// Reads the columns of one row in the order they were selected, with errors that name the file,
 /// table, row and column. Column 0 is the rowid.
 pub(crate) struct Fields<'a, 'r> {
-    row: &'a rusqlite::Row<'r>,
+    row: &'a Statement<'r>,
     columns: &'static [Column],
     path: &'a Path,
     table: &'static str,
@@ -148,12 +149,15 @@ pub(crate) struct Fields<'a, 'r> {
 impl<'a, 'r> Fields<'a, 'r> {
     /// Starts reading a row selected with [`Schema::select`].
     pub fn new(
-        row: &'a rusqlite::Row<'r>,
+        row: &'a Statement<'r>,
         columns: &'static [Column],
         path: &'a Path,
         table: &'static str,
     ) -> Fields<'a, 'r> {
-        let rowid = row.get::<_, i64>(0).unwrap_or(-1);
+        let rowid = match row.value(0) {
+            ValueRef::Integer(id) => id,
+            _ => -1,
+        };
         Fields {
             row,
             columns,
@@ -167,7 +171,7 @@ impl<'a, 'r> Fields<'a, 'r> {
     fn advance(&mut self) -> (ValueRef<'a>, &'static str) {
         let column = self.columns[self.next].name;
         self.next += 1;
-        let value = self.row.get_ref(self.next).unwrap_or(ValueRef::Null);
+        let value = self.row.value(self.next);
         (value, column)
     }
 
