@@ -137,7 +137,8 @@ pub(crate) const fn opt(name: &'static str) -> Column {
 /// Reads the columns of one row in the order they were selected, with errors that name the file,
 /// table, row and column. Column 0 is the rowid.
 pub(crate) struct Fields<'a, 'r> {
-    row: &'a Statement<'r>,
+    /// The statement, on the row being read.
+    statement: &'a Statement<'r>,
     columns: &'static [Column],
     path: &'a Path,
     table: &'static str,
@@ -147,19 +148,19 @@ pub(crate) struct Fields<'a, 'r> {
 }
 
 impl<'a, 'r> Fields<'a, 'r> {
-    /// Starts reading a row selected with [`Schema::select`].
+    /// Starts reading the row `statement` (selected with [`Schema::select`]) is on.
     pub fn new(
-        row: &'a Statement<'r>,
+        statement: &'a Statement<'r>,
         columns: &'static [Column],
         path: &'a Path,
         table: &'static str,
     ) -> Fields<'a, 'r> {
-        let rowid = match row.value(0) {
+        let rowid = match statement.value(0) {
             ValueRef::Integer(id) => id,
             _ => -1,
         };
         Fields {
-            row,
+            statement,
             columns,
             path,
             table,
@@ -171,7 +172,7 @@ impl<'a, 'r> Fields<'a, 'r> {
     fn advance(&mut self) -> (ValueRef<'a>, &'static str) {
         let column = self.columns[self.next].name;
         self.next += 1;
-        let value = self.row.value(self.next);
+        let value = self.statement.value(self.next);
         (value, column)
     }
 

@@ -490,9 +490,8 @@ impl Sequence {
         })
     }
 
-    /// Sets the pending event's name, category and annotations; returns what they intern.
-    /// Sets the event's name, category and annotations, adding what they define first to
-    /// `interned` (created then).
+    /// Sets the pending event's name, category and annotations, adding what they define
+    /// first to `interned` (created then).
     fn label(
         &mut self,
         name: Name,
