@@ -189,7 +189,16 @@ impl<'a, 'r> Fields<'a, 'r> {
 
     /// The next column as an integer, or None when NULL.
     pub fn opt_int(&mut self) -> Result<Option<i64>> {
-        match self.advance().0 {
+        debug_assert!(
+            self.next < self.columns.len(),
+            "more columns read than selected"
+        );
+        self.next += 1;
+        let other = match self.statement.integer(self.next) {
+            Ok(v) => return Ok(v),
+            Err(other) => other,
+        };
+        match other {
             ValueRef::Null => Ok(None),
             ValueRef::Integer(v) => Ok(Some(v)),
             ValueRef::Real(v) if v.fract() == 0.0 && v.abs() < 9.0e18 => Ok(Some(v as i64)),

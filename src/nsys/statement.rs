@@ -108,6 +108,26 @@ impl<'c> Statement<'c> {
     }
 }
 
+impl Statement<'_> {
+    /// Column `column` of the current row when it is an integer or NULL (most columns read are):
+    /// `Ok(None)` for NULL; any other value as [`Statement::value`] gives it.
+    #[inline]
+    pub fn integer(&self, column: usize) -> Result<Option<i64>, ValueRef<'_>> {
+        if column >= self.columns {
+            return Ok(None);
+        }
+        // SAFETY: as in `value`; an integer is read in its own type.
+        unsafe {
+            let value = ffi::sqlite3_column_value(self.stmt.as_ptr(), column as c_int);
+            match ffi::sqlite3_value_type(value) {
+                ffi::SQLITE_INTEGER => Ok(Some(ffi::sqlite3_value_int64(value))),
+                ffi::SQLITE_NULL => Ok(None),
+                _ => Err(self.value(column)),
+            }
+        }
+    }
+}
+
 impl Drop for Statement<'_> {
     fn drop(&mut self) {
         // SAFETY: the statement is live and finalized once, here.
@@ -147,8 +167,9 @@ mod tests {
     use rusqlite::Connection;
     use rusqlite::types::ValueRef;
 
-    /// Every type reads as rusqlite reads it, NULL past the last column, and a bad query or
-    /// a failing step is an error with SQLite's message.
+    /// Every type reads as rusqlite reads it (and as an integer when it is one or NULL), NULL
+    /// past the last column, and a bad query or a failing step is an error with SQLite's
+    /// message.
     #[test]
     fn values_read_as_rusqlite_reads_them() {
         let conn = Connection::open_in_memory().unwrap();
@@ -166,13 +187,17 @@ mod tests {
         while ours.step().unwrap() {
             let row = rows.next().unwrap().expect("as many rows");
             for i in 0..5 {
-                assert_eq!(
-                    ours.value(i),
-                    row.get_ref(i).unwrap(),
-                    "row {n}, column {i}"
-                );
+                let theirs = row.get_ref(i).unwrap();
+                assert_eq!(ours.value(i), theirs, "row {n}, column {i}");
+                let integer = match theirs {
+                    ValueRef::Integer(v) => Ok(Some(v)),
+                    ValueRef::Null => Ok(None),
+                    other => Err(other),
+                };
+                assert_eq!(ours.integer(i), integer, "row {n}, column {i}");
             }
             assert_eq!(ours.value(5), ValueRef::Null);
+            assert_eq!(ours.integer(5), Ok(None));
             n += 1;
         }
         assert!(rows.next().unwrap().is_none());
