@@ -169,11 +169,20 @@ impl<'a, 'r> Fields<'a, 'r> {
         }
     }
 
-    fn advance(&mut self) -> (ValueRef<'a>, &'static str) {
-        let column = self.columns[self.next].name;
+    /// Moves to the next selected column; its index in the statement (after the rowid).
+    fn next_column(&mut self) -> usize {
+        assert!(
+            self.next < self.columns.len(),
+            "more columns read than selected"
+        );
         self.next += 1;
-        let value = self.statement.value(self.next);
-        (value, column)
+        self.next
+    }
+
+    /// The next column's value.
+    fn advance(&mut self) -> ValueRef<'a> {
+        let column = self.next_column();
+        self.statement.value(column)
     }
 
     /// An error about the column just read.
@@ -189,20 +198,11 @@ impl<'a, 'r> Fields<'a, 'r> {
 
     /// The next column as an integer, or None when NULL.
     pub fn opt_int(&mut self) -> Result<Option<i64>> {
-        debug_assert!(
-            self.next < self.columns.len(),
-            "more columns read than selected"
-        );
-        self.next += 1;
-        let other = match self.statement.integer(self.next) {
-            Ok(v) => return Ok(v),
-            Err(other) => other,
-        };
-        match other {
-            ValueRef::Null => Ok(None),
-            ValueRef::Integer(v) => Ok(Some(v)),
-            ValueRef::Real(v) if v.fract() == 0.0 && v.abs() < 9.0e18 => Ok(Some(v as i64)),
-            other => Err(self.bad(format!(
+        let column = self.next_column();
+        match self.statement.integer(column) {
+            Ok(v) => Ok(v),
+            Err(ValueRef::Real(v)) if v.fract() == 0.0 && v.abs() < 9.0e18 => Ok(Some(v as i64)),
+            Err(other) => Err(self.bad(format!(
                 "holds {} where an integer is expected",
                 type_name(other)
             ))),
@@ -211,7 +211,7 @@ impl<'a, 'r> Fields<'a, 'r> {
 
     /// The next column as a real number (an integer reads as one), or None when NULL.
     pub fn opt_real(&mut self) -> Result<Option<f64>> {
-        match self.advance().0 {
+        match self.advance() {
             ValueRef::Null => Ok(None),
             ValueRef::Integer(v) => Ok(Some(v as f64)),
             ValueRef::Real(v) => Ok(Some(v)),
@@ -237,7 +237,7 @@ impl<'a, 'r> Fields<'a, 'r> {
 
     /// The next column as text bytes (TEXT or BLOB), or None when NULL.
     pub fn opt_bytes(&mut self) -> Result<Option<&'a [u8]>> {
-        match self.advance().0 {
+        match self.advance() {
             ValueRef::Null => Ok(None),
             ValueRef::Text(bytes) | ValueRef::Blob(bytes) => Ok(Some(bytes)),
             other => Err(self.bad(format!("holds {} where text is expected", type_name(other)))),

@@ -106,9 +106,7 @@ impl<'c> Statement<'c> {
             }
         }
     }
-}
 
-impl Statement<'_> {
     /// Column `column` of the current row when it is an integer or NULL (most columns read are):
     /// `Ok(None)` for NULL; any other value as [`Statement::value`] gives it.
     #[inline]
